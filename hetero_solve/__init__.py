@@ -1,0 +1,29 @@
+"""hetero-solve: split an ONNX model into the fewest parts for heterogeneous devices.
+
+The pipeline, one module per step::
+
+    load_model  ->  compile_problem  ->  heuristic  ->  refine (exact)  ->  validate  ->  write
+
+>>> import hetero_solve as hs
+>>> result = hs.solve("examples/resnet_like.onnx", "rules/npu-static.yaml")   # doctest: +SKIP
+>>> result.metrics.partitions, result.write("out/")                           # doctest: +SKIP
+"""
+
+from .algorithms.greedy import greedy, heuristic
+from .compile import compile_problem
+from .errors import HeteroSolveError, InfeasibleError, ModelError, RuleError, ValidationError
+from .model import ModelGraph, load_model
+from .pipeline import Result, refine, solve
+from .problem import Device, Objective, Problem, make_problem
+from .rules import Rules, load_rules
+from .solution import Solution, evaluate, normalize
+from .validate import Violation, check, validate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "solve", "Result", "refine", "load_model", "ModelGraph", "load_rules", "Rules",
+    "compile_problem", "Problem", "Device", "Objective", "make_problem", "heuristic", "greedy",
+    "Solution", "evaluate", "normalize", "validate", "check", "Violation",
+    "HeteroSolveError", "ModelError", "RuleError", "InfeasibleError", "ValidationError",
+]

@@ -1,0 +1,275 @@
+"""Greedy, closure-based partitioning: a valid partition in O(V + E) per pass.
+
+The parts are built one at a time in topological order.  A part on device ``d`` is the
+*maximal d-closure* of what is placed so far: every node whose predecessors are placed, that
+goes to ``d``, and whose value-dependent inputs come from earlier parts (Kahn's algorithm with
+one ready list per device; nodes unlocked inside the part join it at once).  For a fixed
+sequence of part devices, placing every node as early as possible is optimal (SOLVING.md, "exact
+search over device sequences"); the greedy part is the choice of the next device: the one whose
+ready nodes head the longest remaining chain of forced breaks (list scheduling by bottom level),
+ties to the device with more ready nodes, then to priority order.
+
+Acyclic by construction: a node joins a part only when all its predecessors are in that part
+or earlier ones, so every edge goes forward.  No transitive closure is ever built.
+
+Memory limits (SPEC section 5): the part's memory is tracked incrementally; a node that would
+overflow the part's instance waits for the next part on that device, and a node that fits in no
+instance of its device on its own spills to its next allowed device (a fallback).
+
+Reference: the maximal-extension step is the ``grow`` of OpenVINO's subgraph selection (seed
+000) without its roll-backs, and the list-scheduling order follows Graham's list scheduling.
+
+>>> from hetero_solve.problem import make_problem
+>>> p = make_problem(7, [(0, 1), (1, 2), (1, 3), (2, 4), (3, 4), (4, 5), (5, 6)],
+...                  [[0], [0], [0], [1], [0], [0], [0]])
+>>> greedy(p).num_parts
+3
+"""
+
+from __future__ import annotations
+
+from ..errors import InfeasibleError
+from ..problem import Problem
+from ..solution import Solution, evaluate, normalize
+from ..units import format_bytes
+
+
+def heuristic(problem: Problem) -> Solution:
+    """Best of the forward and backward greedy passes under the problem's objective.
+
+    Ties go to the answer whose largest parts are larger (OpenVINO keeps the largest subgraph;
+    it also reproduces seed 000's worked example)."""
+    best = None
+    best_key = None
+    for direction in ("forward", "backward"):
+        sol = greedy(problem, direction=direction)
+        m = evaluate(problem, sol)
+        sizes = sorted((len(nodes) for nodes in sol.parts()), reverse=True)
+        key = problem.objective.key(m.as_dict()) + tuple(-s for s in sizes)
+        if best_key is None or key < best_key:
+            best, best_key = sol, key
+    assert best is not None
+    best.algorithm = "heuristic"
+    best.stats["heuristic_partitions"] = best.num_parts
+    return best
+
+
+def greedy(problem: Problem, *, direction: str = "forward",
+           devices: list[int] | None = None) -> Solution:
+    """One greedy pass.  ``direction="backward"`` builds parts from the sinks up (the same
+    algorithm on the reversed graph).  ``devices`` fixes a starting device per node (default:
+    the preferred one)."""
+    n = problem.n
+    if direction == "forward":
+        nxt, prv = problem.succ, problem.pred
+    elif direction == "backward":
+        nxt, prv = problem.pred, problem.succ
+    else:
+        raise ValueError(f"direction must be 'forward' or 'backward', not {direction!r}")
+    dev = list(devices) if devices is not None else [a[0] for a in problem.allowed]
+    D = len(problem.devices)
+    enforce = [d.enforce_values for d in problem.devices]
+    sep = _separated(problem)
+    level = _bottom_levels(problem, nxt, prv, dev, enforce, direction)
+
+    indeg = [len(p) for p in prv]
+    ready: list[list[int]] = [[] for _ in range(D)]
+    top = [-1] * D
+
+    def push(v: int) -> None:
+        d = dev[v]
+        ready[d].append(v)
+        if level[v] > top[d]:
+            top[d] = level[v]
+
+    for v in range(n):
+        if indeg[v] == 0:
+            push(v)
+
+    part_of = [-1] * n
+    part_device: list[int] = []
+    part_instance: list[int] = []
+    free = [[d.memory] * d.instances if d.memory is not None else None for d in problem.devices]
+    placed = 0
+    while placed < n:
+        d = _next_device(ready, top)
+        if d < 0:
+            raise AssertionError("greedy: no ready node but nodes left (the graph has a cycle)")
+        queue = ready[d]
+        ready[d] = []
+        top[d] = -1
+        p = len(part_device)
+        inst = 0
+        tracker = None
+        if free[d] is not None:
+            inst = max(range(len(free[d])), key=free[d].__getitem__)
+            tracker = _PartMemory(problem, free[d][inst])
+        part_device.append(d)
+        part_instance.append(inst)
+        size = 0
+        waiting: list[int] = []
+        qi = 0
+        while qi < len(queue):
+            v = queue[qi]
+            qi += 1
+            if enforce[d] and sep[v] and any(part_of[u] == p for u in sep[v]):
+                waiting.append(v)       # a value input made in this part: next part
+                continue
+            if tracker is not None and not tracker.fits(v):
+                if size:
+                    waiting.append(v)   # this instance is full: a later part
+                else:
+                    _spill(problem, v, dev, free, tracker)
+                    push(v)
+                continue
+            if tracker is not None:
+                tracker.add(v)
+            part_of[v] = p
+            size += 1
+            placed += 1
+            for w in nxt[v]:
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    if dev[w] == d:
+                        queue.append(w)
+                    else:
+                        push(w)
+        for v in waiting:
+            push(v)
+        if size == 0:
+            part_device.pop()
+            part_instance.pop()
+        elif tracker is not None:
+            free[d][inst] -= tracker.used
+    sol = Solution(part_of, part_device, part_instance, algorithm=f"greedy-{direction}")
+    return normalize(problem, sol)
+
+
+def _next_device(ready: list[list[int]], top: list[int]) -> int:
+    best = -1
+    for d in range(len(ready)):
+        if ready[d] and (best < 0 or top[d] > top[best]
+                         or (top[d] == top[best] and len(ready[d]) > len(ready[best]))):
+            best = d
+    return best
+
+
+def _separated(problem: Problem) -> list[list[int]]:
+    """Nodes that may not share a part with ``v`` on an enforcing device: the makers of v's
+    value inputs and the nodes whose value inputs v makes."""
+    sep: list[list[int]] = [[] for _ in range(problem.n)]
+    for v, us in enumerate(problem.value_pred):
+        for u in us:
+            sep[v].append(u)
+            sep[u].append(v)
+    return sep
+
+
+def _bottom_levels(problem: Problem, nxt, prv, dev, enforce, direction: str) -> list[int]:
+    """Longest chain of forced breaks (device change, enforced value input) from each node to
+    the end, in the direction of travel.  The list-scheduling priority."""
+    n = problem.n
+    order = _topological(nxt, prv)
+    level = [0] * n
+    vp = problem.value_pred
+    forward = direction == "forward"
+    for v in reversed(order):
+        best = 0
+        dv = dev[v]
+        for w in nxt[v]:
+            dw = dev[w]
+            if dw != dv:
+                b = level[w] + 1
+            elif enforce[dv] and ((forward and v in vp[w]) or (not forward and w in vp[v])):
+                b = level[w] + 1
+            else:
+                b = level[w]
+            if b > best:
+                best = b
+        level[v] = best
+    return level
+
+
+def _topological(nxt, prv) -> list[int]:
+    n = len(nxt)
+    indeg = [len(p) for p in prv]
+    order = [v for v in range(n) if indeg[v] == 0]
+    for v in order:  # the list grows while we walk it
+        for w in nxt[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                order.append(w)
+    if len(order) != n:
+        raise ValueError("the graph has a cycle")
+    return order
+
+
+def _spill(problem: Problem, v: int, dev: list[int], free, tracker: "_PartMemory") -> None:
+    """Move ``v`` to its next allowed device: it fits in no instance of its current one."""
+    allowed = problem.allowed[v]
+    d = dev[v]
+    pos = allowed.index(d)
+    if pos + 1 < len(allowed):
+        dev[v] = allowed[pos + 1]
+        return
+    need = tracker.alone(v)
+    options = ", ".join(
+        f"{problem.devices[a].name} (largest free instance "
+        f"{format_bytes(max(free[a])) if free[a] is not None else 'unlimited'})" for a in allowed)
+    raise InfeasibleError(
+        f"memory: node {problem.names[v]!r} ({problem.op_types[v]}) needs {need} bytes "
+        f"({format_bytes(need)}) on its own; no instance of its devices has room: {options}",
+        [problem.names[v]])
+
+
+class _PartMemory:
+    """Memory of the part being built (SPEC section 5), updated node by node in any order.
+
+    A tensor counts as an input while a consumer is inside and its producer is not (or it is
+    a graph input), and as an output while its producer is inside and it is a graph output or
+    some consumer is outside.  Adding a node can lower the total (an output becomes internal).
+    """
+
+    __slots__ = ("p", "cap", "used", "inside_consumers", "produced", "consts")
+
+    def __init__(self, problem: Problem, cap: int):
+        self.p = problem
+        self.cap = cap
+        self.used = 0
+        self.inside_consumers: dict[int, int] = {}
+        self.produced: set[int] = set()
+        self.consts: set[int] = set()
+
+    def _contribution(self, t: int, inside: int, produced: bool) -> int:
+        p = self.p
+        if produced:
+            if p.tensor_is_output[t] or inside < len(p.tensor_consumers[t]):
+                return p.tensor_bytes[t]
+            return 0
+        return p.tensor_bytes[t] if inside else 0
+
+    def delta(self, v: int) -> int:
+        p = self.p
+        delta = sum(p.const_bytes[c] for c in p.node_consts[v] if c not in self.consts)
+        for t in p.node_inputs[v]:
+            k = self.inside_consumers.get(t, 0)
+            prod = t in self.produced
+            delta += self._contribution(t, k + 1, prod) - self._contribution(t, k, prod)
+        for t in p.node_outputs[v]:
+            k = self.inside_consumers.get(t, 0)
+            delta += self._contribution(t, k, True) - self._contribution(t, k, False)
+        return delta
+
+    def fits(self, v: int) -> bool:
+        return self.used + self.delta(v) <= self.cap
+
+    def add(self, v: int) -> None:
+        self.used += self.delta(v)
+        p = self.p
+        self.consts.update(p.node_consts[v])
+        for t in p.node_inputs[v]:
+            self.inside_consumers[t] = self.inside_consumers.get(t, 0) + 1
+        self.produced.update(p.node_outputs[v])
+
+    def alone(self, v: int) -> int:
+        return _PartMemory(self.p, self.cap).delta(v)

@@ -1,0 +1,53 @@
+"""The ``hetero-solve`` command line.
+
+``hetero-solve MODEL RULES`` is short for ``hetero-solve solve MODEL RULES``; the other
+commands are registered by the modules imported at the bottom, one module per command group.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from typer.core import TyperGroup
+
+from ..errors import HeteroSolveError
+from .common import err_console
+
+
+class _DefaultToSolve(TyperGroup):
+    """Route ``hetero-solve MODEL RULES`` to the ``solve`` command."""
+
+    def parse_args(self, ctx, args):
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["solve", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=_DefaultToSolve, no_args_is_help=True, add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]})
+
+
+
+@app.callback()
+def _root() -> None:
+    """Split an ONNX model into the fewest parts for heterogeneous devices, with a proof.
+
+    Start with: hetero-solve MODEL.onnx RULES.yaml (short for: hetero-solve solve MODEL RULES).
+    """
+
+
+from . import solve as _solve  # noqa: E402,F401  (registers its command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry: bad input is one line on stderr and exit code 2."""
+    try:
+        app(args=argv, standalone_mode=True)
+    except HeteroSolveError as e:
+        err_console.print(f"hetero-solve: error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,106 @@
+"""``hetero-solve solve MODEL RULES`` (the default command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+
+from ..pipeline import ENGINES, Result, default_out_dir, solve
+from ..units import format_bytes
+from . import app
+from .common import UsageError, err_console, out_console, parse_dims, progress_on_stderr
+
+MAX_ROWS = 40
+
+
+@app.command("solve")
+def solve_command(
+    model: Path = typer.Argument(..., help="The ONNX model to split.", show_default=False),
+    rules: Path = typer.Argument(..., help="Rule file (YAML): devices, ops, memory, pins. "
+                                           "See rules/ for profiles to start from.",
+                                 show_default=False),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory "
+                                       "(default: <model stem>.hetero/ next to the model)."),
+    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
+                                     help="Seconds for the exact solver after the heuristic."),
+    dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
+                                  help="Value of a symbolic dimension, e.g. --dim batch=1 "
+                                       "(repeatable; beats the rule file's dims)."),
+    engine: str = typer.Option("auto", "--engine", "-e",
+                               help=f"One of {', '.join(ENGINES)}: 'heuristic' = greedy only, "
+                                    "'cpsat'/'sat' = exact refinement, 'auto' = best available."),
+    seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
+    no_models: bool = typer.Option(False, "--no-models",
+                                   help="Write partition.json, affinity and .dot files only "
+                                        "(no per-part ONNX models, no annotated model)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+) -> None:
+    """Partition MODEL under RULES: the fewest parts that every device can run, written to OUT.
+
+    Writes partition.json (the result), partN_DEVICE.onnx (one model per part; run them in id
+    order), affinity.json (node -> device), model.annotated.onnx, affinity.dot and
+    partitions.dot. Progress goes to stderr, a summary table to stdout. Exit code 2 on bad
+    input, with nothing written.
+
+    Example: hetero-solve examples/transformer_encoder.onnx rules/npu-static.yaml --dim batch=1
+
+    Example: hetero-solve model.onnx rules/gpu-cpu.yaml -o out/ --time-limit 30
+    """
+    if engine not in ENGINES:
+        raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    dims = parse_dims(dim)
+    with progress_on_stderr(quiet) as say:
+        result = solve(model, rules, dims=dims, engine=engine, time_limit=time_limit, seed=seed,
+                       progress=say)
+        target = out or default_out_dir(str(model))
+        say(f"writing {target}")
+        written = result.write(target, submodels=not no_models, annotated=not no_models,
+                               progress=say)
+    for w in result.warnings:
+        err_console.print(f"hetero-solve: warning: {w}", markup=False, soft_wrap=True)
+    print_summary(result, written)
+
+
+def print_summary(result: Result, out_dir: Path | None = None) -> None:
+    """The summary table on stdout."""
+    p, sol, m = result.problem, result.solution, result.metrics
+    manifest_parts = result.parts()
+    table = Table(title=f"{Path(result.model_graph.path).name}: {m.partitions} part(s)",
+                  title_justify="left")
+    for col in ("part", "device", "nodes", "ops", "in", "out", "memory"):
+        table.add_column(col, justify="right" if col in ("part", "nodes", "in", "out", "memory") else "left")
+    for k, nodes in enumerate(manifest_parts[:MAX_ROWS]):
+        dev = p.devices[sol.part_device[k]]
+        ops: dict[str, int] = {}
+        for v in nodes:
+            ops[p.op_types[v]] = ops.get(p.op_types[v], 0) + 1
+        top = ", ".join(f"{o}×{c}" if c > 1 else o for o, c in
+                        sorted(ops.items(), key=lambda x: -x[1])[:3])
+        if len(ops) > 3:
+            top += ", ..."
+        n_in = sum(1 for t in _boundary(p, sol, k, nodes, inputs=True))
+        n_out = sum(1 for t in _boundary(p, sol, k, nodes, inputs=False))
+        inst = f":{sol.part_instance[k]}" if dev.instances > 1 else ""
+        table.add_row(str(k), dev.name + inst, str(len(nodes)), top, str(n_in), str(n_out),
+                      format_bytes(m.part_memory[k]))
+    if len(manifest_parts) > MAX_ROWS:
+        table.add_row("...", f"{len(manifest_parts) - MAX_ROWS} more", "", "", "", "", "")
+    out_console.print(table)
+    lb = sol.lower_bound
+    out_console.print(
+        f"status: {sol.status}   parts: {m.partitions}"
+        + (f" (lower bound {lb})" if lb is not None else "")
+        + f"   fallback: {m.fallback} node(s)   transfer: {format_bytes(m.transfer)}"
+        + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
+        + f"   time: {sum(result.seconds.values()):.2f}s")
+    if out_dir is not None:
+        out_console.print(f"written: {out_dir}/")
+
+
+def _boundary(p, sol, k, nodes, inputs: bool):
+    from ..export.submodels import part_boundary
+    ins, outs = part_boundary(p, sol, k, nodes)
+    return ins if inputs else outs

@@ -1,0 +1,47 @@
+"""Errors users see.  Each carries enough context (file, key path, node, reason)
+to be printed as one line by the command line, which maps them to exit code 2."""
+
+from __future__ import annotations
+
+
+class HeteroSolveError(Exception):
+    """Base class: an input problem the user can fix.  ``str(e)`` is one line."""
+
+
+class ModelError(HeteroSolveError):
+    """The model cannot be read or is not a valid ONNX model."""
+
+    def __init__(self, path: object, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class RuleError(HeteroSolveError):
+    """A rule file is invalid.  Names the file, the key path and the reason."""
+
+    def __init__(self, path: object, key: str, reason: str):
+        self.path = str(path)
+        self.key = key
+        self.reason = reason
+        where = f"{self.path}: {key}" if key else self.path
+        super().__init__(f"{where}: {reason}")
+
+
+class InfeasibleError(HeteroSolveError):
+    """No partition exists: a node no device can take, or memory that cannot hold the model."""
+
+    def __init__(self, reason: str, nodes: list[str] | None = None):
+        self.reason = reason
+        self.nodes = list(nodes or [])
+        super().__init__(reason)
+
+
+class ValidationError(HeteroSolveError):
+    """An answer breaks one of the five conditions of the problem (a bug if it is ours)."""
+
+    def __init__(self, violations: list):
+        self.violations = list(violations)
+        head = "; ".join(str(v) for v in self.violations[:3])
+        more = f" (and {len(self.violations) - 3} more)" if len(self.violations) > 3 else ""
+        super().__init__(f"invalid partition: {head}{more}")

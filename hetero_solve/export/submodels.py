@@ -1,0 +1,92 @@
+"""One ONNX model per part (SPEC section 7).
+
+Built directly from the part's node list rather than with ``onnx.utils.Extractor``: the
+extractor selects nodes by walking back from the outputs, which would pull folded shape chains
+(and, through them, other parts' nodes) into a part, and it costs O(graph) per part.  Here a
+part is exactly its nodes plus copies of the constants it reads (initializers, ``Constant``
+nodes, folded values), with inputs and outputs typed from shape inference.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper, numpy_helper
+
+from ..model.graph import ModelGraph
+from ..problem import Problem
+from ..solution import Solution
+
+
+def part_boundary(problem: Problem, sol: Solution, p: int, nodes: list[int]) -> tuple[list[str], list[str]]:
+    """Input and output tensor names of part ``p`` (SPEC section 5's definitions)."""
+    part_of = sol.part_of
+    ins: list[str] = []
+    outs: list[str] = []
+    seen_in: set[int] = set()
+    for v in nodes:
+        for t in problem.node_inputs[v]:
+            u = problem.tensor_producer[t]
+            if (u < 0 or part_of[u] != p) and t not in seen_in:
+                seen_in.add(t)
+                ins.append(problem.tensor_names[t])
+        for t in problem.node_outputs[v]:
+            if problem.tensor_is_output[t] or any(part_of[c] != p for c in problem.tensor_consumers[t]):
+                outs.append(problem.tensor_names[t])
+    return ins, outs
+
+
+def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, nodes: list[int],
+                     inputs: list[str], outputs: list[str]) -> onnx.ModelProto:
+    """The sub-model of part ``p``; ``nodes`` are problem node ids."""
+    graph_nodes = mg.model.graph.node
+    const_names: list[str] = []
+    seen: set[int] = set()
+    for v in nodes:
+        for c in problem.node_consts[v]:
+            if c not in seen:
+                seen.add(c)
+                const_names.append(problem.const_names[c])
+    constant_nodes: list[onnx.NodeProto] = []
+    initializers: list[onnx.TensorProto] = []
+    sparse: list[onnx.SparseTensorProto] = []
+    sparse_by_name = {t.values.name: t for t in mg.model.graph.sparse_initializer}
+    for name in const_names:
+        if name in mg.initializers:
+            initializers.append(mg.initializers[name])
+        elif name in sparse_by_name:
+            sparse.append(sparse_by_name[name])
+        else:
+            i = mg.producer.get(name)
+            if i is not None and mg.op_types[i] == "Constant":
+                constant_nodes.append(graph_nodes[i])
+            else:  # a folded value
+                initializers.append(numpy_helper.from_array(mg.constant_value(name), name))
+    body = [graph_nodes[g] for g in sorted(problem.graph_index[v] for v in nodes)]
+    device = problem.devices[sol.part_device[p]].name
+    graph = helper.make_graph(
+        constant_nodes + body, f"{mg.model.graph.name or 'model'}_part{p}_{device}",
+        [value_info(mg, x) for x in inputs], [value_info(mg, x) for x in outputs],
+        initializer=initializers, sparse_initializer=sparse)
+    model = helper.make_model(graph, opset_imports=list(mg.model.opset_import),
+                              producer_name="hetero-solve",
+                              doc_string=f"part {p} of {mg.path} on {device}")
+    model.ir_version = mg.model.ir_version
+    if mg.model.functions:
+        model.functions.extend(mg.model.functions)
+    return model
+
+
+def value_info(mg: ModelGraph, name: str) -> onnx.ValueInfoProto:
+    """The inferred type of a tensor (sequence and optional types kept as they are)."""
+    src = mg._value_info.get(name)
+    if isinstance(src, onnx.ValueInfoProto) and src.type.WhichOneof("value") is not None:
+        vi = onnx.ValueInfoProto()
+        vi.CopyFrom(src)
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            for d in vi.type.tensor_type.shape.dim:   # inference's invented names mean nothing
+                if d.HasField("dim_param") and d.dim_param.startswith("unk__"):
+                    d.ClearField("dim_param")
+        return vi
+    t = mg.tensor_type(name)
+    shape = None if t.shape is None else [d if isinstance(d, (int, str)) else None for d in t.shape]
+    return helper.make_tensor_value_info(name, t.elem_type, shape)

@@ -1,0 +1,89 @@
+"""Write a result to OUT_DIR (SPEC section 7), atomically.
+
+Everything is written into a temporary sibling directory first and moved into place at the
+end, so a failure leaves OUT_DIR as it was (absent, or the previous result).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import onnx
+
+from .dot import affinity_dot, partitions_dot
+
+if TYPE_CHECKING:
+    from ..pipeline import Result
+
+EXTERNAL_DATA_BYTES = 1_800_000_000   # protobuf's 2 GiB limit, with margin
+
+
+def part_file(p: int, device: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in device)
+    return f"part{p}_{safe}.onnx"
+
+
+def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: bool = True,
+                 annotated: bool = True, dots: bool = True,
+                 progress: Callable[[str], None] | None = None) -> Path:
+    """Write ``partition.json``, the part models, ``affinity.json``, ``model.annotated.onnx``,
+    ``affinity.dot`` and ``partitions.dot``; return OUT_DIR.  ``submodels=False`` etc. skip
+    the heavy files (benchmarks write the manifest alone)."""
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        manifest = result.manifest(files=submodels)
+        if submodels:
+            for part in manifest["partitions"]:
+                if progress:
+                    progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
+                model = result.part_model(part["id"])
+                _save(model, tmp / part["file"])
+        _write_json(tmp / "partition.json", manifest)
+        _write_json(tmp / "affinity.json", result.affinity())
+        if annotated:
+            if progress:
+                progress("writing the annotated model")
+            _save(result.annotated_model(), tmp / "model.annotated.onnx")
+        if dots:
+            title = Path(result.model_graph.path).stem
+            (tmp / "affinity.dot").write_text(affinity_dot(result.problem, result.solution, title))
+            (tmp / "partitions.dot").write_text(
+                partitions_dot(result.problem, result.solution, result.metrics.part_memory, title))
+        _replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _save(model: onnx.ModelProto, path: Path) -> None:
+    if model.ByteSize() > EXTERNAL_DATA_BYTES:
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=path.name + ".data", size_threshold=1024)
+    else:
+        onnx.save_model(model, str(path))
+
+
+def _write_json(path: Path, data) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
+def _replace(tmp: Path, out: Path) -> None:
+    old = None
+    if out.exists():
+        if not out.is_dir():
+            raise FileExistsError(f"{out} exists and is not a directory")
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+    tmp.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

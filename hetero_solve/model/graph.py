@@ -1,0 +1,248 @@
+"""The loaded model: the ONNX graph as flat per-node lists, with inferred tensor types.
+
+Everything downstream (rule compilation, export, run) reads a :class:`ModelGraph`; the
+``onnx.ModelProto`` stays untouched for export.  Per-node data are lists indexed like
+``model.graph.node`` so that 100,000-node graphs cost a few lists, not 100,000 objects.
+Tensor types are parsed lazily from the inferred ``ValueInfoProto`` because most tensors never
+need more than their name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..units import element_bits
+
+#: Shape of a tensor: ``None`` when the rank is unknown, else one entry per dimension,
+#: an ``int`` when known, a ``str`` (symbolic name) or ``None`` when not.
+Shape = tuple  # tuple[int | str | None, ...] | None
+
+
+@dataclass
+class TensorType:
+    elem_type: int          # onnx.TensorProto.DataType; 0 = unknown (or not a tensor)
+    shape: Shape            # see ``Shape``
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+
+UNKNOWN_TYPE = TensorType(0, None)
+
+
+def type_of_value_info(vi: onnx.ValueInfoProto) -> TensorType:
+    """Element type and shape of a tensor ``ValueInfoProto`` (``UNKNOWN_TYPE`` otherwise)."""
+    t = vi.type
+    if t.HasField("tensor_type"):
+        tt = t.tensor_type
+    elif t.HasField("sparse_tensor_type"):
+        tt = t.sparse_tensor_type
+    else:
+        return UNKNOWN_TYPE
+    if not tt.HasField("shape"):
+        return TensorType(tt.elem_type, None)
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return TensorType(tt.elem_type, tuple(dims))
+
+
+@dataclass
+class ModelGraph:
+    """A main graph flattened for fast analysis.  Node ``i`` is ``model.graph.node[i]``."""
+
+    model: onnx.ModelProto
+    path: str
+    opsets: dict[str, int]
+    names: list[str]
+    op_types: list[str]
+    domains: list[str]
+    inputs: list[tuple[str, ...]]        # positional; "" marks an absent optional input
+    outer_inputs: list[tuple[str, ...]]  # tensors a node's subgraphs read from the main graph
+    outputs: list[tuple[str, ...]]
+    has_subgraph: list[bool]
+    graph_inputs: list[str]              # fed at run time (initializers excluded)
+    graph_outputs: list[str]
+    initializers: dict[str, onnx.TensorProto]
+    constant_nodes: list[int]
+    producer: dict[str, int]
+    dims: dict[str, int] = field(default_factory=dict)
+    folded: list[int] = field(default_factory=list)
+    constant_tensors: set[str] = field(default_factory=set)
+    inferred: onnx.ModelProto | None = None
+    warnings: list[str] = field(default_factory=list)
+    _value_info: dict = field(default_factory=dict, repr=False)
+    _types: dict[str, TensorType] = field(default_factory=dict, repr=False)
+    _folded_values: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    _unknown_dim_tensors: set[str] = field(default_factory=set, repr=False)
+    _inferred_index: dict[int, int] = field(default_factory=dict, repr=False)
+
+    # -- basic facts -------------------------------------------------------------------------
+    @property
+    def opset(self) -> int:
+        """Opset of the default ONNX domain."""
+        return self.opsets.get("", self.opsets.get("ai.onnx", 1))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def all_inputs(self, i: int) -> list[str]:
+        """Distinct tensors node ``i`` reads: its inputs and its subgraphs' outer-scope reads."""
+        seen: list[str] = []
+        for x in self.inputs[i]:
+            if x and x not in seen:
+                seen.append(x)
+        for x in self.outer_inputs[i]:
+            if x not in seen:
+                seen.append(x)
+        return seen
+
+    def placeable(self) -> list[int]:
+        """Nodes that must be placed in a part: all but ``Constant`` and folded nodes."""
+        skip = set(self.constant_nodes) | set(self.folded)
+        return [i for i in range(len(self.names)) if i not in skip]
+
+    def is_constant(self, tensor: str) -> bool:
+        return tensor in self.constant_tensors
+
+    # -- tensor types ------------------------------------------------------------------------
+    def tensor_type(self, name: str) -> TensorType:
+        """Inferred element type and shape (after ``dims`` and folding)."""
+        t = self._types.get(name)
+        if t is None:
+            src = self._value_info.get(name)
+            if src is None:
+                t = UNKNOWN_TYPE
+            elif isinstance(src, onnx.TensorProto):
+                t = TensorType(src.data_type, tuple(int(d) for d in src.dims))
+            elif isinstance(src, np.ndarray):
+                t = TensorType(onnx.helper.np_dtype_to_tensor_dtype(src.dtype), tuple(src.shape))
+            else:
+                t = type_of_value_info(src)
+            self._types[name] = t
+        return t
+
+    def tensor_bytes(self, name: str) -> int:
+        """Element count x element size; an unknown dimension counts as 1 (and is remembered
+        so that a warning can name it, SPEC section 5)."""
+        t = self.tensor_type(name)
+        count = 1
+        unknown = t.shape is None
+        for d in t.shape or ():
+            if isinstance(d, int):
+                count *= d
+            else:
+                unknown = True
+        if unknown or t.elem_type == 0:
+            self._unknown_dim_tensors.add(name)
+        return (count * element_bits(t.elem_type) + 7) // 8
+
+    def unknown_size_warning(self) -> str | None:
+        names = sorted(self._unknown_dim_tensors)
+        if not names:
+            return None
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        return (f"{len(names)} tensor(s) have unknown dimensions or type, counted as 1 element "
+                f"in memory and transfer sizes (give --dim NAME=VALUE): {shown}")
+
+    def inferred_node(self, i: int) -> onnx.NodeProto:
+        """Node ``i`` as shape inference returned it (its subgraphs carry inferred types)."""
+        j = self._inferred_index.get(i, i)
+        if self.inferred is not None and 0 <= j < len(self.inferred.graph.node):
+            return self.inferred.graph.node[j]
+        return self.model.graph.node[i]
+
+    # -- constant values ---------------------------------------------------------------------
+    def constant_value(self, name: str) -> np.ndarray:
+        """Value of a constant tensor: an initializer, a ``Constant`` output or a folded one."""
+        if name in self.initializers:
+            return numpy_helper.to_array(self.initializers[name])
+        i = self.producer.get(name)
+        if i is not None and self.op_types[i] == "Constant":
+            return constant_node_value(self.model.graph.node[i])
+        if self._folded_values is None:
+            from .fold import evaluate_folded
+            self._folded_values = evaluate_folded(self)
+        return self._folded_values[name]
+
+
+def constant_node_value(node: onnx.NodeProto) -> np.ndarray:
+    """The value a ``Constant`` node produces, whichever attribute holds it."""
+    attr = node.attribute[0]
+    name = attr.name
+    if name == "value":
+        return numpy_helper.to_array(attr.t)
+    if name == "sparse_value":
+        from onnx.reference import ReferenceEvaluator
+        return ReferenceEvaluator(_single_node_model(node)).run(None, {})[0]
+    if name == "value_float":
+        return np.array(attr.f, dtype=np.float32)
+    if name == "value_floats":
+        return np.array(list(attr.floats), dtype=np.float32)
+    if name == "value_int":
+        return np.array(attr.i, dtype=np.int64)
+    if name == "value_ints":
+        return np.array(list(attr.ints), dtype=np.int64)
+    if name == "value_string":
+        return np.array(attr.s.decode())
+    if name == "value_strings":
+        return np.array([s.decode() for s in attr.strings])
+    raise ValueError(f"Constant node {node.name!r} has no value attribute")
+
+
+def _single_node_model(node: onnx.NodeProto) -> onnx.ModelProto:
+    g = onnx.helper.make_graph([node], "c", [], [onnx.helper.make_tensor_value_info(
+        node.output[0], onnx.TensorProto.UNDEFINED, None)])
+    return onnx.helper.make_model(g)
+
+
+def subgraph_outer_inputs(node: onnx.NodeProto) -> tuple[str, ...]:
+    """Names a node's subgraphs (``If``/``Loop``/``Scan`` bodies, recursively) read from the
+    enclosing scope.  SPEC section 1 treats them as inputs of the node."""
+    found: list[str] = []
+    own = set(node.input)
+    for g in _graph_attributes(node):
+        for name in _free_names(g):
+            if name not in own and name not in found:
+                found.append(name)
+    return tuple(found)
+
+
+def _graph_attributes(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
+
+
+def _free_names(g: onnx.GraphProto) -> list[str]:
+    defined = {x.name for x in g.input} | {t.name for t in g.initializer}
+    defined |= {t.values.name for t in g.sparse_initializer}
+    free: list[str] = []
+    for n in g.node:
+        reads = list(n.input)
+        for sub in _graph_attributes(n):
+            reads.extend(_free_names(sub))
+        for x in reads:
+            if x and x not in defined and x not in free:
+                free.append(x)
+        defined.update(n.output)
+    # A name defined later in the same body is not free (bodies are topologically sorted).
+    free.extend(o.name for o in g.output if o.name not in defined and o.name not in free)
+    return [x for x in free if x not in defined]

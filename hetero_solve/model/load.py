@@ -1,0 +1,137 @@
+"""Load an ONNX model into a :class:`ModelGraph`: names, structure, shapes, folding.
+
+Step by step: read (with external data), check, flatten the main graph (stable names for
+unnamed and duplicate-named nodes, outer-scope reads of subgraph nodes), then shapes and folding
+(:mod:`hetero_solve.model.shapes`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+
+from ..errors import ModelError
+from .graph import ModelGraph, subgraph_outer_inputs
+
+#: Ops whose attributes may hold subgraphs in the standard domains.  Nodes of other domains
+#: are scanned attribute by attribute (custom ops may carry graphs too).
+SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})
+
+
+def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
+    """The ``ModelProto`` and a display path; unreadable input raises :class:`ModelError`."""
+    if isinstance(source, onnx.ModelProto):
+        return source, "<model>"
+    path = Path(source)
+    if not path.exists():
+        raise ModelError(path, "no such file")
+    if path.is_dir():
+        raise ModelError(path, "is a directory, expected an .onnx file")
+    try:
+        model = onnx.load(str(path), load_external_data=True)
+    except Exception as e:  # protobuf decode errors, missing external data files
+        raise ModelError(path, f"cannot read ONNX model: {_one_line(e)}") from None
+    return model, str(path)
+
+
+def check_model(model: onnx.ModelProto, path: str) -> None:
+    """``onnx.checker`` with a one-line error.  Models over 2 GiB are checked by path."""
+    try:
+        if model.ByteSize() > 2**31 - 1024 and path != "<model>":
+            onnx.checker.check_model(path)
+        else:
+            onnx.checker.check_model(model)
+    except Exception as e:
+        raise ModelError(path, f"not a valid ONNX model: {_one_line(e)}") from None
+
+
+def flatten(model: onnx.ModelProto, path: str) -> ModelGraph:
+    """Per-node lists of the main graph (no shape information yet)."""
+    graph = model.graph
+    nodes = graph.node
+    n = len(nodes)
+    op_types = [""] * n
+    domains = [""] * n
+    raw_names = [""] * n
+    inputs: list[tuple[str, ...]] = [()] * n
+    outputs: list[tuple[str, ...]] = [()] * n
+    outer: list[tuple[str, ...]] = [()] * n
+    has_sub = [False] * n
+    constant_nodes: list[int] = []
+    producer: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        op = node.op_type
+        dom = node.domain
+        op_types[i] = op
+        domains[i] = dom
+        raw_names[i] = node.name
+        inputs[i] = tuple(node.input)
+        outs = tuple(node.output)
+        outputs[i] = outs
+        for o in outs:
+            if o:
+                producer[o] = i
+        if op == "Constant" and dom in STANDARD_DOMAINS:
+            constant_nodes.append(i)
+        elif (op in SUBGRAPH_OPS or dom not in STANDARD_DOMAINS) and any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            has_sub[i] = True
+            outer[i] = subgraph_outer_inputs(node)
+    initializers = {t.name: t for t in graph.initializer}
+    graph_inputs = [x.name for x in graph.input if x.name not in initializers]
+    opsets = {o.domain: o.version for o in model.opset_import}
+    return ModelGraph(
+        model=model, path=path, opsets=opsets, names=unique_names(raw_names, op_types),
+        op_types=op_types, domains=domains, inputs=inputs, outer_inputs=outer, outputs=outputs,
+        has_subgraph=has_sub, graph_inputs=graph_inputs,
+        graph_outputs=[x.name for x in graph.output], initializers=initializers,
+        constant_nodes=constant_nodes, producer=producer)
+
+
+def unique_names(raw: list[str], op_types: list[str]) -> list[str]:
+    """Stable, unique node names.  A named node keeps its name the first time it appears; an
+    unnamed node becomes ``<OpType>_<index>``, a repeated name ``<name>_<index>`` (with ``_``
+    appended until unique).  Depends only on the model, so reruns give the same names."""
+    taken = set(raw)
+    seen: set[str] = set()
+    names = list(raw)
+    for i, name in enumerate(raw):
+        if name and name not in seen:
+            seen.add(name)
+            continue
+        candidate = f"{name or op_types[i]}_{i}"
+        while candidate in taken or candidate in seen:
+            candidate += "_"
+        names[i] = candidate
+        seen.add(candidate)
+    return names
+
+
+def load_model(source: str | os.PathLike | onnx.ModelProto, dims: dict[str, int] | None = None,
+               *, check: bool = True, fold: bool = True) -> ModelGraph:
+    """Load, check and analyse a model.
+
+    ``dims`` gives values for symbolic dimensions (SPEC section 3).  With ``fold`` (default),
+    nodes computable before running are folded to constants (SPEC section 1).
+
+    >>> mg = load_model("examples/resnet_like.onnx", dims={"batch": 1})  # doctest: +SKIP
+    >>> mg.names[0], mg.tensor_type(mg.outputs[0][0]).shape                # doctest: +SKIP
+    ('stem/conv', (1, 16, 32, 32))
+    """
+    from .shapes import analyse_shapes
+
+    model, path = read_model(source)
+    if check:
+        check_model(model, path)
+    mg = flatten(model, path)
+    mg.dims = dict(dims or {})
+    analyse_shapes(mg, fold=fold)
+    return mg
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text[:400] + ("..." if len(text) > 400 else "")

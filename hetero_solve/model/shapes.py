@@ -1,0 +1,170 @@
+"""Shapes as SPEC section 3 defines them: ONNX shape inference with data propagation after
+``dims`` are substituted and foldable nodes folded, repeated until nothing changes.
+
+The inference runs on a light copy of the model: initializers with more than
+``STRIP_ELEMENTS`` elements keep their type and dims but not their data (inference reads the
+values of small integer tensors only), which keeps the copy cheap for large models and under
+protobuf's 2 GiB limit.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import numpy_helper
+
+from .fold import evaluate_folded, find_foldable
+from .graph import ModelGraph
+
+STRIP_ELEMENTS = 4096
+MAX_ROUNDS = 5
+
+
+def analyse_shapes(mg: ModelGraph, *, fold: bool = True) -> None:
+    """Fill ``mg``'s tensor types, ``folded`` and ``constant_tensors`` in place."""
+    base = _inference_base(mg)
+    _unused_dims(mg)
+    folded: list[int] = []
+    inferred = _infer(mg, base)
+    for _round in range(MAX_ROUNDS):
+        _index_types(mg, inferred)
+        if not fold:
+            break
+        new = find_foldable(mg)
+        grown = len(new) > len(folded)
+        folded = new
+        mg.folded = folded
+        if not grown:
+            break
+        rerun = _has_dynamic_consumers(mg)
+        if not rerun and all(mg.tensor_type(o).static for i in folded for o in mg.outputs[i] if o):
+            break
+        # Folded values give their own shapes exactly, and may fix shapes inference left open
+        # downstream (a Range of constants, say): then feed them in and infer again.
+        mg._folded_values = evaluate_folded(mg)
+        if not rerun:
+            _index_types(mg, inferred)
+            break
+        inferred = _infer(mg, _with_folded(base, mg, mg._folded_values))
+        dropped = set(folded)
+        kept = [i for i in range(len(mg.names)) if i not in dropped]
+        mg._inferred_index = {i: j for j, i in enumerate(kept) if mg.has_subgraph[i]}
+    else:
+        _index_types(mg, inferred)
+    mg.folded = folded
+    mg.constant_tensors = _constant_tensors(mg)
+    mg.inferred = inferred
+
+
+def _inference_base(mg: ModelGraph) -> onnx.ModelProto:
+    """A copy of the model with big initializers emptied and ``dims`` substituted."""
+    src = mg.model
+    m = onnx.ModelProto()
+    m.ir_version = src.ir_version
+    m.opset_import.extend(src.opset_import)
+    m.functions.extend(src.functions)
+    g = m.graph
+    g.name = src.graph.name
+    g.node.extend(src.graph.node)
+    g.input.extend(src.graph.input)
+    g.output.extend(src.graph.output)
+    g.value_info.extend(src.graph.value_info)
+    g.sparse_initializer.extend(src.graph.sparse_initializer)
+    for t in src.graph.initializer:
+        g.initializer.append(_light(t))
+    if mg.dims:
+        for vi in list(g.input) + list(g.output) + list(g.value_info):
+            _substitute(vi, mg.dims)
+    return m
+
+
+def _light(t: onnx.TensorProto) -> onnx.TensorProto:
+    count = 1
+    for d in t.dims:
+        count *= d
+    if count <= STRIP_ELEMENTS or t.data_type == onnx.TensorProto.STRING:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            return numpy_helper.from_array(numpy_helper.to_array(t), t.name)
+        return t
+    light = onnx.TensorProto()
+    light.name = t.name
+    light.data_type = t.data_type
+    light.dims.extend(t.dims)
+    return light
+
+
+def _substitute(vi: onnx.ValueInfoProto, dims: dict[str, int]) -> None:
+    if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+        return
+    for d in vi.type.tensor_type.shape.dim:
+        if d.HasField("dim_param") and d.dim_param in dims:
+            d.dim_value = int(dims[d.dim_param])
+
+
+def _unused_dims(mg: ModelGraph) -> None:
+    if not mg.dims:
+        return
+    used = set()
+    for vi in mg.model.graph.input:
+        if vi.type.HasField("tensor_type"):
+            used.update(d.dim_param for d in vi.type.tensor_type.shape.dim if d.HasField("dim_param"))
+    unused = sorted(set(mg.dims) - used)
+    if unused:
+        mg.warnings.append(f"dims {', '.join(unused)} name no symbolic dimension of the model's "
+                           f"inputs (it has: {', '.join(sorted(used)) or 'none'})")
+
+
+def _infer(mg: ModelGraph, model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception as e:  # a custom op without inference, an inconsistent declared shape
+        first = " ".join(str(e).split())[:300]
+        mg.warnings.append(f"shape inference failed, using the shapes the model declares: {first}")
+        return model
+
+
+def _index_types(mg: ModelGraph, inferred: onnx.ModelProto) -> None:
+    g = inferred.graph
+    vi: dict = {}
+    for t in mg.model.graph.initializer:
+        vi[t.name] = t
+    for seq in (g.value_info, g.input, g.output):
+        names = [x.name for x in seq]
+        vi.update(zip(names, seq))
+    values = mg._folded_values or {}
+    vi.update(values)
+    mg._value_info = vi
+    mg._types.clear()
+
+
+def _has_dynamic_consumers(mg: ModelGraph) -> bool:
+    """Does a direct consumer of a folded tensor have an output of unknown shape?  Only those
+    can gain from another round (their inputs just became constant values)."""
+    folded_out = {o for i in mg.folded for o in mg.outputs[i]}
+    done = set(mg.folded)
+    for i, ins in enumerate(mg.inputs):
+        if i in done or not any(x in folded_out for x in ins):
+            continue
+        if any(o and not mg.tensor_type(o).static for o in mg.outputs[i]):
+            return True
+    return False
+
+
+def _with_folded(base: onnx.ModelProto, mg: ModelGraph, values: dict) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    m.CopyFrom(base)
+    folded = set(mg.folded)
+    del m.graph.node[:]
+    m.graph.node.extend(n for i, n in enumerate(base.graph.node) if i not in folded)
+    for name, value in values.items():
+        m.graph.initializer.append(_light(numpy_helper.from_array(value, name)))
+    return m
+
+
+def _constant_tensors(mg: ModelGraph) -> set[str]:
+    const = set(mg.initializers)
+    const.update(t.values.name for t in mg.model.graph.sparse_initializer)
+    for i in mg.constant_nodes:
+        const.update(o for o in mg.outputs[i] if o)
+    for i in mg.folded:
+        const.update(o for o in mg.outputs[i] if o)
+    return const

@@ -1,0 +1,195 @@
+"""The pipeline, in order: load the model -> compile rules into a problem -> heuristic ->
+exact refinement -> validate -> (export).
+
+:func:`solve` is what the command line runs and what ``import hetero_solve`` offers; it
+touches the file system only to read its inputs.  :meth:`Result.write` exports.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import onnx
+
+from .algorithms.greedy import heuristic
+from .compile import compile_problem
+from .export.submodels import build_part_model, part_boundary
+from .export.writer import part_file, write_result
+from .model import ModelGraph, load_model
+from .problem import Objective, Problem
+from .rules import Rules, load_rules
+from .solution import Metrics, Solution, evaluate, quotient_edges
+from .validate import check
+
+ENGINES = ("auto", "heuristic", "cpsat", "sat")
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Result:
+    model_graph: ModelGraph
+    rules: Rules
+    problem: Problem
+    solution: Solution
+    metrics: Metrics
+    seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    explanation: dict | None = None
+
+    # -- views -------------------------------------------------------------------------------
+    def parts(self) -> list[list[int]]:
+        return self.solution.parts()
+
+    def affinity(self) -> dict[str, str]:
+        """Node name -> device name for every placed node (OpenVINO's QueryNetwork map)."""
+        devs = self.problem.devices
+        nd = self.solution.node_device()
+        return {self.problem.names[v]: devs[nd[v]].name for v in range(self.problem.n)}
+
+    def manifest(self, files: bool = True) -> dict:
+        """The content of ``partition.json`` (SPEC section 7)."""
+        p, sol, mg = self.problem, self.solution, self.model_graph
+        parts = []
+        for k, nodes in enumerate(sol.parts()):
+            ins, outs = part_boundary(p, sol, k, nodes)
+            dev = p.devices[sol.part_device[k]].name
+            graph_nodes = sorted(p.graph_index[v] for v in nodes)
+            parts.append({
+                "id": k, "device": dev, "instance": sol.part_instance[k],
+                "nodes": graph_nodes, "node_names": [mg.names[g] for g in graph_nodes],
+                "inputs": ins, "outputs": outs, "memory": self.metrics.part_memory[k],
+                "file": part_file(k, dev) if files else None})
+        stats = dict(sol.stats)
+        return {
+            "version": 1,
+            "model": mg.path, "rules": self.rules.path,
+            "status": sol.status,
+            "objective": self.metrics.as_dict(),
+            "objective_spec": p.objective.describe(),
+            "lower_bound": {"partitions": sol.lower_bound},
+            "partitions": parts,
+            "edges": [list(e) for e in sorted(quotient_edges(p, sol.part_of))],
+            "folded": sorted(p.meta.get("folded", [])),
+            "constant_nodes": sorted(p.meta.get("constant_nodes", [])),
+            "devices": [{"name": d.name, "memory": d.memory, "instances": d.instances,
+                         "value_inputs": "enforce" if d.enforce_values else "ignore",
+                         "runtime": r.runtime,
+                         "memory_used": [self.metrics.instance_memory.get((i, j), 0)
+                                         for j in range(d.instances)]}
+                        for i, (d, r) in enumerate(zip(p.devices, self.rules.devices))],
+            "graph_inputs": list(mg.graph_inputs),
+            "graph_outputs": list(mg.graph_outputs),
+            "dims": dict(mg.dims),
+            "warnings": list(self.warnings),
+            "explain": self.explanation,
+            "solver": {"algorithm": sol.algorithm,
+                       "heuristic_partitions": stats.pop("heuristic_partitions", None),
+                       "seconds": round(sum(self.seconds.values()), 4),
+                       "stages": {k: round(v, 4) for k, v in self.seconds.items()}, **stats},
+        }
+
+    def part_model(self, k: int) -> onnx.ModelProto:
+        nodes = [v for v, q in enumerate(self.solution.part_of) if q == k]
+        ins, outs = part_boundary(self.problem, self.solution, k, nodes)
+        return build_part_model(self.model_graph, self.problem, self.solution, k, nodes, ins, outs)
+
+    def annotated_model(self) -> onnx.ModelProto:
+        """The original model, each placed node with ``affinity`` and ``partition`` metadata.
+        Unnamed and duplicate-named nodes get the generated names affinity.json uses."""
+        m = onnx.ModelProto()
+        m.CopyFrom(self.model_graph.model)
+        nodes = m.graph.node
+        names = self.model_graph.names
+        for g, node in enumerate(nodes):
+            if node.name != names[g]:
+                node.name = names[g]
+        devs = self.problem.devices
+        for v, g in enumerate(self.problem.graph_index):
+            p = self.solution.part_of[v]
+            node = nodes[g]
+            for key, value in (("affinity", devs[self.solution.part_device[p]].name),
+                               ("partition", str(p))):
+                entry = node.metadata_props.add()
+                entry.key, entry.value = key, value
+        return m
+
+    def write(self, out_dir: str | os.PathLike | None = None, **kw) -> Path:
+        """Export to OUT_DIR (default ``<model stem>.hetero/`` next to the model)."""
+        return write_result(self, out_dir or default_out_dir(self.model_graph.path), **kw)
+
+
+def default_out_dir(model_path: str) -> Path:
+    p = Path(model_path)
+    return p.with_name(p.stem + ".hetero") if model_path != "<model>" else Path("model.hetero")
+
+
+def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
+          rules: str | os.PathLike | dict | Rules, *, dims: dict[str, int] | None = None,
+          engine: str = "auto", time_limit: float = 10.0, seed: int = 0,
+          objective: Objective | None = None, progress: Progress | None = None) -> Result:
+    """Partition ``model`` under ``rules``; nothing is written.
+
+    ``dims`` override the rule file's ``dims``.  ``engine``: ``heuristic`` (greedy only),
+    ``cpsat`` or ``sat`` (exact refinement within ``time_limit`` seconds), ``auto`` (the best
+    available, CP-SAT).  Raises a :class:`~hetero_solve.errors.HeteroSolveError` on bad input.
+
+    >>> r = solve("examples/resnet_like.onnx", "rules/npu-static.yaml")   # doctest: +SKIP
+    >>> r.metrics.partitions, r.solution.status                           # doctest: +SKIP
+    (3, 'optimal')
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    say = progress or (lambda _msg: None)
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[stage] = seconds.get(stage, 0.0) + now - clock
+        clock = now
+
+    say("reading rules")
+    rule_set = rules if isinstance(rules, Rules) else load_rules(rules)
+    lap("rules")
+    all_dims = {**rule_set.dims, **(dims or {})}
+    if isinstance(model, ModelGraph):
+        mg = model
+    else:
+        say("loading the model and inferring shapes")
+        mg = load_model(model, dims=all_dims)
+    lap("load")
+    say(f"compiling rules for {len(mg.names)} nodes")
+    problem = compile_problem(mg, rule_set, objective=objective)
+    lap("compile")
+    say("greedy heuristic")
+    sol = heuristic(problem)
+    lap("heuristic")
+    sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed, progress=say)
+    lap("exact")
+    say("validating")
+    check(problem, sol)
+    metrics = evaluate(problem, sol)
+    lap("validate")
+    warnings = list(problem.meta.get("warnings", []))
+    return Result(mg, rule_set, problem, sol, metrics, seconds, warnings,
+                  explanation=sol.stats.pop("explain", None))
+
+
+def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
+           seed: int = 0, progress: Progress | None = None) -> Solution:
+    """Exact refinement of a heuristic answer (never worse than ``start``)."""
+    if engine == "heuristic" or problem.n == 0:
+        return start
+    try:
+        from .exact import refine as exact_refine
+    except ImportError:
+        if engine == "auto":
+            return start
+        raise ValueError(f"engine {engine!r} is not available in this build") from None
+    return exact_refine(problem, start, engine=engine, time_limit=time_limit, seed=seed,
+                        progress=progress)

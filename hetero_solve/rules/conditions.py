@@ -1,0 +1,196 @@
+"""Does a device take a node?  SPEC section 3: op lists, ``when`` conditions, static shapes,
+and subgraph bodies (``If``/``Loop``/``Scan`` are atomic: every op inside must be taken too).
+
+:func:`refusal` returns ``None`` when the device takes the node, else the reason as a sentence
+fragment users read in errors and in ``rules check``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import onnx
+import onnx.defs
+from onnx import helper
+
+from ..model.graph import ModelGraph, TensorType, UNKNOWN_TYPE, type_of_value_info
+from ..units import dtype_name
+from .schema import DeviceRules, OpCondition, Rules
+
+_MISSING = object()
+
+
+class SupportChecker:
+    """Caches op-level answers so that 100,000 nodes cost one dict lookup each."""
+
+    def __init__(self, rules: Rules, mg: ModelGraph):
+        self.rules = rules
+        self.mg = mg
+        self._op_cache: dict[tuple[int, str], str | None] = {}
+
+    def refusal(self, d: int, i: int) -> str | None:
+        """Why device ``d`` refuses main-graph node ``i`` (None = it takes it)."""
+        dev = self.rules.devices[d]
+        mg = self.mg
+        op = mg.op_types[i]
+        key = (d, op)
+        reason = self._op_cache.get(key, _MISSING)
+        if reason is _MISSING:
+            reason = op_refusal(dev, op)
+            self._op_cache[key] = reason
+        if reason is not None:
+            return reason
+        cond = dev.when.get(op)
+        if cond is None and not dev.static_shapes and not mg.has_subgraph[i]:
+            return None
+        node = mg.model.graph.node[i]
+        opset = mg.opsets.get(mg.domains[i] or "", mg.opset)
+        value_idx = self.rules.value_input_indices(op, opset)
+        reason = node_refusal(dev, node, mg.tensor_type, opset, value_idx, mg.domains[i])
+        if reason is None and mg.has_subgraph[i]:
+            reason = self._body_refusal(d, i)
+        return reason
+
+    def _body_refusal(self, d: int, i: int) -> str | None:
+        dev = self.rules.devices[d]
+        mg = self.mg
+        node = mg.inferred_node(i)
+        types: dict[str, TensorType] = {}
+        outer = mg.tensor_type
+
+        def lookup(name: str) -> TensorType:
+            t = types.get(name)
+            return t if t is not None else outer(name)
+
+        return _graphs_refusal(dev, node, lookup, types, mg.opsets, self.rules, mg.op_types[i])
+
+
+def op_refusal(dev: DeviceRules, op: str) -> str | None:
+    """The op-list part of the check (no node needed)."""
+    if op in dev.unsupported:
+        return f"{op} is listed in {dev.name}'s ops.unsupported"
+    if dev.supported is not None and op not in dev.supported:
+        return f"{op} is not in {dev.name}'s ops.supported"
+    return None
+
+
+def node_refusal(dev: DeviceRules, node: onnx.NodeProto, type_of: Callable[[str], TensorType],
+                 opset: int, value_idx: tuple[int, ...], domain: str = "") -> str | None:
+    """``when`` conditions and ``static_shapes`` for one node (op list already checked)."""
+    op = node.op_type
+    cond = dev.when.get(op)
+    if cond is not None:
+        reason = _condition_refusal(dev, cond, node, type_of, opset, value_idx, domain)
+        if reason:
+            return reason
+    if dev.static_shapes:
+        for role, name in _tensors(node, ()):
+            t = type_of(name)
+            if not t.static:
+                shape = "unknown" if t.shape is None else list(t.shape)
+                return f"{role} {name!r} has a non-static shape {shape} ({dev.name} needs static shapes)"
+    return None
+
+
+def _condition_refusal(dev: DeviceRules, cond: OpCondition, node: onnx.NodeProto,
+                       type_of: Callable[[str], TensorType], opset: int,
+                       value_idx: tuple[int, ...], domain: str) -> str | None:
+    op = node.op_type
+    given = {a.name: a for a in node.attribute}
+    for name, wanted in cond.attributes.items():
+        if name in given:
+            actual = _attr_value(given[name])
+        else:
+            actual = _schema_default(op, name, opset, domain)
+            if actual is _MISSING:
+                return (f"attribute {name} is not set and has no default, but {dev.name} needs "
+                        f"{name}={_show(wanted)} (ops.when.{op})")
+        if not _equal(actual, wanted):
+            return f"attribute {name}={_show(actual)}, {dev.name} needs {_show(wanted)} (ops.when.{op})"
+    if cond.dtypes is not None:
+        for role, name in _tensors(node, value_idx):
+            t = type_of(name)
+            if t.elem_type not in cond.dtypes:
+                return (f"{role} {name!r} is {dtype_name(t.elem_type)}, {dev.name} takes "
+                        f"{', '.join(cond.dtype_names)} (ops.when.{op}.dtypes)")
+    if cond.max_rank is not None:
+        for role, name in _tensors(node, ()):
+            r = type_of(name).rank
+            if r is None or r > cond.max_rank:
+                shown = "unknown" if r is None else str(r)
+                return (f"{role} {name!r} has rank {shown}, {dev.name} takes at most "
+                        f"{cond.max_rank} (ops.when.{op}.max_rank)")
+    return None
+
+
+def _tensors(node: onnx.NodeProto, skip_inputs: tuple[int, ...]):
+    for k, x in enumerate(node.input):
+        if x and k not in skip_inputs:
+            yield f"input {k}", x
+    for k, x in enumerate(node.output):
+        if x:
+            yield f"output {k}", x
+
+
+def _graphs_refusal(dev: DeviceRules, node: onnx.NodeProto, lookup, types: dict, opsets: dict,
+                    rules: Rules, outer_op: str) -> str | None:
+    for a in node.attribute:
+        graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
+            list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
+        for g in graphs:
+            for vi in list(g.input) + list(g.output) + list(g.value_info):
+                types[vi.name] = type_of_value_info(vi)
+            for t in g.initializer:
+                types[t.name] = TensorType(t.data_type, tuple(t.dims))
+            for inner in g.node:
+                reason = op_refusal(dev, inner.op_type)
+                if reason is None:
+                    opset = opsets.get(inner.domain or "", opsets.get("", 1))
+                    reason = node_refusal(dev, inner, lookup, opset,
+                                          rules.value_input_indices(inner.op_type, opset), inner.domain)
+                if reason is None:
+                    reason = _graphs_refusal(dev, inner, lookup, types, opsets, rules, inner.op_type)
+                if reason is not None:
+                    name = inner.name or inner.op_type
+                    return f"{outer_op} body ({a.name}) node {name!r}: {reason}"
+    return None
+
+
+def _attr_value(attr: onnx.AttributeProto) -> Any:
+    v = helper.get_attribute_value(attr)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, list):
+        return [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+    return v
+
+
+def _schema_default(op: str, name: str, opset: int, domain: str) -> Any:
+    try:
+        schema = onnx.defs.get_schema(op, opset, domain or "")
+    except Exception:
+        return _MISSING
+    attr = schema.attributes.get(name)
+    if attr is None:
+        return _MISSING
+    default = attr.default_value
+    if default is None or default.type == onnx.AttributeProto.UNDEFINED:
+        return _MISSING
+    return _attr_value(default)
+
+
+def _equal(actual: Any, wanted: Any) -> bool:
+    if isinstance(wanted, (list, tuple)) and isinstance(actual, (list, tuple)):
+        return len(actual) == len(wanted) and all(_equal(a, w) for a, w in zip(actual, wanted))
+    if isinstance(wanted, bool) or isinstance(actual, bool):
+        return bool(actual) == bool(wanted) and not isinstance(actual, str)
+    if isinstance(wanted, (int, float)) and isinstance(actual, (int, float)):
+        return abs(float(actual) - float(wanted)) <= 1e-6 * max(1.0, abs(float(wanted)))
+    return actual == wanted
+
+
+def _show(v: Any) -> str:
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+__all__ = ["SupportChecker", "op_refusal", "node_refusal", "UNKNOWN_TYPE"]

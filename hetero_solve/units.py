@@ -1,0 +1,105 @@
+"""Byte sizes: memory strings from rule files and ONNX element sizes."""
+
+from __future__ import annotations
+
+import re
+
+from onnx import TensorProto
+
+_UNITS = {
+    "": 1, "B": 1,
+    "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
+    "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4,
+}
+_MEMORY_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
+
+
+def parse_memory(value: object) -> int:
+    """Bytes from an int or a string such as ``"512KiB"``, ``"64MiB"``, ``"1.5GB"``.
+
+    ``KB``/``MB``/``GB`` are powers of 1000, ``KiB``/``MiB``/``GiB`` powers of 1024
+    (SPEC section 3).  Raises ``ValueError`` with the reason on anything else.
+
+    >>> parse_memory("1.5GB"), parse_memory("64MiB"), parse_memory(4096)
+    (1500000000, 67108864, 4096)
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"expected bytes (an int or a string like '64MiB'), got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"memory must not be negative, got {value}")
+        return value
+    if isinstance(value, float):
+        if value < 0:
+            raise ValueError(f"memory must not be negative, got {value}")
+        return int(value)
+    if not isinstance(value, str):
+        raise ValueError(f"expected bytes (an int or a string like '64MiB'), got {value!r}")
+    if value.strip().startswith("-"):
+        raise ValueError(f"memory must not be negative, got {value!r}")
+    m = _MEMORY_RE.match(value)
+    if not m or m.group(2).upper() not in _UNITS:
+        raise ValueError(
+            f"cannot parse memory {value!r}: use bytes or a number with KB, MB, GB (powers of 1000) "
+            "or KiB, MiB, GiB (powers of 1024)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def format_bytes(n: int | None) -> str:
+    """Short human form: ``1.5 MiB``; ``None`` prints as ``unlimited``."""
+    if n is None:
+        return "unlimited"
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+# Bits per element.  Strings have no fixed size: count a pointer's worth.
+_BITS = {
+    TensorProto.FLOAT: 32, TensorProto.UINT8: 8, TensorProto.INT8: 8, TensorProto.UINT16: 16,
+    TensorProto.INT16: 16, TensorProto.INT32: 32, TensorProto.INT64: 64, TensorProto.STRING: 64,
+    TensorProto.BOOL: 8, TensorProto.FLOAT16: 16, TensorProto.DOUBLE: 64, TensorProto.UINT32: 32,
+    TensorProto.UINT64: 64, TensorProto.COMPLEX64: 64, TensorProto.COMPLEX128: 128,
+    TensorProto.BFLOAT16: 16,
+}
+for _name, _bits in (("FLOAT8E4M3FN", 8), ("FLOAT8E4M3FNUZ", 8), ("FLOAT8E5M2", 8),
+                     ("FLOAT8E5M2FNUZ", 8), ("UINT4", 4), ("INT4", 4), ("FLOAT4E2M1", 4),
+                     ("FLOAT8E8M0", 8), ("UINT2", 2), ("INT2", 2), ("FLOAT6E2M3", 6),
+                     ("FLOAT6E3M2", 6)):
+    if hasattr(TensorProto, _name):
+        _BITS[getattr(TensorProto, _name)] = _bits
+
+
+def element_bits(elem_type: int) -> int:
+    """Bits per element of an ONNX tensor type; 0 when the type is unknown."""
+    return _BITS.get(elem_type, 0)
+
+
+def _build_names() -> dict[int, str]:
+    import onnx.helper
+    names = {0: "unknown", TensorProto.BFLOAT16: "bfloat16", TensorProto.STRING: "string"}
+    for elem in TensorProto.DataType.values():
+        if elem not in names:
+            try:
+                names[elem] = str(onnx.helper.tensor_dtype_to_np_dtype(elem).name)
+            except Exception:  # a type numpy cannot represent
+                names[elem] = TensorProto.DataType.Name(elem).lower()
+    return names
+
+
+_NAMES = _build_names()
+
+
+def dtype_name(elem_type: int) -> str:
+    """``float32`` style name of an ONNX element type (the names rule files use)."""
+    return _NAMES.get(elem_type, "unknown")
+
+
+def dtype_from_name(name: str) -> int | None:
+    """Inverse of :func:`dtype_name`, also accepting ONNX spellings (``FLOAT``, ``float``)."""
+    key = name.strip().lower()
+    for elem, known in _NAMES.items():
+        if elem and (known == key or TensorProto.DataType.Name(elem).lower() == key):
+            return elem
+    return None

@@ -1,0 +1,201 @@
+"""The one validator: SPEC section 1's five conditions, for every algorithm's answer and for
+user-defined maps alike.
+
+:func:`validate` lists every violation (kind, message naming the nodes and parts);
+:func:`check` raises :class:`~hetero_solve.errors.ValidationError` when there is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import ValidationError
+from .problem import Problem
+from .solution import Solution, evaluate, quotient_edges
+from .units import format_bytes
+
+KINDS = ("structure", "support", "pin", "cycle", "order", "value", "memory")
+MAX_PER_KIND = 50
+
+
+@dataclass
+class Violation:
+    kind: str            # one of KINDS
+    message: str
+    nodes: list[str] = field(default_factory=list)
+    parts: list[int] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "message": self.message, "nodes": self.nodes, "parts": self.parts}
+
+
+def validate(problem: Problem, sol: Solution, *, require_order: bool = True) -> list[Violation]:
+    """Every violation of the five conditions (support, pins, acyclic, values, memory), plus
+    structural ones (a node without a valid part, an empty part, ids not topological when
+    ``require_order``).  At most ``MAX_PER_KIND`` are listed per kind."""
+    out: list[Violation] = []
+    count: dict[str, int] = {}
+
+    def add(v: Violation) -> None:
+        count[v.kind] = count.get(v.kind, 0) + 1
+        if count[v.kind] <= MAX_PER_KIND:
+            out.append(v)
+
+    names = problem.names
+    k = len(sol.part_device)
+    if len(sol.part_of) != problem.n:
+        add(Violation("structure", f"{len(sol.part_of)} nodes assigned, the model has {problem.n}"))
+        return out
+    if len(sol.part_instance) != k:
+        add(Violation("structure", "part_instance and part_device differ in length"))
+        return out
+    bad = [v for v, p in enumerate(sol.part_of) if not 0 <= p < k]
+    for v in bad:
+        add(Violation("structure", f"node {names[v]!r} is in no part (part id {sol.part_of[v]})",
+                      [names[v]]))
+    for p, d in enumerate(sol.part_device):
+        if not 0 <= d < len(problem.devices):
+            add(Violation("structure", f"part {p} has no valid device (index {d})", parts=[p]))
+        elif not 0 <= sol.part_instance[p] < problem.devices[d].instances:
+            dev = problem.devices[d]
+            add(Violation("structure", f"part {p} is on {dev.name} instance {sol.part_instance[p]}, "
+                                       f"{dev.name} has {dev.instances}", parts=[p]))
+    if bad or any(v.kind == "structure" for v in out):
+        return out
+    sizes = [0] * k
+    for p in sol.part_of:
+        sizes[p] += 1
+    for p in range(k):
+        if sizes[p] == 0:
+            add(Violation("structure", f"part {p} is empty", parts=[p]))
+
+    _support(problem, sol, add)
+    cyclic = _acyclic(problem, sol, add)
+    if require_order and not cyclic:
+        _order(problem, sol, add)
+    _values(problem, sol, add)
+    _memory(problem, sol, add)
+    for kind, c in count.items():
+        if c > MAX_PER_KIND:
+            out.append(Violation(kind, f"... and {c - MAX_PER_KIND} more {kind} violations"))
+    return out
+
+
+def check(problem: Problem, sol: Solution, **kw) -> None:
+    """Raise :class:`ValidationError` listing the violations, if any."""
+    violations = validate(problem, sol, **kw)
+    if violations:
+        raise ValidationError(violations)
+
+
+def _support(problem: Problem, sol: Solution, add) -> None:
+    devices = problem.devices
+    for v, p in enumerate(sol.part_of):
+        d = sol.part_device[p]
+        if d in problem.allowed[v]:
+            continue
+        name = problem.names[v]
+        pin = problem.pinned[v] if problem.pinned else -1
+        if pin >= 0 and pin != d:
+            add(Violation("pin", f"node {name!r} is pinned to {devices[pin].name} but part {p} is on "
+                                 f"{devices[d].name}", [name], [p]))
+        else:
+            add(Violation("support", f"node {name!r} ({problem.op_types[v]}) is in part {p} on "
+                                     f"{devices[d].name}, which refuses it: {problem.why_not(v, d)}",
+                          [name], [p]))
+
+
+def _acyclic(problem: Problem, sol: Solution, add) -> bool:
+    """Report one cycle of the quotient graph with the node edges that close it."""
+    k = len(sol.part_device)
+    edges = quotient_edges(problem, sol.part_of)
+    out: list[list[int]] = [[] for _ in range(k)]
+    indeg = [0] * k
+    for a, b in edges:
+        out[a].append(b)
+        indeg[b] += 1
+    stack = [p for p in range(k) if indeg[p] == 0]
+    seen = 0
+    while stack:
+        p = stack.pop()
+        seen += 1
+        for q in out[p]:
+            indeg[q] -= 1
+            if indeg[q] == 0:
+                stack.append(q)
+    if seen == k:
+        return False
+    remaining = {p for p in range(k) if indeg[p] > 0}
+    cycle = _find_cycle(out, remaining)
+    witness = []
+    for a, b in zip(cycle, cycle[1:] + cycle[:1]):
+        witness.append(_edge_witness(problem, sol.part_of, a, b))
+    path = " -> ".join(str(p) for p in cycle + cycle[:1])
+    via = ", ".join(f"{problem.names[u]!r} -> {problem.names[v]!r}" for u, v in witness)
+    add(Violation("cycle", f"parts {path} form a cycle (via {via})",
+                  [problem.names[u] for u, _ in witness], cycle))
+    return True
+
+
+def _find_cycle(out: list[list[int]], remaining: set[int]) -> list[int]:
+    # Every node left after Kahn lies on or leads to a cycle: walk until a node repeats.
+    start = min(remaining)
+    pos: dict[int, int] = {}
+    walk = []
+    p = start
+    while p not in pos:
+        pos[p] = len(walk)
+        walk.append(p)
+        p = next(q for q in out[p] if q in remaining)
+    return walk[pos[p]:]
+
+
+def _edge_witness(problem: Problem, part_of: list[int], a: int, b: int) -> tuple[int, int]:
+    for u, succ in enumerate(problem.succ):
+        if part_of[u] == a:
+            for v in succ:
+                if part_of[v] == b:
+                    return u, v
+    raise AssertionError("quotient edge without a node edge")
+
+
+def _order(problem: Problem, sol: Solution, add) -> None:
+    for u, succ in enumerate(problem.succ):
+        pu = sol.part_of[u]
+        for v in succ:
+            if sol.part_of[v] < pu:
+                add(Violation("order", f"part ids are not topological: {problem.names[u]!r} in part "
+                                       f"{pu} feeds {problem.names[v]!r} in part {sol.part_of[v]}",
+                              [problem.names[u], problem.names[v]], [pu, sol.part_of[v]]))
+                return
+
+
+def _values(problem: Problem, sol: Solution, add) -> None:
+    devices = problem.devices
+    for v, us in enumerate(problem.value_pred):
+        p = sol.part_of[v]
+        dev = devices[sol.part_device[p]]
+        if not dev.enforce_values:
+            continue
+        for u in us:
+            if sol.part_of[u] == p:
+                add(Violation("value", f"node {problem.names[v]!r} ({problem.op_types[v]}) needs the "
+                                       f"value of a tensor made by {problem.names[u]!r} in the same part "
+                                       f"{p} on {dev.name}", [problem.names[u], problem.names[v]], [p]))
+
+
+def _memory(problem: Problem, sol: Solution, add) -> None:
+    if not problem.has_memory_limits():
+        return
+    metrics = evaluate(problem, sol)
+    for (d, i), used in sorted(metrics.instance_memory.items()):
+        cap = problem.devices[d].memory
+        if cap is not None and used > cap:
+            parts = [p for p in range(len(sol.part_device))
+                     if sol.part_device[p] == d and sol.part_instance[p] == i]
+            add(Violation("memory", f"{problem.devices[d].name} instance {i} holds parts {parts} "
+                                    f"needing {used} bytes ({format_bytes(used)}), over its "
+                                    f"{cap} bytes by {used - cap}", parts=parts))
