@@ -9,6 +9,7 @@
   shapes: every head split and merge is ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``.
   Inputs ``input_ids[batch, seq]`` (int64).  With ``--dim batch=1 --dim seq=16`` the shape
   chains fold; without, they are value-dependent inputs.
+- ``seed000.onnx``: the 7-node worked example of OpenVINO's subgraph selection (seed 000).
 - ``control_flow.onnx``: an RNN written as a ``Loop`` over time steps, followed by an ``If``
   that picks an activation from the data.  Input ``x[seq, batch, 8]``.
 
@@ -247,12 +248,32 @@ def control_flow(hidden: int = 8, features: int = 8) -> onnx.ModelProto:
                    "RNN written as a Loop, then an If on the data (hetero-solve example)")
 
 
+# -- Seed 000's worked example ----------------------------------------------------------------
+
+def seed000() -> onnx.ModelProto:
+    """The 7-node graph of OpenVINO's subgraph-selection example: 1->2, 2->3, 2->4, 3->5, 4->5,
+    5->6, 6->7.  Node 4 is an ``Erf`` (refused by ``rules/seed000.yaml``'s first device), the
+    others are ``Relu`` and one ``Add``.  Expected: [1,2] and [3,5,6,7] on the first device,
+    [4] on the second."""
+    b = Builder(3)
+    n1 = b.op("Relu", ["x"], "1")
+    n2 = b.op("Relu", [n1], "2")
+    n3 = b.op("Relu", [n2], "3")
+    n4 = b.op("Erf", [n2], "4")
+    n5 = b.op("Add", [n3, n4], "5")
+    n6 = b.op("Relu", [n5], "6")
+    b.nodes.append(h.make_node("Relu", [n6], ["y"], name="7"))
+    return b.model("seed000", [h.make_tensor_value_info("x", T.FLOAT, [1, 16])],
+                   [h.make_tensor_value_info("y", T.FLOAT, [1, 16])],
+                   "OpenVINO subgraph-selection worked example (seed 000)")
+
+
 EXAMPLES = {"resnet_like": resnet_like, "transformer_encoder": transformer_encoder,
-            "control_flow": control_flow}
+            "control_flow": control_flow, "seed000": seed000}
 
 #: Inputs the tests and the README demo feed: name -> (shape with dims filled, dtype).
 EXAMPLE_DIMS = {"resnet_like": {"batch": 1}, "transformer_encoder": {"batch": 1, "seq": 16},
-                "control_flow": {"seq": 5, "batch": 2}}
+                "control_flow": {"seq": 5, "batch": 2}, "seed000": {}}
 
 
 def main() -> None:
