@@ -141,16 +141,24 @@ def _acyclic(problem: Problem, sol: Solution, add) -> bool:
 
 
 def _find_cycle(out: list[list[int]], remaining: set[int]) -> list[int]:
-    # Every node left after Kahn lies on or leads to a cycle: walk until a node repeats.
-    start = min(remaining)
+    # Every node left after Kahn kept a predecessor that is also left (its in-degree stayed
+    # positive), so walking backwards until a node repeats closes a cycle.  (Walking forwards
+    # can end at a node downstream of the cycle that has no successor left.)
+    back: dict[int, list[int]] = {p: [] for p in remaining}
+    for a in remaining:
+        for b in out[a]:
+            if b in remaining:
+                back[b].append(a)
     pos: dict[int, int] = {}
     walk = []
-    p = start
+    p = min(remaining)
     while p not in pos:
         pos[p] = len(walk)
         walk.append(p)
-        p = next(q for q in out[p] if q in remaining)
-    return walk[pos[p]:]
+        p = back[p][0]
+    cycle = walk[pos[p]:]
+    cycle.reverse()     # the walk went against the edges
+    return cycle
 
 
 def _edge_witness(problem: Problem, part_of: list[int], a: int, b: int) -> tuple[int, int]:
