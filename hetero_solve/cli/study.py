@@ -1,0 +1,130 @@
+"""``hetero-solve study MODELS... --rules RULES...``: every algorithm side by side."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+
+from ..study import ALGORITHMS, StudyConfig, analyse, run_study
+from ..study.executors import EXECUTORS
+from ..study.runner import MEMORY_METHODS
+from . import app
+from .common import UsageError, out_console, parse_dims
+
+RULE_SUFFIXES = (".yaml", ".yml")
+
+
+@app.command("study")
+def study_command(
+    inputs: List[Path] = typer.Argument(
+        ..., metavar="MODELS...", show_default=False,
+        help="ONNX models, or folders of them. Arguments ending in .yaml/.yml are taken as "
+             "rule files, so '--rules rules/*.yaml' works as the shell expands it."),
+    rules: List[Path] = typer.Option([], "--rules", "-r", metavar="RULES",
+                                     help="Rule file (repeatable; see rules/ for profiles)."),
+    algorithms: List[str] = typer.Option(
+        ["all"], "--algorithms", "-a", metavar="A[,B...]",
+        help=f"Algorithms to run, comma-separated or repeated: {', '.join(ALGORITHMS)}, or all."),
+    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
+                                     help="Seconds per run for CP-SAT and SAT (the others run "
+                                          "to completion)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1,
+                             help="Runs in parallel: local processes, or Dask workers of a local "
+                                  "cluster. 1 = in this process."),
+    out: Path = typer.Option(Path("study"), "-o", "--out",
+                             help="Output directory: results.csv, summary.md, parts/time plots "
+                                  "(PNG, SVG), runs/ (one JSON per run, reused on restart)."),
+    dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
+                                  help="Value of a symbolic dimension for every model "
+                                       "(repeatable; beats the rule files' dims)."),
+    executor: str = typer.Option("local", "--executor",
+                                 help=f"Where runs execute: {' or '.join(EXECUTORS)} "
+                                      "(dask.distributed, the 'dask' extra)."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="ADDRESS",
+                                            help="Dask scheduler, e.g. tcp://host:8786 "
+                                                 "(default: a local cluster of --jobs workers)."),
+    seed: int = typer.Option(0, "--seed", help="Solver seed for CP-SAT and SAT."),
+    memory: str = typer.Option("tracemalloc", "--memory",
+                               help=f"Peak memory measure: {', '.join(MEMORY_METHODS)}."),
+    note: str = typer.Option("", "--note", help="A sentence for summary.md (e.g. the machine "
+                                                "was shared)."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Tables only (no matplotlib)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+) -> None:
+    """Run algorithms over models × rule files; validate every answer; tables and plots.
+
+    Every (model, rules) pair is compiled once, then each algorithm runs on it and its answer
+    is checked by the validator: invalid answers are reported with the reason, never hidden.
+    Each finished run is saved at once under OUT/runs/: an interrupted study, started again
+    with the same arguments, computes only what is missing.
+
+    Example: hetero-solve study examples/*.onnx --rules rules/*.yaml -j 2 -o study/
+
+    Example: hetero-solve study models/ -r rules/npu-static.yaml -a heuristic,openvino,glow
+    --executor dask --scheduler tcp://10.0.0.5:8786
+    """
+    models, rule_files = _split_inputs(inputs)
+    rule_files += list(rules)
+    names = [a.strip() for item in algorithms for a in item.split(",") if a.strip()]
+    if scheduler and executor == "local":
+        executor = "dask"               # an address only makes sense for Dask
+    config = StudyConfig(models=models, rules=_unique(rule_files), out_dir=out,
+                         algorithms=names, time_limit=time_limit, jobs=jobs,
+                         dims=parse_dims(dim), executor=executor, scheduler=scheduler,
+                         seed=seed, memory=memory, note=note, plots=not no_plots,
+                         command=" ".join(shlex.quote(a) for a in ["hetero-solve", *sys.argv[1:]]))
+    result = run_study(config, progress=not quiet)
+    print_table(result.records, config_algorithms(result.records))
+    out_console.print(f"runs: {result.computed} computed, {result.reused} reused   "
+                      f"written: {out}/ ({', '.join(p.name for p in result.files)})")
+
+
+def config_algorithms(records: list[dict]) -> list[str]:
+    seen: list[str] = []
+    for r in records:
+        if r["algorithm"] not in seen:
+            seen.append(r["algorithm"])
+    return seen
+
+
+def print_table(records: list[dict], algorithms: list[str]) -> None:
+    a = analyse(records, algorithms)
+    table = Table(title=f"study: {len(a['problems'])} problem(s)", title_justify="left")
+    for col in ("algorithm", "solved", "valid", "optimal", "mean gap", "mean s", "other"):
+        table.add_column(col, justify="left" if col in ("algorithm", "other") else "right")
+    for alg, s in a["algorithms"].items():
+        other = ", ".join(f"{v} {k}" for k, v in s["other"].items() if v)
+        gap = "" if s["mean_gap"] is None else f"{s['mean_gap']:.2f}"
+        secs = "" if s["mean_seconds"] is None else f"{s['mean_seconds']:.4f}"
+        table.add_row(alg, f"{s['solved']}/{s['runs']}", str(s["valid"]), str(s["optimal"]),
+                      gap, secs, other)
+    out_console.print(table)
+
+
+def _split_inputs(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
+    models: list[Path] = []
+    rules: list[Path] = []
+    for p in inputs:
+        if p.suffix.lower() in RULE_SUFFIXES:
+            rules.append(p)
+        elif p.is_dir():
+            found = sorted(p.glob("*.onnx"))
+            if not found:
+                raise UsageError(f"{p}: a folder without .onnx files")
+            models.extend(found)
+        else:
+            models.append(p)
+    return _unique(models), rules
+
+
+def _unique(paths: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        if p not in out:
+            out.append(p)
+    return out

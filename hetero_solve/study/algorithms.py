@@ -1,0 +1,72 @@
+"""The algorithms a study can run, by name, all with one signature:
+``run(problem, *, time_limit, seed) -> Solution``.
+
+Baselines and the heuristic ignore ``time_limit`` and ``seed`` (they are deterministic and run
+to completion); ``cpsat`` and ``sat`` start from the heuristic's answer and refine it through
+:func:`hetero_solve.pipeline.refine`, so their seconds include the heuristic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..algorithms.baselines import glow, graphcycles, longest_path, openvino
+from ..algorithms.greedy import heuristic
+from ..problem import Problem
+from ..solution import Solution
+
+Runner = Callable[..., Solution]
+
+
+class AlgorithmUnavailable(RuntimeError):
+    """The algorithm is not part of this build (e.g. the exact engines); not a failure."""
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str
+    run: Runner
+    uses_time_limit: bool      # part of the resume key only when the answer depends on it
+    description: str
+
+
+def _plain(fn: Callable[[Problem], Solution]) -> Runner:
+    def run(problem: Problem, *, time_limit: float = 0.0, seed: int = 0) -> Solution:
+        return fn(problem)
+    run.__name__ = f"run_{fn.__name__}"
+    return run
+
+
+def _exact(engine: str) -> Runner:
+    def run(problem: Problem, *, time_limit: float = 10.0, seed: int = 0) -> Solution:
+        from ..pipeline import refine
+        start = heuristic(problem)
+        try:
+            sol = refine(problem, start, engine=engine, time_limit=time_limit, seed=seed)
+        except ValueError as e:
+            if "not available" in str(e):
+                raise AlgorithmUnavailable(str(e)) from None
+            raise
+        if sol.algorithm in ("", "heuristic"):
+            sol.algorithm = engine
+        return sol
+    run.__name__ = f"run_{engine}"
+    return run
+
+
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
+    Algorithm("heuristic", _plain(heuristic), False,
+              "ours: greedy closure, best of forward and backward passes"),
+    Algorithm("cpsat", _exact("cpsat"), True, "ours: heuristic, then CP-SAT refinement"),
+    Algorithm("sat", _exact("sat"), True, "ours: heuristic, then SAT refinement"),
+    Algorithm("openvino", _plain(openvino), False,
+              "OpenVINO HETERO subgraph selection (seed 000)"),
+    Algorithm("graphcycles", _plain(graphcycles), False,
+              "XLA-style edge contraction with GraphCycles (seed 002)"),
+    Algorithm("longest-path", _plain(longest_path), False,
+              "longest-path clustering, 0/1 edge weights (seed 002)"),
+    Algorithm("glow", _plain(glow), False,
+              "Glow backend-then-memory partitioning (seed 003)"),
+]}
+

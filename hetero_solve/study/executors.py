@@ -1,0 +1,114 @@
+"""Where runs execute: in this process (``--jobs 1``), in local worker processes
+(``concurrent.futures``), or on a Dask cluster (``--executor dask``, an optional extra).
+
+Each executor takes :class:`~hetero_solve.study.runner.Job` objects and yields their records
+as they finish, in any order.  Results travel back to this process, which alone writes files,
+so a remote Dask cluster needs no shared file system (only ``hetero-solve`` installed on its
+workers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Iterator
+
+from ..errors import HeteroSolveError
+from .runner import Job, run_job
+
+EXECUTORS = ("local", "dask")
+
+
+class ExecutorError(HeteroSolveError):
+    """The executor cannot start (missing extra, unreachable scheduler)."""
+
+
+def execute(jobs: list[Job], *, executor: str = "local", jobs_n: int = 1,
+            scheduler: str | None = None, on_start=None) -> Iterator[dict]:
+    """Yield one record per job as each finishes.  ``on_start(description)`` is told where
+    the runs go (for the progress line)."""
+    if not jobs:
+        return iter(())
+    if executor == "local":
+        if jobs_n <= 1:
+            return _inline(jobs, on_start)
+        return _processes(jobs, jobs_n, on_start)
+    if executor == "dask":
+        return _dask(jobs, jobs_n, scheduler, on_start)
+    raise ExecutorError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+
+
+def _inline(jobs: list[Job], on_start) -> Iterator[dict]:
+    if on_start:
+        on_start("in this process")
+    for job in jobs:
+        yield run_job(job)
+
+
+def _processes(jobs: list[Job], n: int, on_start) -> Iterator[dict]:
+    # spawn, not fork: the parent holds threads (the progress bar), and a forked child of a
+    # threaded parent can deadlock.  Workers import hetero_solve once each.
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        if on_start:
+            on_start(f"{n} local processes")
+        pending = {pool.submit(run_job, job) for job in jobs}
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield fut.result()
+        finally:
+            for fut in pending:             # interrupted: do not start what is queued
+                fut.cancel()
+
+
+def _dask(jobs: list[Job], n: int, scheduler: str | None, on_start) -> Iterator[dict]:
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise ExecutorError("--executor dask needs dask.distributed: "
+                            "pip install 'hetero-solve[dask]'") from None
+    cluster = None
+    try:
+        if scheduler:
+            try:
+                client = Client(scheduler, timeout="20s")
+            except (OSError, TimeoutError) as e:
+                raise ExecutorError(f"--scheduler {scheduler}: cannot connect ({e})") from None
+            where = f"Dask scheduler {scheduler}"
+        else:
+            # A local cluster of single-threaded worker processes: the algorithms are pure
+            # Python and would fight over the GIL in threads.
+            cluster = LocalCluster(n_workers=max(n, 1), threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
+            where = f"local Dask cluster, {max(n, 1)} worker(s)"
+        if on_start:
+            on_start(where)
+        with client:
+            # Each problem is shipped once and shared by its runs.
+            shared: dict[int, object] = {}
+            futures = []
+            for job in jobs:
+                pid = id(job.problem)
+                if pid not in shared:
+                    shared[pid] = client.scatter(job.problem)
+                light = dataclasses.replace(job, problem=None)     # the problem goes separately
+                futures.append(client.submit(_run_with_problem, light, shared[pid], pure=False))
+            try:
+                for fut in as_completed(futures):
+                    yield fut.result()
+            finally:
+                for fut in futures:
+                    if not fut.done():
+                        fut.cancel()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _run_with_problem(job: Job, problem) -> dict:
+    job.problem = problem
+    return run_job(job)

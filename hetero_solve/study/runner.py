@@ -1,0 +1,152 @@
+"""One run of one algorithm on one compiled problem: time, peak memory, metrics and the
+validator's verdict.  :func:`run_job` is what the executors ship to worker processes or Dask
+workers, so it is a module-level function of picklable arguments."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import tracemalloc
+from dataclasses import dataclass
+from typing import Callable
+
+from ..algorithms.baselines import BaselineSkipped
+from ..problem import Problem
+from ..solution import Solution, evaluate
+from ..validate import validate
+from .algorithms import ALGORITHMS, AlgorithmUnavailable
+
+MEMORY_METHODS = ("tracemalloc", "rss", "none")
+
+
+@dataclass
+class Job:
+    key: str                           # the run's resume key (file name under runs/)
+    problem: Problem
+    algorithm: str
+    runner: Callable | None = None     # overrides the registry (tests, custom algorithms)
+    time_limit: float = 10.0
+    seed: int = 0
+    memory: str = "tracemalloc"
+
+
+def run_job(job: Job) -> dict:
+    """Run, measure, validate.  Never raises for the algorithm's own errors: they become
+    ``status = failed`` (or ``skipped`` / ``unavailable``) with the reason."""
+    run = job.runner or ALGORITHMS[job.algorithm].run
+    out: dict = {"key": job.key, "algorithm": job.algorithm, "memory_method": job.memory,
+                 "worker_pid": os.getpid()}
+    try:
+        sol, seconds, peak = measure(lambda: run(job.problem, time_limit=job.time_limit,
+                                                 seed=job.seed), job.memory)
+    except BaselineSkipped as e:
+        return {**out, "status": "skipped", "reason": _one_line(e)}
+    except AlgorithmUnavailable as e:
+        return {**out, "status": "unavailable", "reason": _one_line(e)}
+    except Exception as e:  # noqa: BLE001 - a study records failures and goes on
+        return {**out, "status": "failed", "reason": f"{type(e).__name__}: {_one_line(e)}"}
+    out.update(seconds=seconds, peak_memory=peak)
+    out.update(judge(job.problem, sol))
+    return out
+
+
+def judge(problem: Problem, sol: Solution) -> dict:
+    """Metrics and the validator's verdict for one answer."""
+    try:
+        violations = validate(problem, sol)
+        m = evaluate(problem, sol)
+    except Exception as e:  # noqa: BLE001 - a malformed answer is an invalid answer
+        return {"status": sol.status, "valid": False, "violations": 1,
+                "reason": f"structure: cannot evaluate ({type(e).__name__}: {_one_line(e)})"}
+    return {
+        "status": sol.status, "parts": m.partitions, "fallback": m.fallback,
+        "transfer": m.transfer, "lower_bound": sol.lower_bound,
+        "valid": not violations, "violations": len(violations),
+        "reason": str(violations[0]) if violations else "",
+        "stats": _jsonable(sol.stats),
+    }
+
+
+def measure(fn: Callable[[], Solution], method: str) -> tuple[Solution, float, int | None]:
+    """``(answer, seconds, peak bytes)``.
+
+    ``tracemalloc``: the peak of Python allocations during the run (exact and repeatable;
+    tracing slows allocation-heavy Python code, and memory allocated by native solvers such
+    as CP-SAT is not seen).  ``rss``: the peak increase of the process's resident set size,
+    sampled every 5 ms with psutil (sees native memory; coarse, and 0 when the run reuses
+    memory the process already holds).  ``none``: no measurement."""
+    if method == "tracemalloc":
+        was_tracing = tracemalloc.is_tracing()
+        if was_tracing:
+            tracemalloc.reset_peak()
+        else:
+            tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        try:
+            t0 = time.perf_counter()
+            sol = fn()
+            seconds = time.perf_counter() - t0
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            if not was_tracing:
+                tracemalloc.stop()
+        return sol, seconds, max(peak, 0)
+    if method == "rss":
+        sampler = _RssSampler()
+        with sampler:
+            t0 = time.perf_counter()
+            sol = fn()
+            seconds = time.perf_counter() - t0
+        return sol, seconds, sampler.peak_increase
+    if method == "none":
+        t0 = time.perf_counter()
+        sol = fn()
+        return sol, time.perf_counter() - t0, None
+    raise ValueError(f"memory method must be one of {', '.join(MEMORY_METHODS)}, not {method!r}")
+
+
+class _RssSampler:
+    def __init__(self, interval: float = 0.005):
+        try:
+            import psutil
+        except ImportError:
+            raise RuntimeError("--memory rss needs psutil: pip install 'hetero-solve[study]'") from None
+        self._proc = psutil.Process()
+        self._interval = interval
+        self._stop = threading.Event()
+        self.base = self.peak = 0
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+
+    def __enter__(self):
+        self.base = self.peak = self._proc.memory_info().rss
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._proc.memory_info().rss)
+
+    @property
+    def peak_increase(self) -> int:
+        return max(self.peak - self.base, 0)
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)

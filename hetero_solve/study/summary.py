@@ -1,0 +1,271 @@
+"""``summary.md``: per algorithm (solved, valid, optimal, mean gap to the best known) and per
+problem (parts of every algorithm), with every invalid or failed run and its reason, and the
+machine the study ran on.
+
+Definitions (also written into the summary):
+
+- *solved*: the algorithm returned a partition (status ``optimal`` or ``feasible``);
+- *valid*: the validator found no violation;
+- *best known* of a problem: the fewest parts of any valid answer to it;
+- *proven optimum*: the best known when some run proved it (a valid answer with status
+  ``optimal``, or a lower bound equal to the best known);
+- *optimal*: valid runs whose parts equal the proven optimum;  *proved*: valid runs whose
+  status is ``optimal`` (the algorithm itself proved it);
+- *gap*: parts minus the best known, over the algorithm's valid runs.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+import sys
+from collections import OrderedDict
+from pathlib import Path
+from statistics import mean
+
+SOLVED = ("optimal", "feasible")
+
+
+def problem_key(r: dict) -> tuple[str, str]:
+    return (r["model"], r["rules"])
+
+
+def analyse(records: list[dict], algorithms: list[str]) -> dict:
+    """Per-problem best / lower bound / proven optimum and per-algorithm aggregates."""
+    problems: "OrderedDict[tuple[str, str], dict]" = OrderedDict()
+    for r in records:
+        pk = problem_key(r)
+        info = problems.setdefault(pk, {"runs": {}, "nodes": r.get("nodes"), "best": None,
+                                        "lower_bound": None, "optimum": None,
+                                        "inconsistent": []})
+        info["runs"][r["algorithm"]] = r
+        if info["nodes"] is None:
+            info["nodes"] = r.get("nodes")
+    for pk, info in problems.items():
+        runs = info["runs"].values()
+        valid = [r for r in runs if r.get("valid") and r.get("parts") is not None]
+        if valid:
+            info["best"] = min(r["parts"] for r in valid)
+        bounds = [r["lower_bound"] for r in runs
+                  if r.get("status") in SOLVED and r.get("lower_bound") is not None]
+        if bounds:
+            info["lower_bound"] = max(bounds)
+        best = info["best"]
+        if best is not None:
+            proved = [r for r in valid if r.get("status") == "optimal"]
+            if any(r["parts"] == best for r in proved) or info["lower_bound"] == best:
+                info["optimum"] = best
+            # A bug detector: a proof that another valid answer beats.
+            info["inconsistent"] = [r["algorithm"] for r in proved if r["parts"] > best]
+            if info["lower_bound"] is not None and info["lower_bound"] > best:
+                info["inconsistent"].append("lower bound")
+    per_alg: "OrderedDict[str, dict]" = OrderedDict()
+    for alg in algorithms:
+        rs = [info["runs"][alg] for info in problems.values() if alg in info["runs"]]
+        valid = [r for r in rs if r.get("valid")]
+        gaps = []
+        optimal = best_hits = 0
+        for r in valid:
+            info = problems[problem_key(r)]
+            gaps.append(r["parts"] - info["best"])
+            best_hits += r["parts"] == info["best"]
+            optimal += info["optimum"] is not None and r["parts"] == info["optimum"]
+        solved = [r for r in rs if r.get("status") in SOLVED]
+        seconds = [r["seconds"] for r in solved if r.get("seconds") is not None]
+        peaks = [r["peak_memory"] for r in solved if r.get("peak_memory") is not None]
+        per_alg[alg] = {
+            "runs": len(rs), "solved": len(solved), "valid": len(valid),
+            "optimal": optimal, "proved": sum(1 for r in valid if r.get("status") == "optimal"),
+            "best": best_hits,
+            "mean_gap": mean(gaps) if gaps else None, "max_gap": max(gaps) if gaps else None,
+            "mean_seconds": mean(seconds) if seconds else None,
+            "max_seconds": max(seconds) if seconds else None,
+            "max_peak": max(peaks) if peaks else None,
+            "invalid": len(solved) - len(valid),
+            "other": {s: sum(1 for r in rs if r.get("status") == s)
+                      for s in ("failed", "skipped", "unavailable")},
+        }
+    return {"problems": problems, "algorithms": per_alg}
+
+
+def render(records: list[dict], algorithms: list[str], *, config: dict,
+           machine: dict | None = None) -> str:
+    a = analyse(records, algorithms)
+    lines: list[str] = ["# Study summary", ""]
+    n_models = len({r["model"] for r in records})
+    n_rules = len({r["rules"] for r in records})
+    lines += [
+        f"{len(a['problems'])} problems ({n_models} models × {n_rules} rule files), "
+        f"{len(algorithms)} algorithms, {len(records)} runs.  Time limit "
+        f"{config.get('time_limit')} s (CP-SAT and SAT only), seed {config.get('seed')}, "
+        f"executor {config.get('executor')} with {config.get('jobs')} job(s).  "
+        f"Peak memory: {_memory_note(config.get('memory'))}.", ""]
+    if config.get("command"):
+        lines += ["Command:", "", f"    {config['command']}", ""]
+    if config.get("note"):
+        lines += [config["note"], ""]
+
+    lines += ["## Per algorithm", "",
+              "| algorithm | runs | solved | valid | optimal | proved | best known | mean gap "
+              "| max gap | mean s | max s | max peak memory | failed / skipped / unavailable |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+              "| --- |"]
+    for alg, s in a["algorithms"].items():
+        other = " / ".join(str(s["other"][k]) for k in ("failed", "skipped", "unavailable"))
+        lines.append(
+            f"| {alg} | {s['runs']} | {s['solved']} | {s['valid']} | {s['optimal']} | "
+            f"{s['proved']} | {s['best']} | {_num(s['mean_gap'], 2)} | {_num(s['max_gap'])} | "
+            f"{_num(s['mean_seconds'], 4)} | {_num(s['max_seconds'], 4)} | "
+            f"{_bytes(s['max_peak'])} | {other} |")
+    lines += ["", "*solved*: returned a partition; *valid*: no violation found by the validator; "
+              "*optimal*: valid and equal to a proven optimum (a valid answer proved optimal, or a "
+              "lower bound reached); *proved*: the algorithm proved it itself; *best known*: valid "
+              "and equal to the fewest parts any algorithm found; *gap*: parts − best known, over "
+              "the algorithm's valid runs.  Parts are compared alone; every baseline keeps each "
+              "node on its preferred device (fallback 0).", ""]
+
+    lines += ["## Parts per problem", "",
+              "A number is a valid answer; `n✗kind` an answer the validator rejects (first "
+              "violation's kind); `—` no answer (failed, skipped or unavailable: see below).  "
+              "*best* is the best known; *LB* the best lower bound any run proved.", ""]
+    head = "| model | rules | nodes | best | LB | " + " | ".join(algorithms) + " |"
+    lines += [head, "| --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in algorithms) + " |"]
+    for (model, rules), info in a["problems"].items():
+        cells = []
+        for alg in algorithms:
+            r = info["runs"].get(alg)
+            if r is None:
+                cells.append("")
+            elif r.get("status") not in SOLVED:
+                cells.append("—")
+            elif r.get("valid"):
+                mark = "*" if info["optimum"] is not None and r["parts"] == info["optimum"] else ""
+                cells.append(f"{r['parts']}{mark}")
+            else:
+                kind = (r.get("reason") or "invalid").split(":")[0]
+                cells.append(f"{_num(r.get('parts'))}✗{kind}")
+        best = "" if info["best"] is None else str(info["best"])
+        lines.append(f"| {_short(model)} | {_short(rules)} | {_num(info['nodes'])} | {best} | "
+                     f"{_num(info['lower_bound'])} | " + " | ".join(cells) + " |")
+    lines += ["", "`*`: equal to a proven optimum.", ""]
+
+    bad = [r for r in records if not (r.get("status") in SOLVED and r.get("valid"))]
+    if bad:
+        lines += ["## Invalid, failed, skipped and unavailable runs", ""]
+        # Runs that fail the same way everywhere (an engine missing from the build) fold into
+        # one line; the others are listed one by one.
+        groups: "OrderedDict[tuple, list[dict]]" = OrderedDict()
+        for r in bad:
+            what = "invalid" if r.get("status") in SOLVED else r.get("status")
+            groups.setdefault((r["algorithm"], what, r.get("reason") or ""), []).append(r)
+        for (alg, what, reason), rs in groups.items():
+            if len(rs) > 1 and what != "invalid":
+                lines.append(f"- **{alg}**: {what} on {len(rs)} problems: {_escape(reason)}")
+                continue
+            for r in rs:
+                lines.append(f"- {_short(r['model'])} × {_short(r['rules'])}, **{alg}**: "
+                             f"{what}: {_escape(reason)}")
+        lines.append("")
+    incons = [(pk, info["inconsistent"]) for pk, info in a["problems"].items() if info["inconsistent"]]
+    if incons:
+        lines += ["## Inconsistencies (a bug somewhere)", ""]
+        for (model, rules), who in incons:
+            lines.append(f"- {_short(model)} × {_short(rules)}: {', '.join(who)} claim more than "
+                         f"a valid answer achieves")
+        lines.append("")
+
+    if machine:
+        lines += ["## Machine", ""]
+        for k, v in machine.items():
+            lines.append(f"- {k}: {v}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def machine_info() -> dict:
+    """What the numbers depend on: CPU, cores, memory, versions, date."""
+    info: dict = {}
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info["CPU"] = cpu
+    cores = os.cpu_count()
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = cores
+    info["cores"] = f"{cores} logical ({usable} usable by this process)"
+    try:
+        import psutil
+        info["memory"] = f"{psutil.virtual_memory().total / 2**30:.1f} GiB"
+    except ImportError:
+        pass
+    info["OS"] = platform.platform()
+    info["Python"] = sys.version.split()[0]
+    info["packages"] = ", ".join(f"{n} {v}" for n, v in _versions().items())
+    commit = _git_commit()
+    if commit:
+        info["hetero-solve commit"] = commit
+    info["date"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return info
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+    out = {}
+    import hetero_solve
+    out["hetero-solve"] = hetero_solve.__version__
+    for dist in ("onnx", "onnxruntime", "ortools", "python-sat", "numpy", "matplotlib",
+                 "dask", "distributed"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parents[2]
+    try:
+        res = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() or None if res.returncode == 0 else None
+
+
+def _memory_note(method: str | None) -> str:
+    return {"tracemalloc": "tracemalloc peak of Python allocations during the run (native "
+                           "solver memory not included)",
+            "rss": "peak increase of the worker's resident set size (psutil, sampled every 5 ms)",
+            "none": "not measured"}.get(method or "", str(method))
+
+
+def _num(x, digits: int = 0) -> str:
+    if x is None:
+        return ""
+    if digits and isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _bytes(x) -> str:
+    if x is None:
+        return ""
+    from ..units import format_bytes
+    return format_bytes(x)
+
+
+def _short(path: str) -> str:
+    return Path(path).name
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,282 @@
+"""The study: results.csv / summary.md / plots from a small study over the examples, every
+answer validated, failures recorded with their reason, and restarts that recompute nothing
+already done (counted by the algorithms themselves)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from hetero_solve.algorithms.baselines import BASELINES, BaselineSkipped
+from hetero_solve.algorithms.greedy import heuristic
+from hetero_solve.cli import main
+from hetero_solve.solution import Solution
+from hetero_solve.study import (AlgorithmUnavailable, StudyConfig, StudyError, analyse,
+                                compile_pair, load_results, run_study)
+from hetero_solve.study.store import COLUMNS, rules_digest, run_key
+from hetero_solve.validate import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+EX = ROOT / "examples"
+RU = ROOT / "rules"
+EXACT = importlib.util.find_spec("hetero_solve.exact") is not None
+
+
+def config(tmp_path, **kw) -> StudyConfig:
+    base = dict(models=[EX / "seed000.onnx", EX / "control_flow.onnx"],
+                rules=[RU / "seed000.yaml", RU / "gpu-cpu.yaml"], out_dir=tmp_path / "out",
+                algorithms=["heuristic", "openvino", "glow"], time_limit=1.0, plots=False)
+    base.update(kw)
+    return StudyConfig(**base)
+
+
+class Counting:
+    """An algorithm that counts its calls (inline studies only: counters live in-process)."""
+
+    def __init__(self, fn, fail_on: int | None = None):
+        self.fn = fn
+        self.calls = 0
+        self.fail_on = fail_on
+
+    def __call__(self, problem, *, time_limit=0.0, seed=0):
+        self.calls += 1
+        if self.fail_on is not None and self.calls == self.fail_on:
+            raise KeyboardInterrupt        # the user pressing Ctrl-C during this run
+        return self.fn(problem)
+
+
+# -- a small study over the examples --------------------------------------------------------
+
+def test_small_study_writes_csv_summary_and_plots(tmp_path):
+    algs = ["heuristic", *BASELINES, "cpsat"]
+    cfg = config(tmp_path, algorithms=algs, plots=True, note="test machine")
+    result = run_study(cfg, progress=False)
+    out = cfg.out_dir
+    rows = load_results(out)
+    assert len(rows) == 2 * 2 * len(algs) == len(result.records)
+    assert list(rows[0]) == COLUMNS
+    assert result.computed == len(rows) and result.reused == 0
+
+    # Every row agrees with running the algorithm directly and validating its answer.
+    problems = {}
+    for row in rows:
+        key = (row["model"], row["rules"])
+        if key not in problems:
+            problems[key] = compile_pair(Path(row["model"]), Path(row["rules"]), {})
+        p = problems[key]
+        assert row["nodes"] == p.n
+        if row["algorithm"] == "cpsat":
+            assert row["status"] == ("unavailable" if not EXACT else row["status"])
+            if not EXACT:
+                assert "not available" in row["reason"]
+                continue
+        fn = heuristic if row["algorithm"] in ("heuristic", "cpsat") else BASELINES[row["algorithm"]]
+        sol = fn(p)
+        violations = validate(p, sol)
+        if row["algorithm"] != "cpsat":
+            assert row["parts"] == sol.num_parts, row
+            assert row["valid"] == (not violations)
+            assert row["reason"] == (str(violations[0]) if violations else "")
+        assert row["seconds"] >= 0 and row["peak_memory"] >= 0
+        assert row["memory_method"] == "tracemalloc"
+
+    summary = (out / "summary.md").read_text()
+    a = analyse(result.records, algs)
+    for alg in algs:
+        assert f"| {alg} | 4 |" in summary
+    # The per-problem best is the minimum over valid answers, and each gap is measured to it.
+    for (model, rules), info in a["problems"].items():
+        valid = [r["parts"] for r in info["runs"].values() if r.get("valid")]
+        assert info["best"] == min(valid)
+    assert "test machine" in summary and "## Machine" in summary and "CPU" in summary
+    for stem in ("parts", "time"):
+        for ext in ("png", "svg"):
+            f = out / f"{stem}.{ext}"
+            assert f.is_file() and f.stat().st_size > 1000, f
+    assert (out / "parts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (out / "time.svg").read_bytes()[:500]
+
+
+def test_restart_recomputes_nothing_already_done(tmp_path):
+    h, g = Counting(heuristic), Counting(BASELINES["glow"])
+    cfg = config(tmp_path, algorithms=["h", "g"], custom={"h": h, "g": g})
+    first = run_study(cfg, progress=False)
+    assert (h.calls, g.calls) == (4, 4) and first.computed == 8
+    csv_before = (cfg.out_dir / "results.csv").read_text()
+
+    again = run_study(cfg, progress=False)
+    assert (h.calls, g.calls) == (4, 4)                    # nothing ran again
+    assert (again.computed, again.reused) == (0, 8)
+    assert (cfg.out_dir / "results.csv").read_text() == csv_before
+
+    # Losing one finished run (as if the study died before it) recomputes that run only.
+    victim = next(r for r in again.records if r["algorithm"] == "g")
+    os.remove(cfg.out_dir / "runs" / f"{victim['key']}.json")
+    third = run_study(cfg, progress=False)
+    assert (h.calls, g.calls) == (4, 5) and third.computed == 1
+
+
+def test_interrupted_study_keeps_finished_runs_and_resumes(tmp_path):
+    h = Counting(heuristic, fail_on=3)      # Ctrl-C during the third run
+    cfg = config(tmp_path, algorithms=["h"], custom={"h": h})
+    with pytest.raises(KeyboardInterrupt):
+        run_study(cfg, progress=False)
+    assert len(list((cfg.out_dir / "runs").glob("*.json"))) == 2
+    assert len(load_results(cfg.out_dir)) == 2             # the tables show what finished
+
+    h.fail_on = None
+    resumed = run_study(cfg, progress=False)
+    assert h.calls == 3 + 2                                # only the two missing runs ran
+    assert (resumed.computed, resumed.reused) == (2, 2)
+    assert all(r["valid"] for r in resumed.records)
+
+
+def test_failures_skips_unavailable_and_invalid_answers_are_recorded(tmp_path):
+    def boom(problem, **kw):
+        raise ValueError("no luck")
+
+    def skip(problem, **kw):
+        raise BaselineSkipped("skipped: too large (test)")
+
+    missing = Counting(lambda p: (_ for _ in ()).throw(AlgorithmUnavailable("not in this build")))
+
+    def one_part(problem, **kw):             # everything on the first device: often invalid
+        return Solution([0] * problem.n, [0], [0], algorithm="one-part")
+
+    bad_rules = tmp_path / "acc-only.yaml"      # control_flow has nodes no device takes
+    bad_rules.write_text("version: 1\ndevices:\n  - name: ACC\n    ops: {supported: [Relu]}\n")
+    cfg = config(tmp_path, models=[EX / "control_flow.onnx"], rules=[RU / "gpu-cpu.yaml", bad_rules],
+                 algorithms=["boom", "skip", "missing", "one-part"],
+                 custom={"boom": boom, "skip": skip, "missing": missing, "one-part": one_part})
+    result = run_study(cfg, progress=False)
+    by = {(Path(r["rules"]).name, r["algorithm"]): r for r in result.records}
+    assert by[("gpu-cpu.yaml", "boom")]["status"] == "failed"
+    assert by[("gpu-cpu.yaml", "boom")]["reason"] == "ValueError: no luck"
+    assert by[("gpu-cpu.yaml", "skip")]["status"] == "skipped"
+    assert by[("gpu-cpu.yaml", "missing")]["status"] == "unavailable"
+    one = by[("gpu-cpu.yaml", "one-part")]
+    assert one["valid"] is False and one["reason"].startswith("support:")   # GPU refuses If/Loop
+    for alg in ("boom", "skip", "missing", "one-part"):
+        r = by[("acc-only.yaml", alg)]
+        assert r["status"] == "failed" and r["reason"].startswith("compile: InfeasibleError")
+    summary = (cfg.out_dir / "summary.md").read_text()
+    assert "invalid: support:" in summary and "ValueError: no luck" in summary
+
+    # "unavailable" says nothing about the algorithm: it is tried again on restart; the
+    # deterministic outcomes (failed, skipped, invalid) are not.
+    run_study(cfg, progress=False)
+    assert missing.calls == 2
+
+
+def test_resume_key_follows_file_contents_and_time_limit_only_where_used(tmp_path):
+    inc = tmp_path / "inc.yaml"
+    inc.write_text("value_inputs: {Reshape: [1]}\n")
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\ninclude: [inc.yaml]\ndevices:\n  - name: CPU\n    ops: {supported: all}\n")
+    d1 = rules_digest(rules)
+    inc.write_text("value_inputs: {Reshape: []}\n")
+    assert rules_digest(rules) != d1                        # an edited include reruns
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(rules.read_text())
+    assert rules_digest(copy) == rules_digest(rules)        # a renamed copy reuses
+    assert run_key("m", "r", {}, "glow", None, None) != run_key("m", "r", {"batch": 2}, "glow",
+                                                                 None, None)
+    # Baselines ignore the time limit, so changing it keeps their runs; an algorithm that
+    # uses it (custom ones are assumed to, like CP-SAT and SAT) runs again.
+    limited = Counting(heuristic)
+    cfg = config(tmp_path, models=[EX / "seed000.onnx"], rules=[RU / "seed000.yaml"],
+                 algorithms=["openvino", "limited"], custom={"limited": limited})
+    run_study(cfg, progress=False)
+    cfg.time_limit = 2.0
+    again = run_study(cfg, progress=False)
+    assert (again.reused, again.computed, limited.calls) == (1, 1, 2)
+    assert {r["algorithm"]: r["time_limit"] for r in again.records} == {"openvino": None,
+                                                                        "limited": 2.0}
+
+
+def test_analyse_best_known_gap_and_proven_optimum():
+    def rec(alg, model, parts, valid=True, status="feasible", lb=None):
+        return {"model": model, "rules": "r", "algorithm": alg, "parts": parts, "valid": valid,
+                "status": status, "lower_bound": lb, "seconds": 0.1, "peak_memory": 10,
+                "nodes": 5}
+    records = [rec("a", "m1", 3), rec("b", "m1", 5), rec("c", "m1", 2, valid=False),
+               rec("a", "m2", 4), rec("b", "m2", 4, status="optimal", lb=4),
+               rec("a", "m3", 7, lb=6), rec("b", "m3", 6),
+               {"model": "m4", "rules": "r", "algorithm": "a", "status": "failed"}]
+    a = analyse(records, ["a", "b", "c"])
+    p = a["problems"]
+    assert p[("m1", "r")]["best"] == 3                     # the invalid 2 does not count
+    assert p[("m1", "r")]["optimum"] is None               # nothing proves 3
+    assert p[("m2", "r")]["optimum"] == 4                  # b proved it
+    assert p[("m3", "r")]["optimum"] == 6                  # a's bound 6 is reached by b
+    s = a["algorithms"]
+    assert s["a"]["runs"] == 4 and s["a"]["solved"] == 3 and s["a"]["other"]["failed"] == 1
+    assert s["a"]["mean_gap"] == pytest.approx((0 + 0 + 1) / 3)
+    assert s["b"]["mean_gap"] == pytest.approx((2 + 0 + 0) / 3)
+    assert (s["a"]["optimal"], s["b"]["optimal"], s["b"]["proved"]) == (1, 2, 1)
+    assert s["c"]["valid"] == 0 and s["c"]["mean_gap"] is None
+
+
+# -- executors ------------------------------------------------------------------------------
+
+def _outcomes(records):
+    return [(Path(r["model"]).name, Path(r["rules"]).name, r["algorithm"], r.get("parts"),
+             r.get("valid"), r["status"]) for r in records]
+
+
+def test_local_processes_give_the_inline_answers(tmp_path):
+    inline = run_study(config(tmp_path / "a", out_dir=tmp_path / "a"), progress=False)
+    cfg = config(tmp_path / "b", out_dir=tmp_path / "b", jobs=2)
+    pooled = run_study(cfg, progress=False)
+    assert _outcomes(pooled.records) == _outcomes(inline.records)
+    assert {r["worker_pid"] for r in pooled.records}.isdisjoint({os.getpid()})
+    mtimes = {f: f.stat().st_mtime_ns for f in (cfg.out_dir / "runs").glob("*.json")}
+    again = run_study(cfg, progress=False)
+    assert again.computed == 0 and again.reused == len(mtimes)
+    assert mtimes == {f: f.stat().st_mtime_ns for f in (cfg.out_dir / "runs").glob("*.json")}
+
+
+def test_dask_local_cluster_gives_the_inline_answers(tmp_path):
+    pytest.importorskip("dask.distributed")
+    inline = run_study(config(tmp_path / "a", out_dir=tmp_path / "a",
+                              models=[EX / "seed000.onnx"]), progress=False)
+    cfg = config(tmp_path / "b", out_dir=tmp_path / "b", models=[EX / "seed000.onnx"],
+                 executor="dask", jobs=1)
+    dasked = run_study(cfg, progress=False)
+    assert _outcomes(dasked.records) == _outcomes(inline.records)
+    assert {r["worker_pid"] for r in dasked.records}.isdisjoint({os.getpid()})
+
+
+def test_bad_study_options_are_clear_errors(tmp_path):
+    with pytest.raises(StudyError, match="unknown algorithm 'nope'"):
+        run_study(config(tmp_path, algorithms=["nope"]), progress=False)
+    with pytest.raises(StudyError, match="no such file"):
+        run_study(config(tmp_path, models=[tmp_path / "missing.onnx"]), progress=False)
+    with pytest.raises(StudyError, match="--scheduler needs --executor dask"):
+        run_study(config(tmp_path, scheduler="tcp://x:1"), progress=False)
+    assert not (tmp_path / "out").exists()                 # nothing half-written
+
+
+# -- command line ---------------------------------------------------------------------------
+
+def test_cli_study_takes_yaml_arguments_as_rules(tmp_path, capsys):
+    out = tmp_path / "cli"
+    with pytest.raises(SystemExit) as e:
+        main(["study", str(EX / "seed000.onnx"), "--rules", str(RU / "seed000.yaml"),
+              str(RU / "gpu-cpu.yaml"), "-a", "heuristic,openvino", "-a", "longest-path",
+              "-o", str(out), "--no-plots", "-q"])
+    assert e.value.code in (0, None)
+    rows = load_results(out)
+    assert {(Path(r["rules"]).name, r["algorithm"]) for r in rows} == {
+        (rf, a) for rf in ("seed000.yaml", "gpu-cpu.yaml")
+        for a in ("heuristic", "openvino", "longest-path")}
+    assert "openvino" in capsys.readouterr().out
+
+    with pytest.raises(SystemExit) as e:
+        main(["study", str(EX / "seed000.onnx"), "-r", str(RU / "seed000.yaml"), "-a", "bogus",
+              "-o", str(tmp_path / "x")])
+    assert e.value.code == 2
+    assert "unknown algorithm 'bogus'" in capsys.readouterr().err
