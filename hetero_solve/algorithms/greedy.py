@@ -75,9 +75,23 @@ def greedy(problem: Problem, *, direction: str = "forward",
     indeg = [len(p) for p in prv]
     ready: list[list[int]] = [[] for _ in range(D)]
     top = [-1] * D
+    free = [[d.memory] * d.instances if d.memory is not None else None for d in problem.devices]
+    probe = _PartMemory(problem, 0)
+
+    def settle(v: int) -> int:
+        """Move ``v`` down its allowed list while its device has no instance it fits in
+        alone, so that it can join a part being built on the next device right away."""
+        d = dev[v]
+        while free[d] is not None and probe.alone(v) > max(free[d]):
+            allowed = problem.allowed[v]
+            pos = allowed.index(d)
+            if pos + 1 == len(allowed):
+                break           # nowhere else: the spill step reports it
+            d = dev[v] = allowed[pos + 1]
+        return d
 
     def push(v: int) -> None:
-        d = dev[v]
+        d = settle(v)
         ready[d].append(v)
         if level[v] > top[d]:
             top[d] = level[v]
@@ -89,7 +103,6 @@ def greedy(problem: Problem, *, direction: str = "forward",
     part_of = [-1] * n
     part_device: list[int] = []
     part_instance: list[int] = []
-    free = [[d.memory] * d.instances if d.memory is not None else None for d in problem.devices]
     placed = 0
     while placed < n:
         d = _next_device(ready, top)
@@ -130,7 +143,7 @@ def greedy(problem: Problem, *, direction: str = "forward",
             for w in nxt[v]:
                 indeg[w] -= 1
                 if indeg[w] == 0:
-                    if dev[w] == d:
+                    if settle(w) == d:
                         queue.append(w)
                     else:
                         push(w)
