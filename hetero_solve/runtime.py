@@ -434,17 +434,27 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
 def run_original(model_path: str | os.PathLike | onnx.ModelProto,
                  feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The unpartitioned model on onnxruntime's CPU provider, for comparison."""
+    return run_original_timed(model_path, feeds)[0]
+
+
+def run_original_timed(model_path: str | os.PathLike | onnx.ModelProto,
+                       feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], float, float]:
+    """:func:`run_original` with the seconds to load (create the session) and to run."""
     import onnxruntime as ort
     source = model_path.SerializeToString() if isinstance(model_path, onnx.ModelProto) \
         else str(model_path)
     try:
+        t0 = time.perf_counter()
         sess = ort.InferenceSession(source, _session_options(), providers=DEFAULT_PROVIDERS)
+        t1 = time.perf_counter()
         names = [o.name for o in sess.get_outputs()]
-        return dict(zip(names, sess.run(names, dict(feeds))))
+        values = sess.run(names, dict(feeds))
+        t2 = time.perf_counter()
     except Exception as e:
         where = "the model" if isinstance(model_path, onnx.ModelProto) else str(model_path)
         raise RunError(f"{where}: onnxruntime failed on the original model: "
                        f"{_one_line(e)}") from None
+    return dict(zip(names, values)), t1 - t0, t2 - t1
 
 
 # -- saving -----------------------------------------------------------------------------------
