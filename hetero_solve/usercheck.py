@@ -137,6 +137,9 @@ def read_affinity(source: str | os.PathLike | Mapping) -> UserMap:
     """Parse a map (see the module docstring) without looking at the model yet."""
     if isinstance(source, Mapping):
         label, data = "<affinity>", source
+    elif not isinstance(source, (str, os.PathLike)):
+        raise AffinityError("<affinity>", "expected a JSON object: node name -> device name or "
+                                          f"part id (got {type(source).__name__})")
     else:
         label = str(source)
         path = Path(source)
@@ -452,6 +455,11 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         except HeteroSolveError as e:
             warnings.append(f"no split keeps every node on its device: {e}")
     if umap.mode == "device" and split == "fewest":
+        named = next((problem.names[v] for v, r in enumerate(resolved) if r[2] is not None), None)
+        if named is not None:
+            raise AffinityError(umap.source, f"[{named!r}] names a device instance: instances "
+                                             "need --split regions (the fewest-parts search "
+                                             "places instances itself)")
         if device_sol is not None:
             sol = device_sol
             sol.algorithm = "user"
