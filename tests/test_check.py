@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 import yaml
 from onnx import TensorProto as T
@@ -253,3 +252,20 @@ def test_cli_check_bad_input_exit_2(tmp_path, args, message):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hetero-solve: error:") and message in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_console_entry_exit_codes(tmp_path):
+    """The real entry point (python -m hetero_solve), not only typer's test runner."""
+    import subprocess
+    import sys
+    amap = _write(tmp_path, "a.json", {**{n: "ACCEL" for n in ACC}, "4": "CPU"})
+    base = [sys.executable, "-m", "hetero_solve", "check", str(SEED), str(SEED_RULES),
+            "--engine", "heuristic", "-q", "--no-export", "--affinity"]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    cyc = subprocess.run(base + [str(amap)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert cyc.returncode == 1, cyc.stderr
+    assert "violation: cycle: parts 0 -> 1 -> 0" in cyc.stdout
+    bad = subprocess.run(base + [str(tmp_path / "none.json")], capture_output=True, text=True,
+                         env=env, cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [f"hetero-solve: error: {tmp_path / 'none.json'}: no such file"]
