@@ -103,7 +103,9 @@ def verify(model: str | os.PathLike | onnx.ModelProto, out_dir: str | os.PathLik
     check_inputs(specs, given, all_dims, where=label)
     missing = [s for s in specs if s.name not in given]
     feeds = {**given, **random_inputs(missing, all_dims, seed=seed)}
-    expected, _load, original_seconds = run_original_timed(proto, feeds)
+    # by path when there is one: onnxruntime then reads external data itself (no 2 GiB limit)
+    source = proto if isinstance(model, onnx.ModelProto) else label
+    expected, _load, original_seconds = run_original_timed(source, feeds)
     run = run_partitioned(out_dir, feeds, manifest=manifest)
     run.random = [s.name for s in missing]
     diffs = [compare(name, run.outputs.get(name), expected[name], tolerance) for name in outs]
