@@ -253,13 +253,16 @@ def _print_check(report, model: Path) -> None:
     terms = m.as_dict()
     line = (f"parts: {m.partitions}   fallback: {terms['fallback']} node(s)   "
             f"transfer: {format_bytes(terms['transfer'])}")
+    out_console.print(line, markup=False, soft_wrap=True)
+    compare = []
     if report.device_partitions is not None:
-        line += f"   fewest for these devices: {report.device_partitions}"
+        compare.append(f"fewest for these devices: {report.device_partitions} part(s)")
     if report.optimum is not None:
         o = report.optimum
-        line += (f"   hetero-solve: {o.metrics.partitions} part(s), fallback "
-                 f"{o.metrics.fallback} ({o.solution.status})")
-    out_console.print(line, markup=False)
+        compare.append(f"hetero-solve: {o.metrics.partitions} part(s), fallback "
+                       f"{o.metrics.fallback} ({o.solution.status})")
+    if compare:
+        out_console.print("   ".join(compare), markup=False, soft_wrap=True)
     if report.valid:
         out_console.print("check: valid", markup=False)
     else:
