@@ -51,3 +51,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 __all__ = ["app", "main"]
+from . import run as _run  # noqa: E402,F401  (registers run, verify, check)
