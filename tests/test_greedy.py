@@ -54,3 +54,22 @@ def test_value_chain_forces_one_split_per_value_edge():
     p = make_problem(4, [(1, 2)], [[0]] * 4, devices=["ACC"], value_edges=[(0, 1), (2, 3)])
     sol = heuristic(p)
     assert sol.num_parts == 3 and sol.parts() == [[0], [1, 2], [3]]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_one_pass_metrics_match_the_definitions(seed):
+    """part_memories() (one pass, used everywhere) against part_memory()/transfer_bytes()."""
+    from hetero_solve.problem import part_memories, part_memory, transfer_bytes
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 60))
+    edges = [(u, v) for v in range(n) for u in range(v) if rng.random() < 0.2]
+    p = make_problem(n, edges, [[0, 1]] * n, tensor_bytes=[int(x) for x in rng.integers(1, 9, n)],
+                     const_bytes=[int(x) for x in rng.integers(0, 5, n)],
+                     outputs=[v for v in range(n) if rng.random() < 0.2])
+    p.node_consts = [[int(c) for c in rng.choice(max(1, len(p.const_names)), size=2)] if p.const_names else []
+                     for _ in range(n)]   # constants shared between nodes
+    k = int(rng.integers(1, 6))
+    part_of = [int(x) for x in rng.integers(0, k, n)]
+    mem, transfer = part_memories(p, part_of, k)
+    assert mem == [part_memory(p, [v for v in range(n) if part_of[v] == q]) for q in range(k)]
+    assert transfer == transfer_bytes(p, part_of)
