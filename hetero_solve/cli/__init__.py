@@ -51,3 +51,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 __all__ = ["app", "main"]
+from . import rules as _rules  # noqa: E402,F401  (registers the rules command group)
