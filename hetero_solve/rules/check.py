@@ -27,7 +27,7 @@ from .schema import DeviceRules, OpCondition, Rules
 
 EXAMPLES_PER_REASON = 3
 # Tensor names in refusal reasons: replaced by '…' so that one condition is one line per op.
-_QUOTED = re.compile(r"'[^']*'")
+_QUOTED = re.compile(r"\b((?:input|output) \d+) '[^']*'")
 
 
 @dataclass
@@ -186,7 +186,7 @@ def query(rules: Rules, mg: ModelGraph) -> QueryReport:
                 takes[d][op] = takes[d].get(op, 0) + 1
             else:
                 report.refusals[dev.name] = reason
-                key = (op, _QUOTED.sub("'…'", reason))
+                key = (op, _QUOTED.sub(r"\1 '…'", reason))
                 refused[d].setdefault(key, (key[1], []))[1].append(name)
         pin, key = pin_of[i]
         if pin >= 0:
