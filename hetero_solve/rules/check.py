@@ -188,9 +188,9 @@ def query(rules: Rules, mg: ModelGraph) -> QueryReport:
                 report.refusals[dev.name] = reason
                 key = (op, _QUOTED.sub(r"\1 '…'", reason))
                 refused[d].setdefault(key, (key[1], []))[1].append(name)
-        pin, key = pin_of[i]
+        pin, pin_key = pin_of[i]
         if pin >= 0:
-            report.pinned_to, report.pinned_by = devices[pin].name, key
+            report.pinned_to, report.pinned_by = devices[pin].name, pin_key
             if devices[pin].name in report.allowed:
                 report.preferred = devices[pin].name
         elif report.allowed:
