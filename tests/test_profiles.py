@@ -187,3 +187,13 @@ def test_npu_gpu_cpu_pins_the_head_to_the_cpu():
     # a model without head/* nodes: the glob is a warning, not an error
     warnings = solved("npu-gpu-cpu.yaml", "seed000").warnings
     assert any('affinity["head/*"]: the glob matches no node' in w for w in warnings)
+
+
+def test_host_cpus_ignore_value_inputs():
+    """Without --dim seq the transformer's shape chains stay in the model; the NPU refuses the
+    dynamic shapes, and the CPU, which ignores value inputs, runs it all in one part."""
+    result = hs.solve(ROOT / "examples" / "transformer_encoder.onnx", ROOT / "rules" / "npu-static.yaml",
+                      engine="heuristic")
+    assert any(result.problem.value_pred)                  # Reshape <- Concat edges exist
+    assert placement(result) == [("CPU", sorted(result.problem.names))]
+    assert all(not d.enforce_values for d in hs.load_rules(ROOT / "rules" / "gpu-cpu.yaml").devices)
