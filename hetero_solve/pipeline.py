@@ -175,9 +175,23 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     check(problem, sol)
     metrics = evaluate(problem, sol)
     lap("validate")
-    warnings = list(problem.meta.get("warnings", []))
+    warnings = list(problem.meta.get("warnings", [])) + _unknown_rank_boundaries(mg, problem, sol)
     return Result(mg, rule_set, problem, sol, metrics, seconds, warnings,
                   explanation=sol.stats.pop("explain", None))
+
+
+def _unknown_rank_boundaries(mg: ModelGraph, problem: Problem, sol: Solution) -> list[str]:
+    """Part inputs/outputs whose rank shape inference could not find: their sub-models run in
+    onnxruntime but onnx.checker rejects a graph input or output without a shape."""
+    names = []
+    for t, u in enumerate(problem.tensor_producer):
+        if u >= 0 and any(sol.part_of[c] != sol.part_of[u] for c in problem.tensor_consumers[t]):
+            if mg.tensor_type(problem.tensor_names[t]).rank is None:
+                names.append(problem.tensor_names[t])
+    if not names:
+        return []
+    return [f"{len(names)} tensor(s) between parts have an unknown rank, so their sub-models do "
+            f"not pass onnx.checker (they still run): {', '.join(names[:5])}"]
 
 
 def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,

@@ -132,6 +132,54 @@ def part_memory(problem: Problem, nodes: Iterable[int], member: Sequence[int] | 
             + sum(tb[t] for t in tensors_out))
 
 
+def part_memories(problem: Problem, part_of: Sequence[int], num_parts: int) -> tuple[list[int], int]:
+    """Memory of every part and the transfer, in one O(V + E) pass (the same definitions as
+    :func:`part_memory` and :func:`transfer_bytes`, which the tests hold it to)."""
+    mem = [0] * num_parts
+    cb = problem.const_bytes
+    seen_const: set[tuple[int, int]] = set()
+    for v, consts in enumerate(problem.node_consts):
+        if consts:
+            p = part_of[v]
+            for c in consts:
+                key = (p, c)
+                if key not in seen_const:
+                    seen_const.add(key)
+                    mem[p] += cb[c]
+    transfer = 0
+    tb = problem.tensor_bytes
+    is_out = problem.tensor_is_output
+    consumers = problem.tensor_consumers
+    for t, u in enumerate(problem.tensor_producer):
+        b = tb[t]
+        cons = consumers[t]
+        if u < 0:
+            if len(cons) == 1:
+                mem[part_of[cons[0]]] += b
+            else:
+                for q in {part_of[c] for c in cons}:
+                    mem[q] += b
+            continue
+        home = part_of[u]
+        if len(cons) == 1:
+            q = part_of[cons[0]]
+            if q != home:
+                mem[q] += b
+                mem[home] += b
+                transfer += b
+            elif is_out[t]:
+                mem[home] += b
+            continue
+        others = {part_of[c] for c in cons}
+        others.discard(home)
+        if others or is_out[t]:
+            mem[home] += b
+        for q in others:
+            mem[q] += b
+        transfer += b * len(others)
+    return mem, transfer
+
+
 def transfer_bytes(problem: Problem, part_of: Sequence[int]) -> int:
     """SPEC section 6: each produced tensor counts once per consuming part other than its
     producer's; graph inputs and constants do not count."""

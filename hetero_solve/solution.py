@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from .problem import Problem, fallback_count, part_memory, transfer_bytes
+from .problem import Problem, fallback_count, part_memories
 
 
 @dataclass
@@ -100,15 +100,13 @@ def normalize(problem: Problem, sol: Solution) -> Solution:
 
 def evaluate(problem: Problem, sol: Solution) -> Metrics:
     """Objective terms (SPEC section 6) and memory per part and per device instance."""
-    parts = sol.parts()
-    mem = [part_memory(problem, nodes, sol.part_of, p) for p, nodes in enumerate(parts)]
+    mem, transfer = part_memories(problem, sol.part_of, sol.num_parts)
     inst: dict[tuple[int, int], int] = {}
     for p, m in enumerate(mem):
         key = (sol.part_device[p], sol.part_instance[p])
         inst[key] = inst.get(key, 0) + m
     return Metrics(fallback=fallback_count(problem, sol.node_device()),
-                   partitions=sum(1 for nodes in parts if nodes),
-                   transfer=transfer_bytes(problem, sol.part_of), part_memory=mem,
+                   partitions=len(set(sol.part_of)), transfer=transfer, part_memory=mem,
                    instance_memory=inst)
 
 

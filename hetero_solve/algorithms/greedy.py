@@ -75,9 +75,29 @@ def greedy(problem: Problem, *, direction: str = "forward",
     indeg = [len(p) for p in prv]
     ready: list[list[int]] = [[] for _ in range(D)]
     top = [-1] * D
+    free = [[d.memory] * d.instances if d.memory is not None else None for d in problem.devices]
+    most_free = [max(f) if f is not None else None for f in free]
+    alone: dict[int, int] = {}
+
+    def settle(v: int) -> int:
+        """Move ``v`` down its allowed list while its device has no instance it fits in
+        alone, so that it can join a part being built on the next device right away."""
+        d = dev[v]
+        while most_free[d] is not None:
+            need = alone.get(v)
+            if need is None:
+                need = alone[v] = _PartMemory(problem, 0).delta(v)
+            if need <= most_free[d]:
+                break
+            allowed = problem.allowed[v]
+            pos = allowed.index(d)
+            if pos + 1 == len(allowed):
+                break           # nowhere else: the spill step reports it
+            d = dev[v] = allowed[pos + 1]
+        return d
 
     def push(v: int) -> None:
-        d = dev[v]
+        d = settle(v)
         ready[d].append(v)
         if level[v] > top[d]:
             top[d] = level[v]
@@ -89,7 +109,6 @@ def greedy(problem: Problem, *, direction: str = "forward",
     part_of = [-1] * n
     part_device: list[int] = []
     part_instance: list[int] = []
-    free = [[d.memory] * d.instances if d.memory is not None else None for d in problem.devices]
     placed = 0
     while placed < n:
         d = _next_device(ready, top)
@@ -115,22 +134,20 @@ def greedy(problem: Problem, *, direction: str = "forward",
             if enforce[d] and sep[v] and any(part_of[u] == p for u in sep[v]):
                 waiting.append(v)       # a value input made in this part: next part
                 continue
-            if tracker is not None and not tracker.fits(v):
+            if tracker is not None and not tracker.try_add(v):
                 if size:
                     waiting.append(v)   # this instance is full: a later part
                 else:
                     _spill(problem, v, dev, free, tracker)
                     push(v)
                 continue
-            if tracker is not None:
-                tracker.add(v)
             part_of[v] = p
             size += 1
             placed += 1
             for w in nxt[v]:
                 indeg[w] -= 1
                 if indeg[w] == 0:
-                    if dev[w] == d:
+                    if settle(w) == d:
                         queue.append(w)
                     else:
                         push(w)
@@ -141,6 +158,7 @@ def greedy(problem: Problem, *, direction: str = "forward",
             part_instance.pop()
         elif tracker is not None:
             free[d][inst] -= tracker.used
+            most_free[d] = max(free[d])
     sol = Solution(part_of, part_device, part_instance, algorithm=f"greedy-{direction}")
     return normalize(problem, sol)
 
@@ -240,36 +258,47 @@ class _PartMemory:
         self.produced: set[int] = set()
         self.consts: set[int] = set()
 
-    def _contribution(self, t: int, inside: int, produced: bool) -> int:
-        p = self.p
-        if produced:
-            if p.tensor_is_output[t] or inside < len(p.tensor_consumers[t]):
-                return p.tensor_bytes[t]
-            return 0
-        return p.tensor_bytes[t] if inside else 0
-
     def delta(self, v: int) -> int:
+        """Change of the part's memory if ``v`` joined it."""
         p = self.p
-        delta = sum(p.const_bytes[c] for c in p.node_consts[v] if c not in self.consts)
+        tb = p.tensor_bytes
+        is_out = p.tensor_is_output
+        cons = p.tensor_consumers
+        inside = self.inside_consumers
+        produced = self.produced
+        consts = self.consts
+        cb = p.const_bytes
+        delta = 0
+        for c in p.node_consts[v]:
+            if c not in consts:
+                delta += cb[c]
         for t in p.node_inputs[v]:
-            k = self.inside_consumers.get(t, 0)
-            prod = t in self.produced
-            delta += self._contribution(t, k + 1, prod) - self._contribution(t, k, prod)
+            k = inside.get(t, 0)
+            if t in produced:       # an output of the part; internal once its last consumer joins
+                if k + 1 == len(cons[t]) and not is_out[t]:
+                    delta -= tb[t]
+            elif k == 0:            # a new input of the part
+                delta += tb[t]
         for t in p.node_outputs[v]:
-            k = self.inside_consumers.get(t, 0)
-            delta += self._contribution(t, k, True) - self._contribution(t, k, False)
+            k = inside.get(t, 0)    # consumers already inside (backward passes)
+            before = tb[t] if k else 0
+            after = tb[t] if (is_out[t] or k < len(cons[t])) else 0
+            delta += after - before
         return delta
 
-    def fits(self, v: int) -> bool:
-        return self.used + self.delta(v) <= self.cap
-
-    def add(self, v: int) -> None:
-        self.used += self.delta(v)
+    def try_add(self, v: int) -> bool:
+        """Add ``v`` if the part stays within its capacity."""
+        delta = self.delta(v)
+        if self.used + delta > self.cap:
+            return False
+        self.used += delta
         p = self.p
         self.consts.update(p.node_consts[v])
+        inside = self.inside_consumers
         for t in p.node_inputs[v]:
-            self.inside_consumers[t] = self.inside_consumers.get(t, 0) + 1
+            inside[t] = inside.get(t, 0) + 1
         self.produced.update(p.node_outputs[v])
+        return True
 
     def alone(self, v: int) -> int:
         return _PartMemory(self.p, self.cap).delta(v)

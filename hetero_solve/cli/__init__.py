@@ -38,7 +38,10 @@ def _root() -> None:
     """
 
 
-from . import solve as _solve  # noqa: E402,F401  (registers its command)
+# Each module registers its commands on ``app``.
+from . import solve as _solve  # noqa: E402,F401  (solve, the default command)
+from . import rules as _rules  # noqa: E402,F401  (rules check)
+from . import run as _run  # noqa: E402,F401  (run, verify, check)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -91,6 +91,7 @@ class ModelGraph:
     _folded_values: dict[str, np.ndarray] | None = field(default=None, repr=False)
     _unknown_dim_tensors: set[str] = field(default_factory=set, repr=False)
     _inferred_index: dict[int, int] = field(default_factory=dict, repr=False)
+    _parsed: dict[bytes, TensorType] = field(default_factory=dict, repr=False)
 
     # -- basic facts -------------------------------------------------------------------------
     @property
@@ -133,7 +134,12 @@ class ModelGraph:
             elif isinstance(src, np.ndarray):
                 t = TensorType(onnx.helper.np_dtype_to_tensor_dtype(src.dtype), tuple(src.shape))
             else:
-                t = type_of_value_info(src)
+                # Models repeat few distinct types: parse each once.  Serialising a TypeProto
+                # costs a fifth of walking its fields from Python.
+                key = src.type.SerializeToString()
+                t = self._parsed.get(key)
+                if t is None:
+                    t = self._parsed[key] = type_of_value_info(src)
             self._types[name] = t
         return t
 

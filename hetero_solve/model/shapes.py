@@ -13,7 +13,7 @@ import onnx
 from onnx import numpy_helper
 
 from .fold import evaluate_folded, find_foldable
-from .graph import ModelGraph
+from .graph import ModelGraph, type_of_value_info
 
 STRIP_ELEMENTS = 4096
 MAX_ROUNDS = 5
@@ -25,6 +25,11 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True) -> None:
     _unused_dims(mg)
     folded: list[int] = []
     inferred = _infer(mg, base)
+    _index_types(mg, inferred)
+    hints = control_flow_hints(mg)
+    if hints:
+        base.graph.value_info.extend(hints)
+        inferred = _infer(mg, base)
     for _round in range(MAX_ROUNDS):
         _index_types(mg, inferred)
         if not fold:
@@ -134,6 +139,47 @@ def _index_types(mg: ModelGraph, inferred: onnx.ModelProto) -> None:
     vi.update(values)
     mg._value_info = vi
     mg._types.clear()
+
+
+def control_flow_hints(mg: ModelGraph) -> list[onnx.ValueInfoProto]:
+    """Ranks ONNX inference leaves open on ``Loop`` and ``Scan`` outputs.
+
+    A loop-carried output has the rank of its initial value (dims: the body output's where
+    known); a ``Loop`` scan output adds a leading iteration axis to the body's.  Without this,
+    ``h = Loop(...)`` has no shape and every node after it loses its rank, and a part boundary of
+    unknown rank cannot be declared in a sub-model that ``onnx.checker`` accepts.
+    """
+    hints = []
+    for i, op in enumerate(mg.op_types):
+        if op != "Loop" or mg.domains[i] not in ("", "ai.onnx"):
+            continue
+        outs = mg.outputs[i]
+        if all(not o or mg.tensor_type(o).rank is not None for o in outs):
+            continue
+        node = mg.model.graph.node[i]
+        body = next(a.g for a in node.attribute if a.name == "body")
+        body_outs = [type_of_value_info(vi) for vi in body.output[1:]]
+        carried = len(node.input) - 2
+        for j, o in enumerate(outs):
+            if not o or mg.tensor_type(o).rank is not None or j >= len(body_outs):
+                continue
+            b = body_outs[j]
+            if j < carried:
+                init = mg.tensor_type(node.input[2 + j])
+                rank = init.rank if init.rank is not None else b.rank
+                if rank is None:
+                    continue
+                dims = [d if isinstance(d, int) else None for d in (b.shape or [None] * rank)]
+                if len(dims) != rank:
+                    dims = [None] * rank
+                elem = init.elem_type or b.elem_type
+            else:
+                if b.rank is None:
+                    continue
+                dims = [None] + [d if isinstance(d, int) else None for d in b.shape]
+                elem = b.elem_type
+            hints.append(onnx.helper.make_tensor_value_info(o, elem, dims))
+    return hints
 
 
 def _has_dynamic_consumers(mg: ModelGraph) -> bool:

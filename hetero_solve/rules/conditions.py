@@ -43,10 +43,11 @@ class SupportChecker:
         cond = dev.when.get(op)
         if cond is None and not dev.static_shapes and not mg.has_subgraph[i]:
             return None
-        node = mg.model.graph.node[i]
         opset = mg.opsets.get(mg.domains[i] or "", mg.opset)
-        value_idx = self.rules.value_input_indices(op, opset)
-        reason = node_refusal(dev, node, mg.tensor_type, opset, value_idx, mg.domains[i])
+        value_idx = self.rules.value_input_indices(op, opset) if cond is not None else ()
+        reason = node_refusal(dev, op, mg.inputs[i], mg.outputs[i],
+                              lambda: mg.model.graph.node[i].attribute, mg.tensor_type, opset,
+                              value_idx, mg.domains[i])
         if reason is None and mg.has_subgraph[i]:
             reason = self._body_refusal(d, i)
         return reason
@@ -74,17 +75,26 @@ def op_refusal(dev: DeviceRules, op: str) -> str | None:
     return None
 
 
-def node_refusal(dev: DeviceRules, node: onnx.NodeProto, type_of: Callable[[str], TensorType],
+def node_refusal(dev: DeviceRules, op: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
+                 attributes: Callable[[], Any], type_of: Callable[[str], TensorType],
                  opset: int, value_idx: tuple[int, ...], domain: str = "") -> str | None:
-    """``when`` conditions and ``static_shapes`` for one node (op list already checked)."""
-    op = node.op_type
+    """``when`` conditions and ``static_shapes`` for one node (op list already checked).
+    ``attributes()`` gives the node's ``AttributeProto`` list, read only when a condition
+    names attributes."""
     cond = dev.when.get(op)
     if cond is not None:
-        reason = _condition_refusal(dev, cond, node, type_of, opset, value_idx, domain)
+        reason = _condition_refusal(dev, cond, op, inputs, outputs, attributes, type_of, opset,
+                                    value_idx, domain)
         if reason:
             return reason
     if dev.static_shapes:
-        for role, name in _tensors(node, ()):
+        for name in inputs:
+            if name and not type_of(name).static:
+                break
+        else:
+            if all(not name or type_of(name).static for name in outputs):
+                return None
+        for role, name in _tensors(inputs, outputs, ()):
             t = type_of(name)
             if not t.static:
                 shape = "unknown" if t.shape is None else list(t.shape)
@@ -92,11 +102,11 @@ def node_refusal(dev: DeviceRules, node: onnx.NodeProto, type_of: Callable[[str]
     return None
 
 
-def _condition_refusal(dev: DeviceRules, cond: OpCondition, node: onnx.NodeProto,
+def _condition_refusal(dev: DeviceRules, cond: OpCondition, op: str, inputs: tuple[str, ...],
+                       outputs: tuple[str, ...], attributes: Callable[[], Any],
                        type_of: Callable[[str], TensorType], opset: int,
                        value_idx: tuple[int, ...], domain: str) -> str | None:
-    op = node.op_type
-    given = {a.name: a for a in node.attribute}
+    given = {a.name: a for a in attributes()} if cond.attributes else {}
     for name, wanted in cond.attributes.items():
         if name in given:
             actual = _attr_value(given[name])
@@ -108,13 +118,13 @@ def _condition_refusal(dev: DeviceRules, cond: OpCondition, node: onnx.NodeProto
         if not _equal(actual, wanted):
             return f"attribute {name}={_show(actual)}, {dev.name} needs {_show(wanted)} (ops.when.{op})"
     if cond.dtypes is not None:
-        for role, name in _tensors(node, value_idx):
+        for role, name in _tensors(inputs, outputs, value_idx):
             t = type_of(name)
             if t.elem_type not in cond.dtypes:
                 return (f"{role} {name!r} is {dtype_name(t.elem_type)}, {dev.name} takes "
                         f"{', '.join(cond.dtype_names)} (ops.when.{op}.dtypes)")
     if cond.max_rank is not None:
-        for role, name in _tensors(node, ()):
+        for role, name in _tensors(inputs, outputs, ()):
             r = type_of(name).rank
             if r is None or r > cond.max_rank:
                 shown = "unknown" if r is None else str(r)
@@ -123,11 +133,11 @@ def _condition_refusal(dev: DeviceRules, cond: OpCondition, node: onnx.NodeProto
     return None
 
 
-def _tensors(node: onnx.NodeProto, skip_inputs: tuple[int, ...]):
-    for k, x in enumerate(node.input):
+def _tensors(inputs: tuple[str, ...], outputs: tuple[str, ...], skip_inputs: tuple[int, ...]):
+    for k, x in enumerate(inputs):
         if x and k not in skip_inputs:
             yield f"input {k}", x
-    for k, x in enumerate(node.output):
+    for k, x in enumerate(outputs):
         if x:
             yield f"output {k}", x
 
@@ -146,7 +156,8 @@ def _graphs_refusal(dev: DeviceRules, node: onnx.NodeProto, lookup, types: dict,
                 reason = op_refusal(dev, inner.op_type)
                 if reason is None:
                     opset = opsets.get(inner.domain or "", opsets.get("", 1))
-                    reason = node_refusal(dev, inner, lookup, opset,
+                    reason = node_refusal(dev, inner.op_type, tuple(inner.input), tuple(inner.output),
+                                          lambda n=inner: n.attribute, lookup, opset,
                                           rules.value_input_indices(inner.op_type, opset), inner.domain)
                 if reason is None:
                     reason = _graphs_refusal(dev, inner, lookup, types, opsets, rules, inner.op_type)

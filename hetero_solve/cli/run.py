@@ -1,0 +1,274 @@
+"""``hetero-solve run``, ``verify`` and ``check``: the partition at run time, and
+user-defined partitions.
+
+Exit codes: 0 success; 1 ``verify`` over tolerance or ``check`` found violations; 2 bad input
+(one line on stderr, nothing written).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from ..errors import HeteroSolveError
+from ..units import format_bytes
+from . import app
+from .common import UsageError, err_console, fail, out_console, parse_dims, progress_on_stderr
+
+MAX_ROWS = 40
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Bad input becomes one line on stderr and exit code 2 (also under typer's test runner)."""
+    try:
+        yield
+    except HeteroSolveError as e:
+        fail(str(e))
+
+
+def _warn(lines: list[str]) -> None:
+    for w in lines:
+        err_console.print(f"hetero-solve: warning: {w}", markup=False, soft_wrap=True)
+
+
+def _note(text: str) -> None:
+    err_console.print(f"hetero-solve: {text}", markup=False, soft_wrap=True)
+
+
+def parse_inputs(values: list[str] | None) -> dict[str, np.ndarray]:
+    """``NAME=FILE.npy`` options -> arrays."""
+    from ..runtime import load_npy
+    out: dict[str, np.ndarray] = {}
+    for item in values or []:
+        name, sep, file = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not file:
+            raise UsageError(f"--input {item!r}: expected NAME=FILE.npy, e.g. --input x=x.npy")
+        if name in out:
+            raise UsageError(f"--input {name}: given twice")
+        out[name] = load_npy(file, name)
+    return out
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3f}"
+
+
+# -- run --------------------------------------------------------------------------------------
+
+@app.command("run")
+def run_command(
+    out_dir: Path = typer.Argument(..., help="An OUT_DIR written by hetero-solve (partition.json "
+                                             "and one ONNX model per part).", show_default=False),
+    input: List[str] = typer.Option([], "--input", "-i", metavar="NAME=FILE.npy",
+                                    help="A graph input from a .npy file (repeatable). Inputs not "
+                                         "given are random, of the declared dtype and shape."),
+    dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
+                                  help="Value of a symbolic dimension the partition left open."),
+    save: Optional[Path] = typer.Option(None, "--save", "-s",
+                                        help="Directory for the outputs as <name>.npy "
+                                             "(default: OUT_DIR/outputs/)."),
+    no_save: bool = typer.Option(False, "--no-save", help="Do not write the outputs."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
+    repeat: int = typer.Option(1, "--repeat", "-r", min=1,
+                               help="Run each part this many times; times are medians."),
+) -> None:
+    """Run the parts in id order with onnxruntime, each on its device's execution provider.
+
+    Prints per part: device, providers, load and run time, bytes in and out, then the totals
+    (OpenVINO's per-subgraph performance counters). Outputs are saved as .npy files, with
+    outputs.json mapping tensor names to files. A provider this onnxruntime lacks falls back
+    to CPU with a warning.
+
+    Example: hetero-solve run resnet_like.hetero --input image=image.npy
+    """
+    from ..runtime import run
+    with _errors():
+        dims = parse_dims(dim)
+        feeds = parse_inputs(input)
+        target = None if no_save else (save or out_dir / "outputs")
+        result = run(out_dir, feeds, dims, seed=seed, repeat=repeat, save=target)
+    _warn(result.warnings)
+    if result.random:
+        _note(f"random inputs (seed {seed}): {', '.join(result.random)}")
+    table = Table(title=f"{out_dir}: {len(result.parts)} part(s)", title_justify="left")
+    for col in ("part", "device", "providers", "load ms", "run ms", "bytes in", "bytes out"):
+        table.add_column(col, justify="left" if col in ("device", "providers") else "right")
+    for p in result.parts:
+        providers = ", ".join(x.removesuffix("ExecutionProvider") for x in p.providers)
+        table.add_row(str(p.id), p.device, providers, _ms(p.load_seconds), _ms(p.seconds),
+                      str(p.bytes_in), str(p.bytes_out))
+    table.add_section()
+    table.add_row("total", "", "", _ms(result.load_seconds), _ms(result.seconds),
+                  str(result.bytes_in), str(result.bytes_out))
+    out_console.print(table)
+    for name, value in result.outputs.items():
+        arr = np.asarray(value)
+        out_console.print(f"output {name}: {arr.dtype} {tuple(arr.shape)}", markup=False)
+    if result.saved:
+        out_console.print(f"saved: {target}/ ({len(result.saved)} file(s) and outputs.json)",
+                          markup=False)
+
+
+# -- verify -----------------------------------------------------------------------------------
+
+@app.command("verify")
+def verify_command(
+    model: Path = typer.Argument(..., help="The original ONNX model.", show_default=False),
+    out_dir: Path = typer.Argument(..., help="Its partition (an OUT_DIR of hetero-solve).",
+                                   show_default=False),
+    input: List[str] = typer.Option([], "--input", "-i", metavar="NAME=FILE.npy",
+                                    help="A graph input from a .npy file (repeatable); the "
+                                         "others are random."),
+    dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
+                                  help="Value of a symbolic dimension the partition left open."),
+    tolerance: float = typer.Option(1e-5, "--tolerance", "-t", min=0,
+                                    help="An output passes when |a-b| <= tol*max(1,|b|) "
+                                         "everywhere (integers, bools, strings: equal)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
+) -> None:
+    """Run MODEL and the partition in OUT_DIR on the same inputs and compare every output.
+
+    Random inputs respect each input's dtype (integers small and non-negative, like token
+    ids) and the dims the partition was made for. Prints the max absolute and relative
+    difference per output; exit code 1 when one is over the tolerance, 2 on bad input.
+
+    Example: hetero-solve verify examples/resnet_like.onnx examples/resnet_like.hetero
+    """
+    from ..verify import verify
+    with _errors():
+        dims = parse_dims(dim)
+        feeds = parse_inputs(input)
+        report = verify(model, out_dir, feeds, dims, tolerance=tolerance, seed=seed)
+    _warn(report.warnings)
+    if report.random:
+        _note(f"random inputs (seed {seed}): {', '.join(report.random)}")
+    table = Table(title=f"{model.name} vs {out_dir}: {len(report.run.parts)} part(s)",
+                  title_justify="left")
+    for col in ("output", "dtype", "shape", "max abs", "max rel", "result"):
+        table.add_column(col, justify="right" if col.startswith("max") else "left")
+    for o in report.outputs:
+        verdict = "ok" if o.ok else "FAIL" + (f": {o.note}" if o.note else "")
+        table.add_row(o.name, o.dtype, str(tuple(o.shape)), f"{o.max_abs:.3g}",
+                      f"{o.max_rel:.3g}", verdict)
+    out_console.print(table)
+    bad = [o.name for o in report.outputs if not o.ok]
+    if bad:
+        out_console.print(f"verify: FAILED: {len(bad)} of {len(report.outputs)} output(s) over "
+                          f"tolerance {tolerance:g}: {', '.join(bad)}", markup=False)
+        raise typer.Exit(1)
+    out_console.print(f"verify: ok: {len(report.outputs)} output(s) within tolerance "
+                      f"{tolerance:g} (original {_ms(report.original_seconds)} ms, partitioned "
+                      f"{_ms(report.run.seconds)} ms)", markup=False)
+
+
+# -- check ------------------------------------------------------------------------------------
+
+@app.command("check")
+def check_command(
+    model: Path = typer.Argument(..., help="The ONNX model.", show_default=False),
+    rules: Path = typer.Argument(..., help="Rule file (YAML).", show_default=False),
+    affinity: Path = typer.Option(..., "--affinity", "-a", metavar="FILE.json",
+                                  help="node -> device (like affinity.json), node -> part id, or "
+                                       "a partition.json.", show_default=False),
+    out: Optional[Path] = typer.Option(None, "-o", "--out",
+                                       help="Where a valid map is exported (default: <model "
+                                            "stem>.user.hetero/ next to the model)."),
+    no_export: bool = typer.Option(False, "--no-export", help="Check only, write nothing."),
+    split: str = typer.Option("regions", "--split",
+                              help="How a node -> device map becomes parts: 'regions' = each "
+                                   "connected same-device region is a part (OpenVINO), "
+                                   "'fewest' = the fewest parts keeping those devices."),
+    dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
+                                  help="Value of a symbolic dimension (beats the rule file's)."),
+    engine: str = typer.Option("auto", "--engine", "-e",
+                               help="Solver for the comparison: auto, heuristic, cpsat, sat."),
+    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
+                                     help="Seconds for the exact solver."),
+    seed: int = typer.Option(0, "--seed", help="Solver seed."),
+    no_models: bool = typer.Option(False, "--no-models",
+                                   help="Export partition.json, affinity and .dot files only."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+) -> None:
+    """Validate a user-defined partition, as Glow validates user-defined partitions.
+
+    Lists every violation: a node on a device that refuses it (and the condition), a pin
+    broken, a cycle between parts (with the node edges that close it), a value input made in
+    the same part, memory over by how many bytes. A valid map is exported like a solved one,
+    and its part count is shown next to the optimum hetero-solve finds. Exit code 0 valid,
+    1 violations, 2 bad input.
+
+    Example: hetero-solve check model.onnx rules/npu-static.yaml --affinity my_affinity.json
+    """
+    from ..pipeline import ENGINES
+    from ..usercheck import SPLITS, check_affinity
+    with _errors():
+        if split not in SPLITS:
+            raise UsageError(f"--split {split!r}: expected one of {', '.join(SPLITS)}")
+        if engine not in ENGINES:
+            raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        dims = parse_dims(dim)
+        with progress_on_stderr(quiet) as say:
+            report = check_affinity(model, rules, affinity, dims=dims, split=split,
+                                    engine=engine, time_limit=time_limit, seed=seed,
+                                    progress=say)
+            written = None
+            if report.valid and not no_export:
+                target = out or model.with_name(model.stem + ".user.hetero")
+                say(f"writing {target}")
+                written = report.write(target, submodels=not no_models, annotated=not no_models)
+    _warn(report.warnings)
+    _print_check(report, model)
+    if written is not None:
+        out_console.print(f"written: {written}/", markup=False)
+    if not report.valid:
+        raise typer.Exit(1)
+
+
+def _print_check(report, model: Path) -> None:
+    p, sol, m = report.problem, report.solution, report.metrics
+    how = {"regions": "connected same-device regions", "fewest": "fewest parts for its devices",
+           "given": "parts as given"}[report.split]
+    table = Table(title=f"{model.name}: the map's {m.partitions} part(s) ({how})",
+                  title_justify="left")
+    for col in ("part", "device", "nodes", "first nodes", "memory"):
+        table.add_column(col, justify="right" if col in ("part", "nodes", "memory") else "left")
+    for k, nodes in enumerate(sol.parts()[:MAX_ROWS]):
+        dev = p.devices[sol.part_device[k]]
+        inst = f".{sol.part_instance[k]}" if dev.instances > 1 else ""
+        first = ", ".join(p.names[v] for v in nodes[:3]) + (", ..." if len(nodes) > 3 else "")
+        table.add_row(str(k), dev.name + inst, str(len(nodes)), first,
+                      format_bytes(m.part_memory[k]))
+    if sol.num_parts > MAX_ROWS:
+        table.add_row("...", f"{sol.num_parts - MAX_ROWS} more", "", "", "")
+    out_console.print(table)
+    for v in report.violations:
+        out_console.print(f"violation: {v.kind}: {v.message}", markup=False, soft_wrap=True)
+    terms = m.as_dict()
+    line = (f"parts: {m.partitions}   fallback: {terms['fallback']} node(s)   "
+            f"transfer: {format_bytes(terms['transfer'])}")
+    out_console.print(line, markup=False, soft_wrap=True)
+    compare = []
+    if report.device_partitions is not None:
+        compare.append(f"fewest for these devices: {report.device_partitions} part(s)")
+    if report.optimum is not None:
+        o = report.optimum
+        compare.append(f"hetero-solve: {o.metrics.partitions} part(s), fallback "
+                       f"{o.metrics.fallback} ({o.solution.status})")
+    if compare:
+        out_console.print("   ".join(compare), markup=False, soft_wrap=True)
+    if report.valid:
+        out_console.print("check: valid", markup=False)
+    else:
+        kinds: dict[str, int] = {}
+        for v in report.violations:
+            kinds[v.kind] = kinds.get(v.kind, 0) + 1
+        summary = ", ".join(f"{c} {k}" for k, c in kinds.items())
+        out_console.print(f"check: INVALID: {len(report.violations)} violation(s) ({summary})",
+                          markup=False)

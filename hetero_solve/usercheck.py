@@ -1,0 +1,495 @@
+"""Check a user-defined partition (hand-set affinities, another tool's answer), as Glow
+validates user-defined partitions, and export it when it is valid.
+
+Accepted maps (JSON file or dict), node names as ``affinity.json`` and ``partition.json`` use
+them (unnamed nodes: ``<OpType>_<index>``):
+
+- **node -> device**: ``{"conv1": "NPU", "softmax": "CPU"}`` (``affinity.json``, OpenVINO's
+  QueryNetwork map).  ``"NPU.1"`` names instance 1 of a device with several instances.
+- **node -> part**: ``{"conv1": 0, "softmax": 1}``; a part's device is the first device, in
+  priority order, that takes all its nodes (else the one taking the most: the others are
+  reported).  ``{"conv1": {"part": 0, "device": "NPU", "instance": 0}}`` sets it explicitly.
+- **a partition.json** (``{"partitions": [{"id", "device", "instance", "node_names"}]}``):
+  hetero-solve's own output, edited by hand.
+
+How a node -> device map becomes parts (``split``):
+
+- ``"regions"`` (default, OpenVINO HETERO): every edge between nodes of different devices is a
+  boundary, so each connected same-device region is one part.  Such regions can form a cycle
+  (A -> B -> A), which is reported with the node edges that close it.
+- ``"fewest"``: the fewest parts that keep every node on the user's device (the solver with
+  each node's allowed devices restricted to the user's one).  Only support, pins and memory
+  can then fail.
+
+Either way the report also gives the fewest parts the user's device assignment allows and the
+optimum hetero-solve finds with a free hand.  Violations come from the one validator,
+:func:`hetero_solve.validate.validate`; a valid map is renumbered topologically and becomes a
+:class:`~hetero_solve.pipeline.Result`, exported like a solved one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import onnx
+
+from .algorithms.greedy import heuristic
+from .compile import compile_problem
+from .errors import HeteroSolveError
+from .model import ModelGraph, load_model
+from .pipeline import ENGINES, Result, refine, solve
+from .problem import Problem
+from .rules import Rules, load_rules
+from .solution import Metrics, Solution, evaluate, normalize, objective_key
+from .validate import Violation, validate
+
+SPLITS = ("regions", "fewest")
+MAX_NAMED = 5
+Progress = Callable[[str], None]
+
+
+class AffinityError(HeteroSolveError):
+    """The map cannot be read or does not fit the model and rules (unknown or missing node,
+    unknown device, bad value).  Names the file, the entry and the reason."""
+
+    def __init__(self, source: str, reason: str):
+        self.source = source
+        super().__init__(f"{source}: {reason}")
+
+
+@dataclass
+class Entry:
+    """What the map says about one node."""
+    device: str | None = None
+    part: int | None = None
+    instance: int | None = None
+
+
+@dataclass
+class UserMap:
+    """A parsed map: node name -> :class:`Entry`; ``mode`` is ``"device"`` or ``"part"``."""
+    source: str
+    mode: str
+    entries: dict[str, Entry]
+
+
+@dataclass
+class CheckReport:
+    """The verdict on a user map.
+
+    ``solution`` is the user's partition (as validated; renumbered topologically when valid),
+    ``violations`` every violation found, ``result`` the exportable result when valid.
+    ``device_partitions``: the fewest parts keeping the user's devices (None when a node is on
+    a device that refuses it, or that search failed); ``optimum``: what ``hetero_solve.solve``
+    finds (None when not asked for)."""
+    source: str
+    mode: str
+    split: str
+    problem: Problem
+    solution: Solution
+    metrics: Metrics
+    violations: list[Violation]
+    result: Result | None = None
+    device_partitions: int | None = None
+    device_status: str | None = None
+    optimum: Result | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.violations
+
+    @property
+    def partitions(self) -> int:
+        return self.metrics.partitions
+
+    @property
+    def optimum_partitions(self) -> int | None:
+        return None if self.optimum is None else self.optimum.metrics.partitions
+
+    def write(self, out_dir: str | os.PathLike, **kw) -> Path:
+        """Export a valid map like a solved one (``partition.json``, part models, ...)."""
+        if self.result is None:
+            raise AffinityError(self.source, "the map is not valid: nothing to export")
+        return self.result.write(out_dir, **kw)
+
+    def as_dict(self) -> dict:
+        opt = self.optimum
+        return {
+            "source": self.source, "mode": self.mode, "split": self.split, "valid": self.valid,
+            "partitions": self.partitions, "objective": self.metrics.as_dict(),
+            "violations": [v.as_dict() for v in self.violations],
+            "device_partitions": self.device_partitions, "device_status": self.device_status,
+            "optimum": None if opt is None else {"partitions": opt.metrics.partitions,
+                                                 "status": opt.solution.status,
+                                                 "objective": opt.metrics.as_dict()},
+            "warnings": list(self.warnings)}
+
+
+# -- reading maps -----------------------------------------------------------------------------
+
+def read_affinity(source: str | os.PathLike | Mapping) -> UserMap:
+    """Parse a map (see the module docstring) without looking at the model yet."""
+    if isinstance(source, Mapping):
+        label, data = "<affinity>", source
+    elif not isinstance(source, (str, os.PathLike)):
+        raise AffinityError("<affinity>", "expected a JSON object: node name -> device name or "
+                                          f"part id (got {type(source).__name__})")
+    else:
+        label = str(source)
+        path = Path(source)
+        if not path.is_file():
+            raise AffinityError(label, "no such file")
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise AffinityError(label, f"not valid JSON at line {e.lineno}, column {e.colno}: "
+                                       f"{e.msg}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise AffinityError(label, f"cannot read: {e}") from None
+    if not isinstance(data, Mapping):
+        raise AffinityError(label, "expected a JSON object: node name -> device name or part id")
+    if "partitions" in data and isinstance(data["partitions"], list):
+        return _from_manifest(label, data)
+    entries: dict[str, Entry] = {}
+    for name, value in data.items():
+        entries[str(name)] = _entry(label, str(name), value)
+    if not entries:
+        raise AffinityError(label, "the map is empty")
+    with_part = [n for n, e in entries.items() if e.part is not None]
+    if with_part and len(with_part) != len(entries):
+        other = next(n for n, e in entries.items() if e.part is None)
+        raise AffinityError(label, f"node {with_part[0]!r} has a part id but {other!r} does not: "
+                                   "give every node a part id, or none (node -> device)")
+    return UserMap(label, "part" if with_part else "device", entries)
+
+
+def _entry(label: str, name: str, value: Any) -> Entry:
+    where = f"[{name!r}]"
+    if isinstance(value, bool):
+        raise AffinityError(label, f"{where}: expected a device name or a part id, got {value}")
+    if isinstance(value, str):
+        if not value:
+            raise AffinityError(label, f"{where}: empty device name")
+        return Entry(device=value)
+    if isinstance(value, int):
+        if value < 0:
+            raise AffinityError(label, f"{where}: part id {value} is negative")
+        return Entry(part=value)
+    if isinstance(value, Mapping):
+        unknown = [k for k in value if k not in ("device", "part", "instance")]
+        if unknown:
+            raise AffinityError(label, f"{where}.{unknown[0]}: unknown key (expected device, "
+                                       "part, instance)")
+        e = Entry(device=value.get("device"), part=value.get("part"),
+                  instance=value.get("instance"))
+        if e.device is None and e.part is None:
+            raise AffinityError(label, f"{where}: needs a device or a part")
+        if e.device is not None and not (isinstance(e.device, str) and e.device):
+            raise AffinityError(label, f"{where}.device: expected a device name")
+        for key in ("part", "instance"):
+            x = getattr(e, key)
+            if x is not None and (isinstance(x, bool) or not isinstance(x, int) or x < 0):
+                raise AffinityError(label, f"{where}.{key}: expected an integer >= 0, got {x!r}")
+        return e
+    raise AffinityError(label, f"{where}: expected a device name or a part id, "
+                               f"got {type(value).__name__}")
+
+
+def _from_manifest(label: str, data: Mapping) -> UserMap:
+    entries: dict[str, Entry] = {}
+    for i, part in enumerate(data["partitions"]):
+        where = f"partitions[{i}]"
+        if not isinstance(part, Mapping):
+            raise AffinityError(label, f"{where}: expected an object")
+        names = part.get("node_names")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise AffinityError(label, f"{where}.node_names: expected a list of node names")
+        pid = part.get("id", i)
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
+            raise AffinityError(label, f"{where}.id: expected an integer >= 0, got {pid!r}")
+        dev = part.get("device")
+        if dev is not None and not isinstance(dev, str):
+            raise AffinityError(label, f"{where}.device: expected a device name")
+        inst = part.get("instance")
+        if inst is not None and (isinstance(inst, bool) or not isinstance(inst, int) or inst < 0):
+            raise AffinityError(label, f"{where}.instance: expected an integer >= 0")
+        for n in names:
+            if n in entries:
+                raise AffinityError(label, f"{where}: node {n!r} is also in part "
+                                           f"{entries[n].part}")
+            entries[n] = Entry(device=dev, part=pid, instance=inst)
+    if not entries:
+        raise AffinityError(label, "no nodes in partitions")
+    return UserMap(label, "part", entries)
+
+
+# -- resolving against the model --------------------------------------------------------------
+
+def _named(names: list[str]) -> str:
+    shown = ", ".join(repr(n) for n in names[:MAX_NAMED])
+    return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+
+
+def _resolve(umap: UserMap, mg: ModelGraph, problem: Problem,
+             warnings: list[str]) -> list[tuple[int | None, int | None, int | None]]:
+    """Per problem node: (device index, user part id, instance), checking names."""
+    label = umap.source
+    index = {name: v for v, name in enumerate(problem.names)}
+    all_names = set(mg.names)
+    unknown = [n for n in umap.entries if n not in all_names]
+    if unknown:
+        raise AffinityError(label, f"no node named {_named(unknown)} in {mg.path}")
+    unplaced = [n for n in umap.entries if n not in index]
+    if unplaced:
+        warnings.append(f"{label}: {_named(unplaced)} are Constant or folded nodes: they belong "
+                        "to no part, their entries are ignored")
+    missing = [n for n in problem.names if n not in umap.entries]
+    if missing:
+        raise AffinityError(label, f"{len(missing)} node(s) missing from the map: {_named(missing)}")
+    devices = {d.name: i for i, d in enumerate(problem.devices)}
+    out: list[tuple[int | None, int | None, int | None]] = []
+    for v, name in enumerate(problem.names):
+        e = umap.entries[name]
+        d, inst = None, e.instance
+        if e.device is not None:
+            d, inst_from_name = _device(label, name, e.device, devices, problem)
+            if inst_from_name is not None:
+                if inst is not None and inst != inst_from_name:
+                    raise AffinityError(label, f"[{name!r}]: {e.device!r} and instance {inst} "
+                                               "disagree")
+                inst = inst_from_name
+        if inst is not None:
+            if d is None:
+                raise AffinityError(label, f"[{name!r}]: an instance needs a device")
+            have = problem.devices[d].instances
+            if inst >= have:
+                raise AffinityError(label, f"[{name!r}]: {problem.devices[d].name} has {have} "
+                                           f"instance(s), not an instance {inst}")
+        out.append((d, e.part, inst))
+    return out
+
+
+def _device(label: str, node: str, text: str, devices: dict[str, int],
+            problem: Problem) -> tuple[int, int | None]:
+    if text in devices:
+        return devices[text], None
+    base, dot, num = text.rpartition(".")
+    if dot and base in devices and num.isdigit():
+        return devices[base], int(num)
+    known = ", ".join(d.name for d in problem.devices)
+    raise AffinityError(label, f"[{node!r}]: unknown device {text!r} (the rules have {known})")
+
+
+# -- building the user's partition ------------------------------------------------------------
+
+def regions(problem: Problem, node_key: list[tuple]) -> list[int]:
+    """Connected regions of nodes sharing a key (OpenVINO: edges between different affinities
+    are boundaries).  Returns a region id per node, numbered by first node."""
+    parent = list(range(problem.n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for u, succ in enumerate(problem.succ):
+        for v in succ:
+            if node_key[u] == node_key[v]:
+                ru, rv = find(u), find(v)
+                if ru != rv:
+                    parent[max(ru, rv)] = min(ru, rv)
+    ids: dict[int, int] = {}
+    return [ids.setdefault(find(v), len(ids)) for v in range(problem.n)]
+
+
+def _part_devices(problem: Problem, part_of: list[int], k: int,
+                  given: dict[int, int]) -> list[int]:
+    """Device per part: the given one, else the first device (priority order) taking every node
+    of the part, else the device taking the most of them (the rest become violations)."""
+    members: list[list[int]] = [[] for _ in range(k)]
+    for v, p in enumerate(part_of):
+        members[p].append(v)
+    out = []
+    for p in range(k):
+        if p in given:
+            out.append(given[p])
+            continue
+        counts = [sum(1 for v in members[p] if d in problem.allowed[v])
+                  for d in range(len(problem.devices))]
+        best = max(range(len(counts)), key=lambda d: (counts[d], -d))
+        out.append(best)
+    return out
+
+
+def _instances(problem: Problem, part_of: list[int], part_device: list[int],
+               given: dict[int, int]) -> list[int]:
+    """Instance per part: the given one; else first-fit decreasing by part memory over the
+    device's instances (the least loaded when none fits); instance 0 without memory limits."""
+    k = len(part_device)
+    tmp = Solution(part_of, part_device, [0] * k)
+    mem = evaluate(problem, tmp).part_memory
+    load: dict[tuple[int, int], int] = {}
+    for p, i in given.items():
+        load[(part_device[p], i)] = load.get((part_device[p], i), 0) + mem[p]
+    out = [given.get(p, 0) for p in range(k)]
+    for p in sorted((p for p in range(k) if p not in given), key=lambda p: -mem[p]):
+        dev = problem.devices[part_device[p]]
+        if dev.instances == 1 or dev.memory is None:
+            out[p] = 0
+        else:
+            loads = [load.get((part_device[p], i), 0) for i in range(dev.instances)]
+            fits = [i for i in range(dev.instances) if loads[i] + mem[p] <= dev.memory]
+            out[p] = fits[0] if fits else min(range(dev.instances), key=loads.__getitem__)
+        load[(part_device[p], out[p])] = load.get((part_device[p], out[p]), 0) + mem[p]
+    return out
+
+
+def user_solution(problem: Problem, umap: UserMap,
+                  resolved: list[tuple[int | None, int | None, int | None]]) -> Solution:
+    """The partition a map describes (``regions`` split for a device map)."""
+    label = umap.source
+    if umap.mode == "device":
+        part_of = regions(problem, [(d, i) for d, _p, i in resolved])
+        k = max(part_of, default=-1) + 1
+        given_dev = {}
+        given_inst = {}
+        for v, (d, _p, i) in enumerate(resolved):
+            given_dev[part_of[v]] = d
+            if i is not None:
+                given_inst[part_of[v]] = i
+    else:
+        ids = sorted({p for _d, p, _i in resolved})
+        renum = {p: j for j, p in enumerate(ids)}
+        part_of = [renum[p] for _d, p, _i in resolved]
+        k = len(ids)
+        given_dev: dict[int, int] = {}
+        given_inst: dict[int, int] = {}
+        owner: dict[int, str] = {}
+        for v, (d, p, i) in enumerate(resolved):
+            q = part_of[v]
+            for table, value, what in ((given_dev, d, "device"), (given_inst, i, "instance")):
+                if value is None:
+                    continue
+                if q in table and table[q] != value:
+                    shown = (problem.devices[value].name, problem.devices[table[q]].name) \
+                        if what == "device" else (value, table[q])
+                    raise AffinityError(label, f"part {p}: node {problem.names[v]!r} says "
+                                               f"{what} {shown[0]}, node {owner[q]!r} says {shown[1]}")
+                table[q] = value
+                owner.setdefault(q, problem.names[v])
+    part_device = _part_devices(problem, part_of, k, given_dev)
+    part_instance = _instances(problem, part_of, part_device, given_inst)
+    return Solution(part_of, part_device, part_instance, algorithm="user", status="feasible",
+                    stats={"user_map": label, "mode": umap.mode})
+
+
+def fewest_for_devices(problem: Problem, node_device: list[int], *, engine: str = "auto",
+                       time_limit: float = 10.0, seed: int = 0,
+                       progress: Progress | None = None) -> Solution:
+    """The fewest parts that keep node ``v`` on ``node_device[v]`` (the solver with allowed
+    devices restricted to those).  Raises :class:`~hetero_solve.errors.InfeasibleError` when
+    memory cannot hold them."""
+    restricted = dataclasses.replace(problem, allowed=[(d,) for d in node_device])
+    sol = heuristic(restricted)
+    sol = refine(restricted, sol, engine=engine, time_limit=time_limit, seed=seed,
+                 progress=progress)
+    return normalize(problem, sol)
+
+
+# -- the check --------------------------------------------------------------------------------
+
+def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
+                   rules: str | os.PathLike | dict | Rules,
+                   affinity: str | os.PathLike | Mapping, *, dims: Mapping[str, int] | None = None,
+                   split: str = "regions", optimum: bool = True, engine: str = "auto",
+                   time_limit: float = 10.0, seed: int = 0,
+                   progress: Progress | None = None) -> CheckReport:
+    """Validate a user-defined map against ``model`` and ``rules`` (``hetero-solve check``).
+
+    Bad input (unreadable files, unknown or missing nodes, unknown devices) raises a
+    :class:`~hetero_solve.errors.HeteroSolveError`; violations of the five conditions are
+    listed in the report.  ``optimum``: also run ``hetero_solve.solve`` for comparison.
+    Nothing is written; :meth:`CheckReport.write` exports a valid map.
+
+    >>> rep = check_affinity("examples/seed000.onnx", "rules/seed000.yaml",
+    ...                      {"1": 0, "2": 0, "4": 1, "3": 2, "5": 2, "6": 2, "7": 2})  # doctest: +SKIP
+    >>> rep.valid, rep.partitions, rep.optimum_partitions                                # doctest: +SKIP
+    (True, 3, 3)
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    say = progress or (lambda _msg: None)
+    umap = read_affinity(affinity)
+    rule_set = rules if isinstance(rules, Rules) else load_rules(rules)
+    if isinstance(model, ModelGraph):
+        mg = model
+    else:
+        say("loading the model and inferring shapes")
+        mg = load_model(model, dims={**rule_set.dims, **(dims or {})})
+    problem = compile_problem(mg, rule_set)
+    warnings = list(problem.meta.get("warnings", []))
+    resolved = _resolve(umap, mg, problem, warnings)
+    say("validating the map")
+    sol = user_solution(problem, umap, resolved)
+    violations = validate(problem, sol, require_order=False)
+    node_device = sol.node_device()
+    refused = any(node_device[v] not in problem.allowed[v] for v in range(problem.n))
+
+    device_sol, device_status = None, None
+    if not refused:
+        say("searching the fewest parts for these devices")
+        try:
+            device_sol = fewest_for_devices(problem, node_device, engine=engine,
+                                            time_limit=time_limit, seed=seed, progress=say)
+            device_status = device_sol.status
+        except HeteroSolveError as e:
+            warnings.append(f"no split keeps every node on its device: {e}")
+    if umap.mode == "device" and split == "fewest":
+        named = next((problem.names[v] for v, r in enumerate(resolved) if r[2] is not None), None)
+        if named is not None:
+            raise AffinityError(umap.source, f"[{named!r}] names a device instance: instances "
+                                             "need --split regions (the fewest-parts search "
+                                             "places instances itself)")
+        if device_sol is not None:
+            sol = device_sol
+            sol.algorithm = "user"
+            sol.stats = {"user_map": umap.source, "mode": umap.mode, "split": split}
+            violations = validate(problem, sol, require_order=False)
+    else:
+        split = "given" if umap.mode == "part" else split
+
+    best = None
+    if optimum:
+        say("solving for the optimum")
+        try:
+            best = solve(mg, rule_set, engine=engine, time_limit=time_limit, seed=seed,
+                         progress=say)
+        except HeteroSolveError as e:
+            warnings.append(f"hetero-solve found no partition to compare with: {e}")
+
+    result = None
+    if not violations:
+        sol = normalize(problem, sol)
+        metrics = evaluate(problem, sol)
+        if best is not None:
+            sol.lower_bound = best.solution.lower_bound
+            sol.stats["optimum_partitions"] = best.metrics.partitions
+            if (best.solution.status == "optimal"
+                    and objective_key(problem, sol) <= objective_key(problem, best.solution)):
+                sol.status = "optimal"
+        result = Result(mg, rule_set, problem, sol, metrics, {}, list(warnings))
+    else:
+        metrics = evaluate(problem, sol)
+    return CheckReport(umap.source, umap.mode, split, problem, sol, metrics, violations, result,
+                       None if device_sol is None else device_sol.num_parts, device_status,
+                       best, warnings)

@@ -1,0 +1,139 @@
+"""Pins move nodes; memory limits force a second instance or a fallback, and the result fits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hetero_solve as hs
+from hetero_solve.problem import part_memory
+
+from conftest import EXAMPLES, chain_model
+
+KIB = 1024
+
+
+def _devices_of(result: hs.Result) -> dict[str, str]:
+    return result.affinity()
+
+
+def test_exact_pin_moves_a_node_and_costs_no_fallback():
+    rules = {"version": 1, "devices": [{"name": "ACCEL", "ops": {"supported": ["Relu", "Add"]}},
+                                       {"name": "CPU", "ops": {"supported": "all"}}],
+             "affinity": {"6": "CPU"}}
+    r = hs.solve(EXAMPLES / "seed000.onnx", rules, engine="heuristic")
+    aff = _devices_of(r)
+    assert aff["6"] == "CPU" and aff["5"] == "ACCEL" and aff["7"] == "ACCEL"
+    assert r.metrics.fallback == 0          # a pinned node's preferred device is its pin
+    assert hs.validate(r.problem, r.solution) == []
+
+
+def test_exact_pin_beats_globs_and_the_first_glob_wins():
+    rules = {"version": 1, "devices": [{"name": "A", "ops": {"supported": "all"}},
+                                       {"name": "B", "ops": {"supported": "all"}},
+                                       {"name": "C", "ops": {"supported": "all"}}],
+             "affinity": {"[3-5]": "B", "[5-7]": "C", "5": "A"}}
+    r = hs.solve(EXAMPLES / "seed000.onnx", rules, engine="heuristic")
+    aff = _devices_of(r)
+    assert [aff[str(i)] for i in range(1, 8)] == ["A", "A", "B", "B", "A", "C", "C"]
+    assert hs.validate(r.problem, r.solution) == []
+
+
+def test_a_glob_also_matches_slashes():
+    rules = {"version": 1, "devices": [{"name": "NPU", "ops": {"supported": "all"}},
+                                       {"name": "CPU", "ops": {"supported": "all"}}],
+             "affinity": {"layer3*": "CPU"}}
+    r = hs.solve(EXAMPLES / "resnet_like.onnx", rules, dims={"batch": 1}, engine="heuristic")
+    aff = _devices_of(r)
+    layer3 = [n for n in aff if n.startswith("layer3")]
+    assert layer3 and all(aff[n] == "CPU" for n in layer3)
+    assert all(d == "NPU" for n, d in aff.items() if not n.startswith("layer3"))
+    assert r.metrics.partitions == 3   # NPU stem..layer2, CPU layer3, NPU head
+
+
+def test_pin_to_a_device_that_refuses_the_node_is_an_error():
+    rules = {"version": 1, "devices": [{"name": "ACCEL", "ops": {"supported": ["Relu", "Add"]}},
+                                       {"name": "CPU", "ops": {"supported": "all"}}],
+             "affinity": {"4": "ACCEL"}}
+    with pytest.raises(hs.InfeasibleError, match=r"'4' \(Erf\) is pinned to ACCEL.*not in ACCEL's ops.supported"):
+        hs.solve(EXAMPLES / "seed000.onnx", rules, engine="heuristic")
+
+
+# -- memory ------------------------------------------------------------------------------------
+
+def add_chain(k: int = 6, width: int = 256):
+    """x -> Add(w0) -> ... -> Add(w{k-1}) -> y; each weight is width floats (1 KiB at 256)."""
+    ops = [("Add", ["x" if i == 0 else f"t{i - 1}", f"w{i}"], f"t{i}" if i < k - 1 else "y") for i in range(k)]
+    inits = {f"w{i}": np.full(width, i, np.float32) for i in range(k)}
+    return chain_model(ops, {"x": [width]}, {"y": [width]}, inits)
+
+
+def _mem_rules(memory: str, instances: int) -> dict:
+    return {"version": 1, "devices": [
+        {"name": "ACC", "memory": memory, "instances": instances, "ops": {"supported": "all"}},
+        {"name": "CPU", "ops": {"supported": "all"}}]}
+
+
+def _check_fits(r: hs.Result) -> None:
+    assert hs.validate(r.problem, r.solution) == []
+    for (d, _inst), used in r.metrics.instance_memory.items():
+        cap = r.problem.devices[d].memory
+        assert cap is None or used <= cap
+    for k, nodes in enumerate(r.parts()):
+        assert r.metrics.part_memory[k] == part_memory(r.problem, nodes)
+
+
+def test_without_a_limit_the_chain_is_one_part():
+    r = hs.solve(add_chain(), _mem_rules("1MiB", 1), engine="heuristic")
+    assert r.metrics.partitions == 1
+    assert r.metrics.part_memory == [8 * KIB]   # 6 weights + input + output
+
+
+def test_memory_limit_uses_a_second_instance():
+    # 5 KiB per instance holds 3 weights + the part's input and output (1 KiB each).
+    r = hs.solve(add_chain(), _mem_rules("5KiB", 2), engine="heuristic")
+    _check_fits(r)
+    assert r.metrics.partitions == 2 and r.metrics.fallback == 0
+    assert sorted(r.solution.part_instance) == [0, 1]
+    assert r.metrics.part_memory == [5 * KIB, 5 * KIB]
+
+
+def test_memory_limit_with_one_instance_falls_back_to_the_cpu():
+    r = hs.solve(add_chain(), _mem_rules("5KiB", 1), engine="heuristic")
+    _check_fits(r)
+    aff = r.affinity()
+    assert [aff[f"n{i}"] for i in range(6)] == ["ACC"] * 3 + ["CPU"] * 3
+    assert r.metrics.fallback == 3 and r.metrics.partitions == 2
+
+
+def test_the_validator_reports_memory_over_by_how_many_bytes():
+    r = hs.solve(add_chain(), _mem_rules("5KiB", 1), engine="heuristic")
+    everything_on_acc = hs.Solution([0] * 6, [0], [0])
+    (v,) = hs.validate(r.problem, everything_on_acc)
+    assert v.kind == "memory" and f"by {3 * KIB}" in v.message
+
+
+def test_a_node_that_fits_nowhere_is_a_clear_error():
+    rules = {"version": 1, "devices": [{"name": "ACC", "memory": "2KiB", "ops": {"supported": "all"}}]}
+    with pytest.raises(hs.InfeasibleError, match=r"memory: node 'n0' \(Add\) needs 3072 bytes"):
+        hs.solve(add_chain(), rules, engine="heuristic")
+
+
+def test_greedy_memory_tracker_agrees_with_the_definition_on_random_problems():
+    """The incremental tracker and part_memory() must agree part by part (both directions)."""
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        n = int(rng.integers(5, 40))
+        edges = [(u, v) for v in range(n) for u in range(v) if rng.random() < 0.15]
+        allowed = [[0, 1] if rng.random() < 0.8 else [1] for _ in range(n)]
+        tb = [int(x) for x in rng.integers(1, 50, n)]
+        cb = [int(x) for x in rng.integers(0, 80, n)]
+        cap = int(rng.integers(150, 400))
+        p = hs.make_problem(n, edges, allowed, [hs.Device("ACC", cap, 2), hs.Device("CPU")],
+                            tensor_bytes=tb, const_bytes=cb)
+        for direction in ("forward", "backward"):
+            try:
+                sol = hs.greedy(p, direction=direction)
+            except hs.InfeasibleError:
+                continue
+            assert hs.validate(p, sol) == [], (trial, direction)

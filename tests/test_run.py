@@ -1,0 +1,233 @@
+"""``hetero-solve run`` and ``hetero_solve.runtime.run``: parts in id order, per-part counters,
+inputs given or generated, outputs saved; control flow and tensors of several dtypes crossing
+between parts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+from typer.testing import CliRunner
+
+import hetero_solve as hs
+from hetero_solve.cli import app
+from hetero_solve.runtime import (RunError, output_file_names, random_inputs, run, run_original,
+                                  InputSpec)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def _solve_to(model, rules, out: Path, **kw) -> Path:
+    hs.solve(model, rules, engine="heuristic", **kw).write(out)
+    return out
+
+
+# -- a model whose parts pass float32, float16, int64 and bool tensors ------------------------
+
+MIXED_RULES = {"version": 1, "devices": [
+    {"name": "ACC", "ops": {"supported": ["Relu", "Add", "Cast", "Greater"]}},
+    {"name": "CPU", "ops": {"supported": "all"}}]}
+
+
+def mixed_dtype_model() -> onnx.ModelProto:
+    """ACC takes Relu/Add/Cast/Greater, CPU the rest, so every arrow below crosses parts:
+    float32 r -> Erf, float32 e -> Cast(f16), float16 c -> Identity, int64 am -> Add,
+    bool g -> Not."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),                       # ACC
+        h.make_node("Erf", ["r"], ["e"], name="erf"),                         # CPU
+        h.make_node("Cast", ["e"], ["c"], name="to_half", to=T.FLOAT16),      # ACC
+        h.make_node("Identity", ["c"], ["half_out"], name="half_id"),         # CPU
+        h.make_node("ArgMax", ["e"], ["am"], name="argmax", axis=1, keepdims=0),  # CPU
+        h.make_node("Add", ["am", "one"], ["idx_out"], name="add_idx"),      # ACC
+        h.make_node("Greater", ["r", "half"], ["g"], name="greater"),        # ACC
+        h.make_node("Not", ["g"], ["mask_out"], name="not"),                 # CPU
+    ]
+    graph = h.make_graph(
+        nodes, "mixed", [h.make_tensor_value_info("x", T.FLOAT, [2, 4])],
+        [h.make_tensor_value_info("half_out", T.FLOAT16, [2, 4]),
+         h.make_tensor_value_info("idx_out", T.INT64, [2]),
+         h.make_tensor_value_info("mask_out", T.BOOL, [2, 4])],
+        initializer=[nh.from_array(np.array(1, np.int64), "one"),
+                     nh.from_array(np.array(0.5, np.float32), "half")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("mixed")
+    path = d / "mixed.onnx"
+    onnx.save(mixed_dtype_model(), str(path))
+    return path, _solve_to(path, MIXED_RULES, d / "out")
+
+
+@pytest.fixture(scope="module")
+def control_flow(tmp_path_factory) -> Path:
+    """examples/control_flow.onnx (a Loop, then an If) split GPU/CPU: the GPU refuses Loop and
+    If, so they run in CPU parts between GPU parts."""
+    out = tmp_path_factory.mktemp("cf") / "out"
+    return _solve_to(EXAMPLES / "control_flow.onnx", ROOT / "rules" / "gpu-cpu.yaml", out,
+                     dims={"seq": 5, "batch": 2})
+
+
+def _crossing_dtypes(out_dir: Path) -> set[int]:
+    """Element types of the tensors that pass from one part to another."""
+    manifest = json.loads((out_dir / "partition.json").read_text())
+    found = set()
+    for part in manifest["partitions"]:
+        model = onnx.load(str(out_dir / part["file"]))
+        for vi in model.graph.input:
+            if vi.name not in manifest["graph_inputs"]:
+                found.add(vi.type.tensor_type.elem_type)
+    return found
+
+
+def test_mixed_dtypes_cross_parts_and_match_the_original(mixed):
+    model, out = mixed
+    assert {T.FLOAT, T.FLOAT16, T.INT64, T.BOOL} <= _crossing_dtypes(out)
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    result = run(out, {"x": x})
+    expected = run_original(model, {"x": x})
+    assert set(result.outputs) == {"half_out", "idx_out", "mask_out"}
+    for name, want in expected.items():
+        got = result.outputs[name]
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    assert result.random == []
+    manifest = json.loads((out / "partition.json").read_text())
+    assert [p.id for p in result.parts] == sorted(p["id"] for p in manifest["partitions"])
+    assert len(result.parts) >= 3
+    # bytes in/out are the tensors each part reads and writes
+    first = result.parts[0]
+    assert first.bytes_in == x.nbytes and first.bytes_out > 0
+    assert result.bytes_in == sum(p.bytes_in for p in result.parts)
+
+
+def test_control_flow_loop_and_if_run_in_their_parts(control_flow):
+    manifest = json.loads((control_flow / "partition.json").read_text())
+    ops_by_part = {}
+    for part in manifest["partitions"]:
+        m = onnx.load(str(control_flow / part["file"]))
+        ops_by_part[part["id"]] = {n.op_type for n in m.graph.node}
+    loop_parts = [p for p, ops in ops_by_part.items() if "Loop" in ops]
+    if_parts = [p for p, ops in ops_by_part.items() if "If" in ops]
+    assert loop_parts and if_parts
+    assert all(manifest["partitions"][p]["device"] == "CPU" for p in loop_parts + if_parts)
+    x = np.random.default_rng(2).standard_normal((5, 2, 8)).astype(np.float32)
+    result = run(control_flow, {"x": x})
+    expected = run_original(EXAMPLES / "control_flow.onnx", {"x": x})
+    for name, want in expected.items():
+        np.testing.assert_allclose(result.outputs[name], want, rtol=1e-6, atol=1e-6)
+    # The GPU asks for CUDA first: without it, CPU runs its parts and a warning says so.
+    gpu = [p for p in result.parts if p.device == "GPU"]
+    assert gpu and all(p.providers[-1] == "CPUExecutionProvider" for p in gpu)
+    import onnxruntime as ort
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        assert any("CUDAExecutionProvider" in w and "GPU" in w for w in result.warnings)
+
+
+def test_random_inputs_follow_dtype_shape_and_dims():
+    specs = [InputSpec("ids", T.INT64, ("batch", "seq")), InputSpec("mask", T.BOOL, (2, 3)),
+             InputSpec("x", T.FLOAT16, (4,))]
+    feeds = random_inputs(specs, {"batch": 1, "seq": 7}, seed=3)
+    assert feeds["ids"].dtype == np.int64 and feeds["ids"].shape == (1, 7)
+    assert feeds["ids"].min() >= 0 and feeds["ids"].max() < 10
+    assert feeds["mask"].dtype == np.bool_ and feeds["mask"].shape == (2, 3)
+    assert feeds["x"].dtype == np.float16
+    again = random_inputs(specs, {"batch": 1, "seq": 7}, seed=3)
+    assert all(np.array_equal(feeds[k], again[k]) for k in feeds)
+    with pytest.raises(RunError, match=r"'seq'.*--dim seq=VALUE"):
+        random_inputs(specs, {"batch": 1})
+
+
+def test_given_inputs_are_checked(control_flow):
+    with pytest.raises(RunError, match=r"unknown input 'nope'.*'x'"):
+        run(control_flow, {"nope": np.zeros(1, np.float32)})
+    with pytest.raises(RunError, match=r"'x' is int64, the partition expects float32"):
+        run(control_flow, {"x": np.zeros((5, 2, 8), np.int64)})
+    with pytest.raises(RunError, match=r"dimension 0 must be 5"):
+        run(control_flow, {"x": np.zeros((3, 2, 8), np.float32)})
+    with pytest.raises(RunError, match=r"built for seq=5"):
+        run(control_flow, dims={"seq": 3})
+
+
+def test_output_file_names_are_safe_and_distinct():
+    files = output_file_names(["a/b:c", "a_b_c", "A_B_C", "..", "y"])
+    assert files["a/b:c"] == "a_b_c.npy"
+    assert len(set(f.lower() for f in files.values())) == 5
+    assert all("/" not in f and not f.startswith(".") for f in files.values())
+
+
+# -- the command line -------------------------------------------------------------------------
+
+runner = CliRunner()
+
+
+def test_cli_run_prints_counters_and_saves_outputs(mixed, tmp_path):
+    model, out = mixed
+    x = np.random.default_rng(4).standard_normal((2, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    save = tmp_path / "saved"
+    res = runner.invoke(app, ["run", str(out), "--input", f"x={tmp_path / 'x.npy'}",
+                              "--save", str(save)])
+    assert res.exit_code == 0, res.output
+    for col in ("device", "providers", "run ms", "bytes in", "bytes out", "total"):
+        assert col in res.stdout
+    index = json.loads((save / "outputs.json").read_text())
+    assert set(index) == {"half_out", "idx_out", "mask_out"}
+    expected = run_original(model, {"x": x})
+    for name, file in index.items():
+        np.testing.assert_array_equal(np.load(save / file), expected[name])
+    assert "random inputs" not in res.stderr
+
+
+def test_cli_run_random_inputs_default_save_dir(control_flow):
+    res = runner.invoke(app, ["run", str(control_flow)])
+    assert res.exit_code == 0, res.output
+    assert "random inputs (seed 0): x" in res.stderr
+    assert (control_flow / "outputs" / "y.npy").is_file()
+    assert (control_flow / "outputs" / "h_max.npy").is_file()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--input", "x"], "expected NAME=FILE.npy"),
+    (["--input", "x=/nonexistent/x.npy"], "no such file"),
+    (["--dim", "seq=oops"], "not a whole number"),
+])
+def test_cli_run_bad_input_is_one_line_exit_2(control_flow, args, message):
+    res = runner.invoke(app, ["run", str(control_flow), "--no-save", *args])
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hetero-solve: error:") and message in lines[0]
+
+
+def test_cli_run_not_an_out_dir(tmp_path):
+    res = runner.invoke(app, ["run", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "no partition.json" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_broken_part_is_named(mixed, tmp_path):
+    import shutil
+    _model, out = mixed
+    broken = tmp_path / "broken"
+    shutil.copytree(out, broken)
+    manifest = json.loads((broken / "partition.json").read_text())
+    victim = manifest["partitions"][1]["file"]
+    (broken / victim).write_bytes(b"not a model")
+    with pytest.raises(RunError, match=rf"part 1 \({victim}"):
+        run(broken, {"x": np.zeros((2, 4), np.float32)})
+    res = runner.invoke(app, ["run", str(broken)])
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert not (broken / "outputs").exists()
