@@ -158,7 +158,8 @@ def _find_cycle(out: list[list[int]], remaining: set[int]) -> list[int]:
         p = back[p][0]
     cycle = walk[pos[p]:]
     cycle.reverse()     # the walk went against the edges
-    return cycle
+    i = cycle.index(min(cycle))
+    return cycle[i:] + cycle[:i]     # start at the smallest part: stable messages
 
 
 def _edge_witness(problem: Problem, part_of: list[int], a: int, b: int) -> tuple[int, int]:
