@@ -250,6 +250,19 @@ def test_dask_local_cluster_gives_the_inline_answers(tmp_path):
     assert {r["worker_pid"] for r in dasked.records}.isdisjoint({os.getpid()})
 
 
+def test_dask_scheduler_address_runs_on_that_cluster(tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            worker_pids = set(client.run(os.getpid).values())
+        cfg = config(tmp_path, models=[EX / "seed000.onnx"], rules=[RU / "seed000.yaml"],
+                     executor="dask", scheduler=cluster.scheduler_address)
+        result = run_study(cfg, progress=False)
+    assert {r["worker_pid"] for r in result.records} <= worker_pids
+    assert [r["parts"] for r in result.records] == [3, 3, 3]
+
+
 def test_bad_study_options_are_clear_errors(tmp_path):
     with pytest.raises(StudyError, match="unknown algorithm 'nope'"):
         run_study(config(tmp_path, algorithms=["nope"]), progress=False)
