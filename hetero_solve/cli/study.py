@@ -69,7 +69,9 @@ def study_command(
     --executor dask --scheduler tcp://10.0.0.5:8786
     """
     models, rule_files = _split_inputs(inputs)
-    rule_files += list(rules)
+    # '--rules a.yaml b.yaml' reaches us as the option value a.yaml and the positional b.yaml:
+    # option values first keeps the command line's order.
+    rule_files = list(rules) + rule_files
     names = [a.strip() for item in algorithms for a in item.split(",") if a.strip()]
     if scheduler and executor == "local":
         executor = "dask"               # an address only makes sense for Dask
