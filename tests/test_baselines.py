@@ -99,6 +99,15 @@ def test_openvino_reproduces_seed000_trace(source):
     assert validate(p, sol) == []
 
 
+def test_openvino_answer_does_not_depend_on_tracing():
+    rng = random.Random(13)
+    for _ in range(20):
+        p = _random_problem(rng, 15, 3)
+        trace: list[Step] = []
+        assert openvino(p, trace=trace).part_of == openvino(p).part_of
+        assert trace and all(s.device in {d.name for d in p.devices} for s in trace)
+
+
 def test_openvino_skips_above_node_limit():
     p = make_problem(5, [(i, i + 1) for i in range(4)], [[0]] * 5)
     with pytest.raises(BaselineSkipped, match="too large"):
