@@ -50,18 +50,29 @@ def _processes(jobs: list[Job], n: int, on_start) -> Iterator[dict]:
     # spawn, not fork: the parent holds threads (the progress bar), and a forked child of a
     # threaded parent can deadlock.  Workers import hetero_solve once each.
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+    completed = False
+    try:
         if on_start:
             on_start(f"{n} local processes")
         pending = {pool.submit(run_job, job) for job in jobs}
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    yield fut.result()
-        finally:
-            for fut in pending:             # interrupted: do not start what is queued
-                fut.cancel()
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+        completed = True
+    finally:
+        if completed:
+            pool.shutdown(wait=True)
+        else:
+            # Interrupted (Ctrl-C, or the caller stopped reading): the runs in flight are lost
+            # anyway, so stop our own workers now.  Waiting would let them finish the runs
+            # already queued to them, which can take minutes.
+            workers = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in workers:
+                if proc.is_alive():
+                    proc.terminate()
 
 
 def _dask(jobs: list[Job], n: int, scheduler: str | None, on_start) -> Iterator[dict]:
@@ -94,7 +105,7 @@ def _dask(jobs: list[Job], n: int, scheduler: str | None, on_start) -> Iterator[
             for job in jobs:
                 pid = id(job.problem)
                 if pid not in shared:
-                    shared[pid] = client.scatter(job.problem)
+                    shared[pid] = client.scatter(job.problem, hash=False)   # no tokenizing
                 light = dataclasses.replace(job, problem=None)     # the problem goes separately
                 futures.append(client.submit(_run_with_problem, light, shared[pid], pure=False))
             try:
