@@ -13,10 +13,11 @@ import pytest
 from hetero_solve.algorithms.baselines import BASELINES, BaselineSkipped
 from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.cli import main
-from hetero_solve.solution import Solution
+from hetero_solve.solution import Solution, evaluate
 from hetero_solve.study import (AlgorithmUnavailable, StudyConfig, StudyError, analyse,
                                 compile_pair, load_results, run_study)
 from hetero_solve.study.store import COLUMNS, rules_digest, run_key
+from hetero_solve.study.summary import render
 from hetero_solve.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +81,8 @@ def test_small_study_writes_csv_summary_and_plots(tmp_path):
             assert row["parts"] == sol.num_parts, row
             assert row["valid"] == (not violations)
             assert row["reason"] == (str(violations[0]) if violations else "")
+            assert row["objective"] == list(p.objective.key(evaluate(p, sol).as_dict()))
+            assert row["objective_spec"] == p.objective.describe()
         assert row["seconds"] >= 0 and row["peak_memory"] >= 0
         assert row["memory_method"] == "tracemalloc"
 
@@ -198,26 +201,40 @@ def test_resume_key_follows_file_contents_and_time_limit_only_where_used(tmp_pat
 
 
 def test_analyse_best_known_gap_and_proven_optimum():
-    def rec(alg, model, parts, valid=True, status="feasible", lb=None):
+    def rec(alg, model, parts, key, valid=True, status="feasible", lb=None, fallback=0):
         return {"model": model, "rules": "r", "algorithm": alg, "parts": parts, "valid": valid,
                 "status": status, "lower_bound": lb, "seconds": 0.1, "peak_memory": 10,
-                "nodes": 5}
-    records = [rec("a", "m1", 3), rec("b", "m1", 5), rec("c", "m1", 2, valid=False),
-               rec("a", "m2", 4), rec("b", "m2", 4, status="optimal", lb=4),
-               rec("a", "m3", 7, lb=6), rec("b", "m3", 6),
-               {"model": "m4", "rules": "r", "algorithm": "a", "status": "failed"}]
+                "nodes": 5, "fallback": fallback, "objective": list(key)}
+    records = [
+        # m1, lexicographic (fallback, parts, transfer): nothing proven.
+        rec("a", "m1", 3, (0, 3, 10)), rec("b", "m1", 5, (0, 5, 5)),
+        rec("c", "m1", 2, (0, 2, 0), valid=False),
+        # m2: b proves the optimum, a reaches it too.
+        rec("a", "m2", 4, (0, 4, 7)), rec("b", "m2", 4, (0, 4, 7), status="optimal", lb=4),
+        # m3, weighted {fallback: 1, partitions: 10}: b trades 6 nodes of fallback for 1 part.
+        rec("a", "m3", 3, (30,)), rec("b", "m3", 1, (16,), status="optimal", lb=1, fallback=6),
+        {"model": "m4", "rules": "r", "algorithm": "a", "status": "failed"},
+        # m5: b "proves" an optimum that a's valid answer beats: a bug to report.
+        rec("a", "m5", 3, (0, 3, 5)), rec("b", "m5", 3, (0, 3, 9), status="optimal"),
+    ]
     a = analyse(records, ["a", "b", "c"])
     p = a["problems"]
     assert p[("m1", "r")]["best"] == 3                     # the invalid 2 does not count
-    assert p[("m1", "r")]["optimum"] is None               # nothing proves 3
-    assert p[("m2", "r")]["optimum"] == 4                  # b proved it
-    assert p[("m3", "r")]["optimum"] == 6                  # a's bound 6 is reached by b
+    assert p[("m1", "r")]["optimum_key"] is None           # nothing proves anything
+    assert p[("m2", "r")]["optimum_key"] == (0, 4, 7)
+    assert p[("m3", "r")]["best"] == 1 and p[("m3", "r")]["optimum_key"] == (16,)
+    assert p[("m5", "r")]["inconsistent"] == ["b"]
+    assert all(not p[(m, "r")]["inconsistent"] for m in ("m1", "m2", "m3"))
     s = a["algorithms"]
-    assert s["a"]["runs"] == 4 and s["a"]["solved"] == 3 and s["a"]["other"]["failed"] == 1
-    assert s["a"]["mean_gap"] == pytest.approx((0 + 0 + 1) / 3)
-    assert s["b"]["mean_gap"] == pytest.approx((2 + 0 + 0) / 3)
-    assert (s["a"]["optimal"], s["b"]["optimal"], s["b"]["proved"]) == (1, 2, 1)
+    assert s["a"]["runs"] == 5 and s["a"]["solved"] == 4 and s["a"]["other"]["failed"] == 1
+    assert s["a"]["mean_gap"] == pytest.approx((0 + 0 + 2 + 0) / 4)
+    assert s["b"]["mean_gap"] == pytest.approx((2 + 0 + 0 + 0) / 4)
+    assert (s["a"]["optimal"], s["b"]["optimal"], s["b"]["proved"]) == (1, 3, 3)
+    assert (s["a"]["best_objective"], s["b"]["best_objective"]) == (3, 2)
     assert s["c"]["valid"] == 0 and s["c"]["mean_gap"] is None
+    text = render(records, ["a", "b", "c"], config={})
+    assert "| m3 | r | 5 | 1 |" in text and "1* (fb 6)" in text
+    assert "## Inconsistencies" in text
 
 
 # -- executors ------------------------------------------------------------------------------

@@ -62,6 +62,9 @@ def judge(problem: Problem, sol: Solution) -> dict:
     return {
         "status": sol.status, "parts": m.partitions, "fallback": m.fallback,
         "transfer": m.transfer, "lower_bound": sol.lower_bound,
+        # The rule file's objective (SPEC section 6) as a sort key: smaller is better.
+        "objective": list(problem.objective.key(m.as_dict())),
+        "objective_spec": problem.objective.describe(),
         "valid": not violations, "violations": len(violations),
         "reason": str(violations[0]) if violations else "",
         "stats": _jsonable(sol.stats),

@@ -18,11 +18,11 @@ from typing import Iterable
 
 import yaml
 
-FORMAT = 1          # bump when a run's meaning changes: old runs are then recomputed
+FORMAT = 2          # bump when a run's meaning changes: old runs are then recomputed
 
 COLUMNS = ["model", "rules", "algorithm", "nodes", "edges", "parts", "fallback", "transfer",
            "lower_bound", "status", "seconds", "peak_memory", "valid", "reason",
-           "memory_method", "time_limit", "seed", "dims"]
+           "objective", "objective_spec", "memory_method", "time_limit", "seed", "dims"]
 
 # Outcomes that say nothing about the algorithm on this input: never reused.
 NOT_DONE = ("unavailable",)
@@ -98,6 +98,8 @@ def write_csv(path: str | os.PathLike, records: Iterable[dict]) -> None:
             row = {c: r.get(c) for c in COLUMNS}
             if row["seconds"] is not None:
                 row["seconds"] = f"{row['seconds']:.6f}"
+            if isinstance(row["objective"], list):     # the sort key, e.g. 0/3/192
+                row["objective"] = "/".join(f"{x:g}" for x in row["objective"])
             if row["dims"] is not None and not isinstance(row["dims"], str):
                 row["dims"] = " ".join(f"{k}={v}" for k, v in sorted(row["dims"].items()))
             w.writerow({k: ("" if v is None else v) for k, v in row.items()})
@@ -116,5 +118,7 @@ def read_csv(path: str | os.PathLike) -> list[dict]:
             for c in ("seconds", "time_limit"):
                 r[c] = float(r[c]) if r.get(c) not in (None, "") else None
             r["valid"] = {"True": True, "False": False}.get(r.get("valid") or "", None)
+            obj = r.get("objective")
+            r["objective"] = [float(x) for x in obj.split("/")] if obj else None
             out.append(r)
     return out

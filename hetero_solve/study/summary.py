@@ -6,12 +6,17 @@ Definitions (also written into the summary):
 
 - *solved*: the algorithm returned a partition (status ``optimal`` or ``feasible``);
 - *valid*: the validator found no violation;
-- *best known* of a problem: the fewest parts of any valid answer to it;
-- *proven optimum*: the best known when some run proved it (a valid answer with status
-  ``optimal``, or a lower bound equal to the best known);
-- *optimal*: valid runs whose parts equal the proven optimum;  *proved*: valid runs whose
-  status is ``optimal`` (the algorithm itself proved it);
-- *gap*: parts minus the best known, over the algorithm's valid runs.
+- *objective*: the rule file's objective (SPEC section 6) of the answer, compared as its sort
+  key (lexicographic terms, or the weighted sum);
+- *proven optimum* of a problem: the objective of a valid answer whose status is ``optimal``
+  (the exact engines prove it for the rule file's objective);
+- *optimal*: valid runs whose objective equals the proven optimum;  *proved*: valid runs whose
+  status is ``optimal`` (the algorithm proved it itself);
+- *best objective*: valid runs whose objective is the best any algorithm found;
+- *fewest parts*: valid runs with the fewest parts any valid answer has (the *best known*);
+- *gap*: parts minus the best known, over the algorithm's valid runs.  Under a weighted
+  objective fewer parts can cost nodes off their preferred device: the per-problem table shows
+  that fallback next to the parts.
 """
 
 from __future__ import annotations
@@ -32,53 +37,60 @@ def problem_key(r: dict) -> tuple[str, str]:
     return (r["model"], r["rules"])
 
 
+def _key(r: dict) -> tuple | None:
+    obj = r.get("objective")
+    return tuple(obj) if obj is not None else None
+
+
 def analyse(records: list[dict], algorithms: list[str]) -> dict:
-    """Per-problem best / lower bound / proven optimum and per-algorithm aggregates."""
+    """Per-problem best parts / best objective / proven optimum, per-algorithm aggregates."""
     problems: "OrderedDict[tuple[str, str], dict]" = OrderedDict()
     for r in records:
         pk = problem_key(r)
         info = problems.setdefault(pk, {"runs": {}, "nodes": r.get("nodes"), "best": None,
-                                        "lower_bound": None, "optimum": None,
+                                        "best_key": None, "lower_bound": None,
+                                        "optimum_key": None, "objective_spec": None,
                                         "inconsistent": []})
         info["runs"][r["algorithm"]] = r
-        if info["nodes"] is None:
-            info["nodes"] = r.get("nodes")
+        info["nodes"] = info["nodes"] if info["nodes"] is not None else r.get("nodes")
+        info["objective_spec"] = info["objective_spec"] or r.get("objective_spec")
     for pk, info in problems.items():
         runs = info["runs"].values()
         valid = [r for r in runs if r.get("valid") and r.get("parts") is not None]
         if valid:
             info["best"] = min(r["parts"] for r in valid)
+        keyed = [_key(r) for r in valid if _key(r) is not None]
+        if keyed:
+            info["best_key"] = min(keyed)
         bounds = [r["lower_bound"] for r in runs
                   if r.get("status") in SOLVED and r.get("lower_bound") is not None]
         if bounds:
             info["lower_bound"] = max(bounds)
-        best = info["best"]
-        if best is not None:
-            proved = [r for r in valid if r.get("status") == "optimal"]
-            if any(r["parts"] == best for r in proved) or info["lower_bound"] == best:
-                info["optimum"] = best
-            # A bug detector: a proof that another valid answer beats.
-            info["inconsistent"] = [r["algorithm"] for r in proved if r["parts"] > best]
-            if info["lower_bound"] is not None and info["lower_bound"] > best:
-                info["inconsistent"].append("lower bound")
+        proved = [r for r in valid if r.get("status") == "optimal" and _key(r) is not None]
+        if proved:
+            info["optimum_key"] = min(_key(r) for r in proved)
+            # A bug detector: a proof of optimality that another valid answer beats.
+            info["inconsistent"] = [r["algorithm"] for r in proved
+                                    if _key(r) > info["best_key"]]
     per_alg: "OrderedDict[str, dict]" = OrderedDict()
     for alg in algorithms:
         rs = [info["runs"][alg] for info in problems.values() if alg in info["runs"]]
         valid = [r for r in rs if r.get("valid")]
         gaps = []
-        optimal = best_hits = 0
+        optimal = best_hits = best_obj = 0
         for r in valid:
             info = problems[problem_key(r)]
             gaps.append(r["parts"] - info["best"])
             best_hits += r["parts"] == info["best"]
-            optimal += info["optimum"] is not None and r["parts"] == info["optimum"]
+            best_obj += _key(r) is not None and _key(r) == info["best_key"]
+            optimal += info["optimum_key"] is not None and _key(r) == info["optimum_key"]
         solved = [r for r in rs if r.get("status") in SOLVED]
         seconds = [r["seconds"] for r in solved if r.get("seconds") is not None]
         peaks = [r["peak_memory"] for r in solved if r.get("peak_memory") is not None]
         per_alg[alg] = {
             "runs": len(rs), "solved": len(solved), "valid": len(valid),
             "optimal": optimal, "proved": sum(1 for r in valid if r.get("status") == "optimal"),
-            "best": best_hits,
+            "best_objective": best_obj, "best": best_hits,
             "mean_gap": float(mean(gaps)) if gaps else None, "max_gap": max(gaps) if gaps else None,
             "mean_seconds": float(mean(seconds)) if seconds else None,
             "max_seconds": max(seconds) if seconds else None,
@@ -108,28 +120,43 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
         lines += [config["note"], ""]
 
     lines += ["## Per algorithm", "",
-              "| algorithm | runs | solved | valid | optimal | proved | best known | mean gap "
-              "| max gap | mean s | max s | max peak memory | failed / skipped / unavailable |",
+              "| algorithm | runs | solved | valid | optimal | proved | best objective "
+              "| fewest parts | mean gap | max gap | mean s | max s | max peak memory "
+              "| failed / skipped / unavailable |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-              "| --- |"]
+              "| ---: | --- |"]
     for alg, s in a["algorithms"].items():
         other = " / ".join(str(s["other"][k]) for k in ("failed", "skipped", "unavailable"))
         lines.append(
             f"| {alg} | {s['runs']} | {s['solved']} | {s['valid']} | {s['optimal']} | "
-            f"{s['proved']} | {s['best']} | {_num(s['mean_gap'], 2)} | {_num(s['max_gap'])} | "
-            f"{_num(s['mean_seconds'], 4)} | {_num(s['max_seconds'], 4)} | "
+            f"{s['proved']} | {s['best_objective']} | {s['best']} | {_num(s['mean_gap'], 2)} | "
+            f"{_num(s['max_gap'])} | {_num(s['mean_seconds'], 4)} | {_num(s['max_seconds'], 4)} | "
             f"{_bytes(s['max_peak'])} | {other} |")
     lines += ["", "*solved*: returned a partition; *valid*: no violation found by the validator; "
-              "*optimal*: valid and equal to a proven optimum (a valid answer proved optimal, or a "
-              "lower bound reached); *proved*: the algorithm proved it itself; *best known*: valid "
-              "and equal to the fewest parts any algorithm found; *gap*: parts − best known, over "
-              "the algorithm's valid runs.  Parts are compared alone; every baseline keeps each "
-              "node on its preferred device (fallback 0).", ""]
+              "*optimal*: valid, and its objective (the rule file's, SPEC section 6) equals a "
+              "proven optimum (a valid answer with status `optimal`); *proved*: the algorithm "
+              "proved it itself; *best objective*: valid and as good as the best answer any "
+              "algorithm found; *fewest parts*: valid with the fewest parts of any valid answer "
+              "(the best known); *gap*: parts − best known, over the algorithm's valid runs.  "
+              "Every baseline keeps each node on its preferred device; under a weighted "
+              "objective an exact engine may trade parts for fallback (shown as `fb`).", ""]
 
+    specs: "OrderedDict[str, list[str]]" = OrderedDict()
+    for (model, rules), info in a["problems"].items():
+        if info["objective_spec"]:
+            names = specs.setdefault(info["objective_spec"], [])
+            if _short(rules) not in names:
+                names.append(_short(rules))
     lines += ["## Parts per problem", "",
-              "A number is a valid answer; `n✗kind` an answer the validator rejects (first "
-              "violation's kind); `—` no answer (failed, skipped or unavailable: see below).  "
-              "*best* is the best known; *LB* the best lower bound any run proved.", ""]
+              "A number is a valid answer's parts; `*` marks a proven optimum of the rule file's "
+              "objective; `(fb n)` n nodes off their preferred device; `n✗kind` an answer the "
+              "validator rejects (first violation's kind); `—` no answer (failed, skipped or "
+              "unavailable: see below).  *best*: the fewest parts of a valid answer; *LB*: the best "
+              "lower bound on parts any run proved (for solutions as good on the objective's "
+              "earlier terms).", ""]
+    if specs:
+        lines += ["Objectives: " + "; ".join(f"{', '.join(v)}: {k}" for k, v in specs.items())
+                  + ".", ""]
     head = "| model | rules | nodes | best | LB | " + " | ".join(algorithms) + " |"
     lines += [head, "| --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in algorithms) + " |"]
     for (model, rules), info in a["problems"].items():
@@ -141,15 +168,16 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
             elif r.get("status") not in SOLVED:
                 cells.append("—")
             elif r.get("valid"):
-                mark = "*" if info["optimum"] is not None and r["parts"] == info["optimum"] else ""
-                cells.append(f"{r['parts']}{mark}")
+                mark = "*" if info["optimum_key"] is not None and _key(r) == info["optimum_key"] else ""
+                fb = f" (fb {r['fallback']})" if r.get("fallback") else ""
+                cells.append(f"{r['parts']}{mark}{fb}")
             else:
                 kind = (r.get("reason") or "invalid").split(":")[0]
                 cells.append(f"{_num(r.get('parts'))}✗{kind}")
         best = "" if info["best"] is None else str(info["best"])
         lines.append(f"| {_short(model)} | {_short(rules)} | {_num(info['nodes'])} | {best} | "
                      f"{_num(info['lower_bound'])} | " + " | ".join(cells) + " |")
-    lines += ["", "`*`: equal to a proven optimum.", ""]
+    lines.append("")
 
     bad = [r for r in records if not (r.get("status") in SOLVED and r.get("valid"))]
     if bad:
@@ -172,8 +200,8 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
     if incons:
         lines += ["## Inconsistencies (a bug somewhere)", ""]
         for (model, rules), who in incons:
-            lines.append(f"- {_short(model)} × {_short(rules)}: {', '.join(who)} claim more than "
-                         f"a valid answer achieves")
+            lines.append(f"- {_short(model)} × {_short(rules)}: {', '.join(who)} proved an "
+                         f"optimum that another valid answer beats")
         lines.append("")
 
     if machine:
