@@ -71,10 +71,24 @@ def _save(model: onnx.ModelProto, path: Path) -> None:
         onnx.save_model(model, str(path))
 
 
-def _write_json(path: Path, data) -> None:
+def _write_json(path: Path, data: dict) -> None:
+    """One line per top-level key, and per element of a list of objects (the parts): easy to
+    read and to diff, and written by json's C encoder (``indent=`` falls back to the pure-Python
+    one, seconds at 100,000 nodes)."""
+    dumps = json.dumps
+    lines = ["{"]
+    items = list(data.items())
+    for k, (key, value) in enumerate(items):
+        comma = "," if k + 1 < len(items) else ""
+        if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+            lines.append(f" {dumps(key)}: [")
+            lines.append(",\n".join("  " + dumps(x) for x in value))
+            lines.append(f" ]{comma}")
+        else:
+            lines.append(f" {dumps(key)}: {dumps(value)}{comma}")
+    lines.append("}")
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+        f.write("\n".join(lines) + "\n")
 
 
 def _replace(tmp: Path, out: Path) -> None:
