@@ -76,8 +76,14 @@ def _write_json(path: Path, data: dict) -> None:
     read and to diff, and written by json's C encoder (``indent=`` falls back to the pure-Python
     one, seconds at 100,000 nodes)."""
     dumps = json.dumps
-    lines = ["{"]
     items = list(data.items())
+    if all(isinstance(v, str) for v in data.values()):   # affinity.json: name -> device
+        enc = json.encoder.encode_basestring_ascii     # the C function json.dumps ends in
+        body = ",\n".join([f" {enc(k)}: {enc(v)}" for k, v in items])
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("{\n" + body + "\n}\n")
+        return
+    lines = ["{"]
     for k, (key, value) in enumerate(items):
         comma = "," if k + 1 < len(items) else ""
         if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
