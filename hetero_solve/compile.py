@@ -28,67 +28,9 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     pins, pin_keys = resolve_pins(rules, mg, placeable, warnings)
     allowed, refusals = _allowed_devices(rules, mg, placeable, pins, pin_keys)
 
-    const = mg.constant_tensors
-    producer_of = mg.producer
-    tensor_id: dict[str, int] = {}
-    t_names: list[str] = []
-    t_producer: list[int] = []
-    t_consumers: list[list[int]] = []
-    const_id: dict[str, int] = {}
-    c_names: list[str] = []
-    n = len(placeable)
-    node_inputs: list[list[int]] = [[] for _ in range(n)]
-    node_outputs: list[list[int]] = [[] for _ in range(n)]
-    node_consts: list[list[int]] = [[] for _ in range(n)]
-    pred: list[list[int]] = [[] for _ in range(n)]
-    succ: list[list[int]] = [[] for _ in range(n)]
-    value_pred: list[list[int]] = [[] for _ in range(n)]
-    value_cache: dict[tuple[str, str], tuple[int, ...]] = {}
-
-    def tensor(x: str) -> int:
-        t = tensor_id.get(x)
-        if t is None:
-            t = tensor_id[x] = len(t_names)
-            t_names.append(x)
-            t_producer.append(index.get(producer_of.get(x, -1), -1))
-            t_consumers.append([])
-        return t
-
-    for v, i in enumerate(placeable):
-        preds = pred[v]
-        for x in mg.all_inputs(i):
-            if x in const:
-                c = const_id.get(x)
-                if c is None:
-                    c = const_id[x] = len(c_names)
-                    c_names.append(x)
-                node_consts[v].append(c)
-                continue
-            t = tensor(x)
-            node_inputs[v].append(t)
-            t_consumers[t].append(v)
-            u = t_producer[t]
-            if u >= 0 and u not in preds:
-                preds.append(u)
-                succ[u].append(v)
-        for o in mg.outputs[i]:
-            if o:
-                t = tensor(o)
-                t_producer[t] = v
-                node_outputs[v].append(t)
-        op = ops[v]
-        domain = mg.domains[i]
-        key = (domain, op)
-        idx = value_cache.get(key)
-        if idx is None:
-            idx = value_cache[key] = rules.value_input_indices(op, mg.opsets.get(domain or "", mg.opset))
-        if idx:
-            inputs = mg.inputs[i]
-            for k in idx:
-                if k < len(inputs) and inputs[k] and inputs[k] not in const:
-                    u = index.get(producer_of.get(inputs[k], -1), -1)
-                    if u >= 0 and u not in value_pred[v]:
-                        value_pred[v].append(u)
+    struct = _structure(mg, placeable)
+    t_names, c_names = struct["tensor_names"], struct["const_names"]
+    value_pred = _value_edges(mg, rules, placeable, index)
 
     graph_outputs = set(mg.graph_outputs)
     t_bytes = [mg.tensor_bytes(x) for x in t_names]
@@ -98,16 +40,81 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         warnings.append(unknown)
     return Problem(
         devices=[Device(d.name, d.memory, d.instances, d.enforce_values) for d in rules.devices],
-        names=names, op_types=ops, allowed=allowed, succ=succ, pred=pred, value_pred=value_pred,
-        tensor_names=t_names, tensor_bytes=t_bytes, tensor_producer=t_producer,
-        tensor_consumers=t_consumers, tensor_is_output=[x in graph_outputs for x in t_names],
-        node_inputs=node_inputs, node_outputs=node_outputs,
-        const_names=c_names, const_bytes=c_bytes, node_consts=node_consts,
+        names=names, op_types=ops, allowed=allowed, succ=struct["succ"], pred=struct["pred"],
+        value_pred=value_pred, tensor_names=t_names, tensor_bytes=t_bytes,
+        tensor_producer=struct["tensor_producer"], tensor_consumers=struct["tensor_consumers"],
+        tensor_is_output=[x in graph_outputs for x in t_names],
+        node_inputs=struct["node_inputs"], node_outputs=struct["node_outputs"],
+        const_names=c_names, const_bytes=c_bytes, node_consts=struct["node_consts"],
         objective=objective or rules.objective, pinned=pins, graph_index=placeable,
         refusals=refusals,
         meta={"model": mg.path, "rules": rules.path, "folded": list(mg.folded),
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
               "dims": dict(mg.dims), "opset": mg.opset})
+
+
+def _structure(mg: ModelGraph, placeable: list[int]) -> dict:
+    """Tensors, constants and data edges.  Written as comprehensions over flat lists: at
+    100,000 nodes the per-edge Python overhead is the cost."""
+    const = mg.constant_tensors
+    has_sub = mg.has_subgraph
+    all_inputs = mg.all_inputs
+    reads = []
+    for i in placeable:
+        ins = mg.inputs[i]
+        if has_sub[i] or "" in ins or len(set(ins)) < len(ins):
+            ins = all_inputs(i)           # outer-scope reads, no blanks, no repeats
+        reads.append(ins)
+    outs = [[o for o in mg.outputs[i] if o] for i in placeable]
+    c_names = list(dict.fromkeys([x for r in reads for x in r if x in const]))
+    cid = {x: k for k, x in enumerate(c_names)}
+    t_names = list(dict.fromkeys([x for r in reads for x in r if x not in const]
+                                 + [o for os_ in outs for o in os_]))
+    tid = {x: k for k, x in enumerate(t_names)}
+    node_consts = [[cid[x] for x in r if x in const] for r in reads]
+    node_inputs = [[tid[x] for x in r if x not in const] for r in reads]
+    node_outputs = [[tid[o] for o in os_] for os_ in outs]
+    producer = [-1] * len(t_names)
+    for v, os_ in enumerate(node_outputs):
+        for t in os_:
+            producer[t] = v
+    consumers: list[list[int]] = [[] for _ in t_names]
+    for v, ins in enumerate(node_inputs):
+        for t in ins:
+            consumers[t].append(v)
+    pred = [sorted({producer[t] for t in ins} - {-1}) if len(ins) > 1
+            else [producer[ins[0]]] if ins and producer[ins[0]] >= 0 else []
+            for ins in node_inputs]
+    succ: list[list[int]] = [[] for _ in placeable]
+    for v, ps in enumerate(pred):
+        for u in ps:
+            succ[u].append(v)
+    return {"tensor_names": t_names, "const_names": c_names, "node_consts": node_consts,
+            "node_inputs": node_inputs, "node_outputs": node_outputs,
+            "tensor_producer": producer, "tensor_consumers": consumers, "pred": pred, "succ": succ}
+
+
+def _value_edges(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int]) -> list[list[int]]:
+    """``value_pred[v]``: nodes making a value-dependent input of ``v`` (constants and graph
+    inputs are known values and make none), at the opset of the node's domain."""
+    const = mg.constant_tensors
+    producer_of = mg.producer
+    cache: dict[tuple[str, str], tuple[int, ...]] = {}
+    value_pred: list[list[int]] = [[] for _ in placeable]
+    for v, i in enumerate(placeable):
+        key = (mg.domains[i], mg.op_types[i])
+        idx = cache.get(key)
+        if idx is None:
+            idx = cache[key] = rules.value_input_indices(key[1], mg.opsets.get(key[0] or "", mg.opset))
+        if not idx:
+            continue
+        inputs = mg.inputs[i]
+        for k in idx:
+            if k < len(inputs) and inputs[k] and inputs[k] not in const:
+                u = index.get(producer_of.get(inputs[k], -1), -1)
+                if u >= 0 and u not in value_pred[v]:
+                    value_pred[v].append(u)
+    return value_pred
 
 
 def resolve_pins(rules: Rules, mg: ModelGraph, placeable: list[int],

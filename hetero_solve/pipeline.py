@@ -7,8 +7,10 @@ touches the file system only to read its inputs.  :meth:`Result.write` exports.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -119,7 +121,23 @@ class Result:
 
     def write(self, out_dir: str | os.PathLike | None = None, **kw) -> Path:
         """Export to OUT_DIR (default ``<model stem>.hetero/`` next to the model)."""
-        return write_result(self, out_dir or default_out_dir(self.model_graph.path), **kw)
+        with paused_gc():
+            return write_result(self, out_dir or default_out_dir(self.model_graph.path), **kw)
+
+
+@contextmanager
+def paused_gc():
+    """Pause the cyclic garbage collector.  The pipeline creates hundreds of thousands of small
+    acyclic lists and tuples; each allocation burst would trigger collections that rescan every
+    live object (40 % of compile time at 100,000 nodes).  Reference counting still frees
+    everything; the previous GC state is restored."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def default_out_dir(model_path: str) -> Path:
@@ -143,6 +161,12 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    with paused_gc():
+        return _solve(model, rules, dims=dims, engine=engine, time_limit=time_limit, seed=seed,
+                      objective=objective, progress=progress)
+
+
+def _solve(model, rules, *, dims, engine, time_limit, seed, objective, progress) -> Result:
     say = progress or (lambda _msg: None)
     seconds: dict[str, float] = {}
     clock = time.perf_counter()
@@ -172,8 +196,8 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed, progress=say)
     lap("exact")
     say("validating")
-    check(problem, sol)
     metrics = evaluate(problem, sol)
+    check(problem, sol, metrics=metrics)
     lap("validate")
     warnings = list(problem.meta.get("warnings", [])) + _unknown_rank_boundaries(mg, problem, sol)
     return Result(mg, rule_set, problem, sol, metrics, seconds, warnings,

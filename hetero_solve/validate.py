@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from .errors import ValidationError
 from .problem import Problem
-from .solution import Solution, evaluate, quotient_edges
+from .solution import Metrics, Solution, evaluate, quotient_edges
 from .units import format_bytes
 
 KINDS = ("structure", "support", "pin", "cycle", "order", "value", "memory")
@@ -32,10 +32,12 @@ class Violation:
         return {"kind": self.kind, "message": self.message, "nodes": self.nodes, "parts": self.parts}
 
 
-def validate(problem: Problem, sol: Solution, *, require_order: bool = True) -> list[Violation]:
+def validate(problem: Problem, sol: Solution, *, require_order: bool = True,
+             metrics: Metrics | None = None) -> list[Violation]:
     """Every violation of the five conditions (support, pins, acyclic, values, memory), plus
     structural ones (a node without a valid part, an empty part, ids not topological when
-    ``require_order``).  At most ``MAX_PER_KIND`` are listed per kind."""
+    ``require_order``).  At most ``MAX_PER_KIND`` are listed per kind.  ``metrics`` saves
+    recomputing part memories when the caller has them."""
     out: list[Violation] = []
     count: dict[str, int] = {}
 
@@ -77,7 +79,7 @@ def validate(problem: Problem, sol: Solution, *, require_order: bool = True) -> 
     if require_order and not cyclic:
         _order(problem, sol, add)
     _values(problem, sol, add)
-    _memory(problem, sol, add)
+    _memory(problem, sol, add, metrics)
     for kind, c in count.items():
         if c > MAX_PER_KIND:
             out.append(Violation(kind, f"... and {c - MAX_PER_KIND} more {kind} violations"))
@@ -196,10 +198,10 @@ def _values(problem: Problem, sol: Solution, add) -> None:
                                        f"{p} on {dev.name}", [problem.names[u], problem.names[v]], [p]))
 
 
-def _memory(problem: Problem, sol: Solution, add) -> None:
+def _memory(problem: Problem, sol: Solution, add, metrics: Metrics | None) -> None:
     if not problem.has_memory_limits():
         return
-    metrics = evaluate(problem, sol)
+    metrics = metrics or evaluate(problem, sol)
     for (d, i), used in sorted(metrics.instance_memory.items()):
         cap = problem.devices[d].memory
         if cap is not None and used > cap:

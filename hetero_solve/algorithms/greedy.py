@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ..errors import InfeasibleError
 from ..problem import Problem
-from ..solution import Solution, evaluate, normalize
+from ..solution import Solution, evaluate
 from ..units import format_bytes
 
 
@@ -39,23 +39,38 @@ def heuristic(problem: Problem) -> Solution:
 
     Ties go to the answer whose largest parts are larger (OpenVINO keeps the largest subgraph;
     it also reproduces seed 000's worked example)."""
-    best = None
-    best_key = None
+    shared = _Shared(problem)
+    candidates = []
     for direction in ("forward", "backward"):
-        sol = greedy(problem, direction=direction)
-        m = evaluate(problem, sol)
-        sizes = sorted((len(nodes) for nodes in sol.parts()), reverse=True)
-        key = problem.objective.key(m.as_dict()) + tuple(-s for s in sizes)
-        if best_key is None or key < best_key:
-            best, best_key = sol, key
-    assert best is not None
+        sol = greedy(problem, direction=direction, _shared=shared)
+        candidates.append((problem.objective.key(evaluate(problem, sol).as_dict()), sol))
+    if candidates[0][0] == candidates[1][0]:
+        candidates = [(key + _larger_parts_first(sol), sol) for key, sol in candidates]
+    best = min(candidates, key=lambda c: c[0])[1]
     best.algorithm = "heuristic"
     best.stats["heuristic_partitions"] = best.num_parts
     return best
 
 
+def _larger_parts_first(sol: Solution) -> tuple[int, ...]:
+    sizes = [0] * sol.num_parts
+    for p in sol.part_of:
+        sizes[p] += 1
+    return tuple(sorted((-s for s in sizes)))
+
+
+class _Shared:
+    """What both passes need: a topological order, the value-separated pairs, and each node's
+    memory alone in a part."""
+
+    def __init__(self, problem: Problem):
+        self.order = _topological(problem.succ, problem.pred)
+        self.sep = _separated(problem)
+        self.alone = standalone_memory(problem) if problem.has_memory_limits() else []
+
+
 def greedy(problem: Problem, *, direction: str = "forward",
-           devices: list[int] | None = None) -> Solution:
+           devices: list[int] | None = None, _shared: _Shared | None = None) -> Solution:
     """One greedy pass.  ``direction="backward"`` builds parts from the sinks up (the same
     algorithm on the reversed graph).  ``devices`` fixes a starting device per node (default:
     the preferred one)."""
@@ -69,25 +84,24 @@ def greedy(problem: Problem, *, direction: str = "forward",
     dev = list(devices) if devices is not None else [a[0] for a in problem.allowed]
     D = len(problem.devices)
     enforce = [d.enforce_values for d in problem.devices]
-    sep = _separated(problem)
-    level = _bottom_levels(problem, nxt, prv, dev, enforce, direction)
+    shared = _shared or _Shared(problem)
+    sep = shared.sep
+    order = shared.order if direction == "forward" else shared.order[::-1]
+    level = _bottom_levels(problem, nxt, order, dev, enforce, direction)
 
     indeg = [len(p) for p in prv]
     ready: list[list[int]] = [[] for _ in range(D)]
     top = [-1] * D
     free = [[d.memory] * d.instances if d.memory is not None else None for d in problem.devices]
     most_free = [max(f) if f is not None else None for f in free]
-    alone: dict[int, int] = {}
+    alone = shared.alone
 
     def settle(v: int) -> int:
         """Move ``v`` down its allowed list while its device has no instance it fits in
         alone, so that it can join a part being built on the next device right away."""
         d = dev[v]
         while most_free[d] is not None:
-            need = alone.get(v)
-            if need is None:
-                need = alone[v] = _PartMemory(problem, 0).delta(v)
-            if need <= most_free[d]:
+            if alone[v] <= most_free[d]:
                 break
             allowed = problem.allowed[v]
             pos = allowed.index(d)
@@ -159,8 +173,33 @@ def greedy(problem: Problem, *, direction: str = "forward",
         elif tracker is not None:
             free[d][inst] -= tracker.used
             most_free[d] = max(free[d])
-    sol = Solution(part_of, part_device, part_instance, algorithm=f"greedy-{direction}")
-    return normalize(problem, sol)
+    k = len(part_device)
+    if direction == "backward":   # parts were made sinks first: reverse to a topological order
+        part_of = [k - 1 - p for p in part_of]
+        part_device.reverse()
+        part_instance.reverse()
+    # Part ids are topological by construction: a node joins a part only after all its
+    # predecessors are placed in that part or an earlier one.
+    return Solution(part_of, part_device, part_instance, algorithm=f"greedy-{direction}")
+
+
+def standalone_memory(problem: Problem) -> list[int]:
+    """Memory of each node alone in a part: its constants, inputs, and the outputs that are
+    graph outputs or read by anyone (all readers are outside a one-node part)."""
+    cb, tb = problem.const_bytes, problem.tensor_bytes
+    is_out, cons = problem.tensor_is_output, problem.tensor_consumers
+    out = []
+    for consts, ins, outs in zip(problem.node_consts, problem.node_inputs, problem.node_outputs):
+        m = 0
+        for c in consts:          # distinct per node (compile dedupes a node's reads)
+            m += cb[c]
+        for t in ins:
+            m += tb[t]
+        for t in outs:
+            if is_out[t] or cons[t]:
+                m += tb[t]
+        out.append(m)
+    return out
 
 
 def _next_device(ready: list[list[int]], top: list[int]) -> int:
@@ -183,11 +222,11 @@ def _separated(problem: Problem) -> list[list[int]]:
     return sep
 
 
-def _bottom_levels(problem: Problem, nxt, prv, dev, enforce, direction: str) -> list[int]:
+def _bottom_levels(problem: Problem, nxt, order: list[int], dev, enforce, direction: str) -> list[int]:
     """Longest chain of forced breaks (device change, enforced value input) from each node to
-    the end, in the direction of travel.  The list-scheduling priority."""
+    the end, in the direction of travel.  The list-scheduling priority.  ``order`` is a
+    topological order in the direction of travel."""
     n = problem.n
-    order = _topological(nxt, prv)
     level = [0] * n
     vp = problem.value_pred
     forward = direction == "forward"

@@ -71,10 +71,30 @@ def _save(model: onnx.ModelProto, path: Path) -> None:
         onnx.save_model(model, str(path))
 
 
-def _write_json(path: Path, data) -> None:
+def _write_json(path: Path, data: dict) -> None:
+    """One line per top-level key, and per element of a list of objects (the parts): easy to
+    read and to diff, and written by json's C encoder (``indent=`` falls back to the pure-Python
+    one, seconds at 100,000 nodes)."""
+    dumps = json.dumps
+    items = list(data.items())
+    if all(isinstance(v, str) for v in data.values()):   # affinity.json: name -> device
+        enc = json.encoder.encode_basestring_ascii     # the C function json.dumps ends in
+        body = ",\n".join([f" {enc(k)}: {enc(v)}" for k, v in items])
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("{\n" + body + "\n}\n")
+        return
+    lines = ["{"]
+    for k, (key, value) in enumerate(items):
+        comma = "," if k + 1 < len(items) else ""
+        if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+            lines.append(f" {dumps(key)}: [")
+            lines.append(",\n".join("  " + dumps(x) for x in value))
+            lines.append(f" ]{comma}")
+        else:
+            lines.append(f" {dumps(key)}: {dumps(value)}{comma}")
+    lines.append("}")
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+        f.write("\n".join(lines) + "\n")
 
 
 def _replace(tmp: Path, out: Path) -> None:

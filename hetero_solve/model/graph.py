@@ -23,18 +23,32 @@ from ..units import element_bits
 Shape = tuple  # tuple[int | str | None, ...] | None
 
 
-@dataclass
 class TensorType:
-    elem_type: int          # onnx.TensorProto.DataType; 0 = unknown (or not a tensor)
-    shape: Shape            # see ``Shape``
+    """Element type and shape; ``static``, ``rank`` and the element count are computed once
+    (instances are shared by every tensor of the same type)."""
 
-    @property
-    def rank(self) -> int | None:
-        return None if self.shape is None else len(self.shape)
+    __slots__ = ("elem_type", "shape", "rank", "static", "count")
 
-    @property
-    def static(self) -> bool:
-        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+    def __init__(self, elem_type: int, shape: Shape):
+        self.elem_type = elem_type      # onnx.TensorProto.DataType; 0 = unknown (or not a tensor)
+        self.shape = shape
+        self.rank = None if shape is None else len(shape)
+        self.static = shape is not None and all(isinstance(d, int) for d in shape)
+        count = 1
+        for d in shape or ():
+            if isinstance(d, int):
+                count *= d
+        self.count = count              # unknown dimensions count as 1
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, TensorType) and self.elem_type == other.elem_type
+                and self.shape == other.shape)
+
+    def __hash__(self) -> int:
+        return hash((self.elem_type, self.shape))
+
+    def __repr__(self) -> str:
+        return f"TensorType(elem_type={self.elem_type}, shape={self.shape})"
 
 
 UNKNOWN_TYPE = TensorType(0, None)
@@ -92,6 +106,7 @@ class ModelGraph:
     _unknown_dim_tensors: set[str] = field(default_factory=set, repr=False)
     _inferred_index: dict[int, int] = field(default_factory=dict, repr=False)
     _parsed: dict[bytes, TensorType] = field(default_factory=dict, repr=False)
+    _nonstatic: set[str] | None = field(default=None, repr=False)
 
     # -- basic facts -------------------------------------------------------------------------
     @property
@@ -147,16 +162,18 @@ class ModelGraph:
         """Element count x element size; an unknown dimension counts as 1 (and is remembered
         so that a warning can name it, SPEC section 5)."""
         t = self.tensor_type(name)
-        count = 1
-        unknown = t.shape is None
-        for d in t.shape or ():
-            if isinstance(d, int):
-                count *= d
-            else:
-                unknown = True
-        if unknown or t.elem_type == 0:
+        if not t.static or t.elem_type == 0:
             self._unknown_dim_tensors.add(name)
-        return (count * element_bits(t.elem_type) + 7) // 8
+        return (t.count * element_bits(t.elem_type) + 7) // 8
+
+    def nonstatic_tensors(self) -> set[str]:
+        """Every node input/output whose shape is not static (computed once)."""
+        if self._nonstatic is None:
+            tt = self.tensor_type
+            names = {x for ins in self.inputs for x in ins} | {x for outs in self.outputs for x in outs}
+            names.discard("")
+            self._nonstatic = {x for x in names if not tt(x).static}
+        return self._nonstatic
 
     def unknown_size_warning(self) -> str | None:
         names = sorted(self._unknown_dim_tensors)

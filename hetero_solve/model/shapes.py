@@ -9,11 +9,13 @@ protobuf's 2 GiB limit.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import onnx
 from onnx import numpy_helper
 
 from .fold import evaluate_folded, find_foldable
-from .graph import ModelGraph, type_of_value_info
+from .graph import ModelGraph, TensorType, type_of_value_info
 
 STRIP_ELEMENTS = 4096
 MAX_ROUNDS = 5
@@ -21,13 +23,19 @@ MAX_ROUNDS = 5
 
 def analyse_shapes(mg: ModelGraph, *, fold: bool = True) -> None:
     """Fill ``mg``'s tensor types, ``folded`` and ``constant_tensors`` in place."""
-    base = _inference_base(mg)
     _unused_dims(mg)
     folded: list[int] = []
-    inferred = _infer(mg, base)
+    light = _initializer_bytes(mg) < LIGHT_COPY_BYTES
+    if light:   # infer on the model itself (dims substituted, then restored): no copy
+        with _dims_substituted(mg.model, mg.dims):
+            inferred = _infer(mg, mg.model)
+    else:
+        inferred = _infer(mg, _inference_base(mg))
     _index_types(mg, inferred)
+    base: onnx.ModelProto | None = None
     hints = control_flow_hints(mg)
     if hints:
+        base = _inference_base(mg)
         base.graph.value_info.extend(hints)
         inferred = _infer(mg, base)
     for _round in range(MAX_ROUNDS):
@@ -49,6 +57,7 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True) -> None:
         if not rerun:
             _index_types(mg, inferred)
             break
+        base = base or _inference_base(mg)
         inferred = _infer(mg, _with_folded(base, mg, mg._folded_values))
         dropped = set(folded)
         kept = [i for i in range(len(mg.names)) if i not in dropped]
@@ -76,10 +85,54 @@ def _inference_base(mg: ModelGraph) -> onnx.ModelProto:
     g.sparse_initializer.extend(src.graph.sparse_initializer)
     for t in src.graph.initializer:
         g.initializer.append(_light(t))
-    if mg.dims:
-        for vi in list(g.input) + list(g.output) + list(g.value_info):
-            _substitute(vi, mg.dims)
+    _substitute_all(m, mg.dims)
     return m
+
+
+LIGHT_COPY_BYTES = 1 << 30
+
+
+def _initializer_bytes(mg: ModelGraph) -> int:
+    return sum(len(t.raw_data) for t in mg.model.graph.initializer)
+
+
+def _dim_protos(model: onnx.ModelProto):
+    """Every dimension of the declared inputs, outputs and value infos, subgraphs included."""
+    graphs = [model.graph]
+    while graphs:
+        g = graphs.pop()
+        for vi in list(g.input) + list(g.output) + list(g.value_info):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                yield from vi.type.tensor_type.shape.dim
+        for node in g.node:
+            if node.op_type in ("If", "Loop", "Scan", "SequenceMap") or node.domain not in ("", "ai.onnx"):
+                for a in node.attribute:
+                    if a.type == onnx.AttributeProto.GRAPH:
+                        graphs.append(a.g)
+                    elif a.type == onnx.AttributeProto.GRAPHS:
+                        graphs.extend(a.graphs)
+
+
+def _substitute_all(model: onnx.ModelProto, dims: dict[str, int]) -> list:
+    """Replace symbolic dims by their values; returns what to restore."""
+    changed = []
+    if not dims:
+        return changed
+    for d in _dim_protos(model):
+        if d.HasField("dim_param") and d.dim_param in dims:
+            changed.append((d, d.dim_param))
+            d.dim_value = int(dims[d.dim_param])
+    return changed
+
+
+@contextmanager
+def _dims_substituted(model: onnx.ModelProto, dims: dict[str, int]):
+    changed = _substitute_all(model, dims)
+    try:
+        yield
+    finally:
+        for d, param in changed:
+            d.dim_param = param
 
 
 def _light(t: onnx.TensorProto) -> onnx.TensorProto:
@@ -95,14 +148,6 @@ def _light(t: onnx.TensorProto) -> onnx.TensorProto:
     light.data_type = t.data_type
     light.dims.extend(t.dims)
     return light
-
-
-def _substitute(vi: onnx.ValueInfoProto, dims: dict[str, int]) -> None:
-    if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
-        return
-    for d in vi.type.tensor_type.shape.dim:
-        if d.HasField("dim_param") and d.dim_param in dims:
-            d.dim_value = int(dims[d.dim_param])
 
 
 def _unused_dims(mg: ModelGraph) -> None:
@@ -139,6 +184,7 @@ def _index_types(mg: ModelGraph, inferred: onnx.ModelProto) -> None:
     vi.update(values)
     mg._value_info = vi
     mg._types.clear()
+    mg._nonstatic = None
 
 
 def control_flow_hints(mg: ModelGraph) -> list[onnx.ValueInfoProto]:
@@ -158,7 +204,7 @@ def control_flow_hints(mg: ModelGraph) -> list[onnx.ValueInfoProto]:
             continue
         node = mg.model.graph.node[i]
         body = next(a.g for a in node.attribute if a.name == "body")
-        body_outs = [type_of_value_info(vi) for vi in body.output[1:]]
+        body_outs = [_with_dims(type_of_value_info(vi), mg.dims) for vi in body.output[1:]]
         carried = len(node.input) - 2
         for j, o in enumerate(outs):
             if not o or mg.tensor_type(o).rank is not None or j >= len(body_outs):
@@ -180,6 +226,12 @@ def control_flow_hints(mg: ModelGraph) -> list[onnx.ValueInfoProto]:
                 elem = b.elem_type
             hints.append(onnx.helper.make_tensor_value_info(o, elem, dims))
     return hints
+
+
+def _with_dims(t: TensorType, dims: dict[str, int]) -> TensorType:
+    if t.shape is None or not dims:
+        return t
+    return TensorType(t.elem_type, tuple(dims.get(d, d) if isinstance(d, str) else d for d in t.shape))
 
 
 def _has_dynamic_consumers(mg: ModelGraph) -> bool:

@@ -41,8 +41,13 @@ class SupportChecker:
         if reason is not None:
             return reason
         cond = dev.when.get(op)
-        if cond is None and not dev.static_shapes and not mg.has_subgraph[i]:
-            return None
+        if cond is None and not mg.has_subgraph[i]:
+            if not dev.static_shapes:
+                return None
+            nonstatic = mg.nonstatic_tensors()
+            if not nonstatic or not (any(x in nonstatic for x in mg.inputs[i])
+                                     or any(x in nonstatic for x in mg.outputs[i])):
+                return None
         opset = mg.opsets.get(mg.domains[i] or "", mg.opset)
         value_idx = self.rules.value_input_indices(op, opset) if cond is not None else ()
         reason = node_refusal(dev, op, mg.inputs[i], mg.outputs[i],
@@ -117,13 +122,17 @@ def _condition_refusal(dev: DeviceRules, cond: OpCondition, op: str, inputs: tup
                         f"{name}={_show(wanted)} (ops.when.{op})")
         if not _equal(actual, wanted):
             return f"attribute {name}={_show(actual)}, {dev.name} needs {_show(wanted)} (ops.when.{op})"
-    if cond.dtypes is not None:
+    if cond.dtypes is not None and not (
+            all(not x or k in value_idx or type_of(x).elem_type in cond.dtypes for k, x in enumerate(inputs))
+            and all(not x or type_of(x).elem_type in cond.dtypes for x in outputs)):
         for role, name in _tensors(inputs, outputs, value_idx):
             t = type_of(name)
             if t.elem_type not in cond.dtypes:
                 return (f"{role} {name!r} is {dtype_name(t.elem_type)}, {dev.name} takes "
                         f"{', '.join(cond.dtype_names)} (ops.when.{op}.dtypes)")
-    if cond.max_rank is not None:
+    limit = cond.max_rank
+    if limit is not None and not all(not x or (r := type_of(x).rank) is not None and r <= limit
+                                     for x in inputs + outputs):
         for role, name in _tensors(inputs, outputs, ()):
             r = type_of(name).rank
             if r is None or r > cond.max_rank:
