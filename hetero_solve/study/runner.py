@@ -54,8 +54,8 @@ def run_job(job: Job) -> dict:
 def judge(problem: Problem, sol: Solution) -> dict:
     """Metrics and the validator's verdict for one answer."""
     try:
-        violations = validate(problem, sol)
         m = evaluate(problem, sol)
+        violations = validate(problem, sol, metrics=m)
     except Exception as e:  # noqa: BLE001 - a malformed answer is an invalid answer
         return {"status": sol.status, "valid": False, "violations": 1,
                 "reason": f"structure: cannot evaluate ({type(e).__name__}: {_one_line(e)})"}

@@ -3,8 +3,10 @@ as the run ends (atomically), so an interrupted study loses nothing finished and
 reuses every run whose key is already there.  ``results.csv`` is rebuilt from those files.
 
 A run's key hashes what determines its answer: the model file's bytes, the rule file's bytes
-and those of its includes, the ``--dim`` values, the algorithm, and the time limit and seed
-for the algorithms that use them.  Renaming a file keeps its runs; editing it reruns them.
+and those of its includes, the ``--dim`` values, the algorithm, the time limit and seed for the
+algorithms that use them, and the hetero-solve version.  Renaming a file keeps its runs;
+editing it reruns them.  Code changes within one version are not seen: start a fresh ``DIR``
+(or delete ``DIR/runs``) to measure new code.
 """
 
 from __future__ import annotations
@@ -56,7 +58,9 @@ def rules_digest(path: str | os.PathLike, _seen: frozenset[str] = frozenset()) -
 
 def run_key(model_digest: str, rules_digest_: str, dims: dict[str, int], algorithm: str,
             time_limit: float | None, seed: int | None) -> str:
-    payload = json.dumps({"format": FORMAT, "model": model_digest, "rules": rules_digest_,
+    from .. import __version__
+    payload = json.dumps({"format": FORMAT, "version": __version__,
+                          "model": model_digest, "rules": rules_digest_,
                           "dims": sorted(dims.items()), "algorithm": algorithm,
                           "time_limit": time_limit, "seed": seed}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
