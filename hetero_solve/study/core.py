@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -54,11 +54,13 @@ class StudyConfig:
     custom: dict[str, Callable] = field(default_factory=dict)
 
     def public(self) -> dict:
-        d = asdict(self)
-        d.pop("custom")
+        """The JSON-able settings (custom algorithms by name only: they may not copy)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "custom"}
         d["models"] = [str(m) for m in self.models]
         d["rules"] = [str(r) for r in self.rules]
         d["out_dir"] = str(self.out_dir)
+        d["dims"] = dict(self.dims)
+        d["algorithms"] = list(self.algorithms)
         return d
 
 
