@@ -84,7 +84,7 @@ def test_small_study_writes_csv_summary_and_plots(tmp_path):
             assert row["objective"] == list(p.objective.key(evaluate(p, sol).as_dict()))
             assert row["objective_spec"] == p.objective.describe()
         assert row["seconds"] >= 0 and row["peak_memory"] >= 0
-        assert row["memory_method"] == "tracemalloc"
+        assert row["memory_method"] == "rss"
 
     summary = (out / "summary.md").read_text()
     a = analyse(result.records, algs)
@@ -310,3 +310,22 @@ def test_cli_study_takes_yaml_arguments_as_rules(tmp_path, capsys):
               "-o", str(tmp_path / "x")])
     assert e.value.code == 2
     assert "unknown algorithm 'bogus'" in capsys.readouterr().err
+
+
+def test_measure_modes():
+    from hetero_solve.study.runner import measure
+    calls = []
+
+    def work():
+        calls.append(1)
+        block = bytearray(4_000_000)          # a 4 MB allocation the tracer must see
+        return len(block)
+
+    answer, seconds, peak = measure(work, "tracemalloc")
+    assert answer == 4_000_000 and seconds >= 0 and peak >= 4_000_000
+    assert len(calls) == 2                    # timed untraced, then traced for memory
+    answer, seconds, peak = measure(work, "rss")
+    assert answer == 4_000_000 and isinstance(peak, int) and peak >= 0 and len(calls) == 3
+    assert measure(work, "none")[2] is None and len(calls) == 4
+    with pytest.raises(ValueError, match="memory method"):
+        measure(work, "bogus")

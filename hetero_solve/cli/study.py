@@ -12,7 +12,6 @@ from rich.table import Table
 
 from ..study import ALGORITHMS, StudyConfig, analyse, run_study
 from ..study.executors import EXECUTORS
-from ..study.runner import MEMORY_METHODS
 from . import app
 from .common import UsageError, out_console, parse_dims
 
@@ -49,8 +48,10 @@ def study_command(
                                             help="Dask scheduler, e.g. tcp://host:8786 "
                                                  "(default: a local cluster of --jobs workers)."),
     seed: int = typer.Option(0, "--seed", help="Solver seed for CP-SAT and SAT."),
-    memory: str = typer.Option("tracemalloc", "--memory",
-                               help=f"Peak memory measure: {', '.join(MEMORY_METHODS)}."),
+    memory: str = typer.Option("rss", "--memory",
+                               help="Peak memory measure: rss (resident set increase, no "
+                                    "overhead), tracemalloc (Python heap, a second traced run), "
+                                    "or none."),
     note: str = typer.Option("", "--note", help="A sentence for summary.md (e.g. the machine "
                                                 "was shared)."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Tables only (no matplotlib)."),

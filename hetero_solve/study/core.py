@@ -9,6 +9,7 @@ writes the tables for them; the next start computes only what is missing.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -45,7 +46,7 @@ class StudyConfig:
     executor: str = "local"
     scheduler: str | None = None
     seed: int = 0
-    memory: str = "tracemalloc"
+    memory: str = "rss"
     note: str = ""
     command: str = ""
     plots: bool = True
@@ -90,7 +91,7 @@ def run_study(config: StudyConfig, *, progress: bool = True) -> StudyResult:
             uses_limit = alg in config.custom or ALGORITHMS[alg].uses_time_limit
             key = run_key(model_digests[m], rule_digests[r], config.dims, alg,
                           config.time_limit if uses_limit else None,
-                          config.seed if uses_limit else None)
+                          config.seed if uses_limit else None, config.memory)
             plan.append((m, r, alg, key))
             record = store.load(key)
             if record is not None:
@@ -203,6 +204,10 @@ def _check(config: StudyConfig) -> list[str]:
         raise StudyError(f"--executor {config.executor!r}: expected one of {', '.join(EXECUTORS)}")
     if config.memory not in MEMORY_METHODS:
         raise StudyError(f"--memory {config.memory!r}: expected one of {', '.join(MEMORY_METHODS)}")
+    if config.memory == "rss" and importlib.util.find_spec("psutil") is None:
+        # Checked here: a missing package must not be recorded as every run failing.
+        raise StudyError("--memory rss needs psutil: pip install 'hetero-solve[study]' "
+                         "(or --memory tracemalloc / none)")
     if config.jobs < 1:
         raise StudyError(f"--jobs {config.jobs}: must be at least 1")
     if config.scheduler and config.executor != "dask":

@@ -4,7 +4,7 @@ reuses every run whose key is already there.  ``results.csv`` is rebuilt from th
 
 A run's key hashes what determines its answer: the model file's bytes, the rule file's bytes
 and those of its includes, the ``--dim`` values, the algorithm, the time limit and seed for the
-algorithms that use them, and the hetero-solve version.  Renaming a file keeps its runs;
+algorithms that use them, the memory measure, and the hetero-solve version.  Renaming a file keeps its runs;
 editing it reruns them.  Code changes within one version are not seen: start a fresh ``DIR``
 (or delete ``DIR/runs``) to measure new code.
 """
@@ -20,7 +20,7 @@ from typing import Iterable
 
 import yaml
 
-FORMAT = 2          # bump when a run's meaning changes: old runs are then recomputed
+FORMAT = 3          # bump when a run's meaning changes: old runs are then recomputed
 
 COLUMNS = ["model", "rules", "algorithm", "nodes", "edges", "parts", "fallback", "transfer",
            "lower_bound", "status", "seconds", "peak_memory", "valid", "reason",
@@ -57,12 +57,13 @@ def rules_digest(path: str | os.PathLike, _seen: frozenset[str] = frozenset()) -
 
 
 def run_key(model_digest: str, rules_digest_: str, dims: dict[str, int], algorithm: str,
-            time_limit: float | None, seed: int | None) -> str:
+            time_limit: float | None, seed: int | None, memory: str = "rss") -> str:
     from .. import __version__
     payload = json.dumps({"format": FORMAT, "version": __version__,
                           "model": model_digest, "rules": rules_digest_,
                           "dims": sorted(dims.items()), "algorithm": algorithm,
-                          "time_limit": time_limit, "seed": seed}, sort_keys=True)
+                          "time_limit": time_limit, "seed": seed, "memory": memory},
+                         sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 

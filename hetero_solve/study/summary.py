@@ -270,9 +270,11 @@ def _git_commit() -> str | None:
 
 
 def _memory_note(method: str | None) -> str:
-    return {"tracemalloc": "tracemalloc peak of Python allocations during the run (native "
-                           "solver memory not included)",
-            "rss": "peak increase of the worker's resident set size (psutil, sampled every 5 ms)",
+    return {"rss": "peak increase of the worker's resident set size during the run (psutil, "
+                   "sampled every 5 ms; includes native solver memory; 0 when the run reused "
+                   "memory the worker already held)",
+            "tracemalloc": "tracemalloc peak of Python allocations, from a second, traced run "
+                           "(native solver memory not included)",
             "none": "not measured"}.get(method or "", str(method))
 
 
