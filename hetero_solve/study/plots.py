@@ -120,6 +120,12 @@ def plot_time(plt, records: list[dict], algorithms: list[str], out: Path) -> lis
             plotted = True
     ax.set_xscale("log")
     ax.set_yscale("log")
+    sizes = sorted({r["nodes"] for r in records if r.get("nodes")})
+    if 0 < len(sizes) <= 12:              # label the sizes measured, not powers of ten
+        from matplotlib.ticker import NullFormatter
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([str(n) for n in sizes], fontsize=8)
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("graph size (placeable nodes)")
     ax.set_ylabel("seconds")
     ax.set_title("Time against graph size (hollow: invalid answer)")

@@ -44,8 +44,9 @@ Interpretations (the seed leaves these open; each is needed to reproduce its wor
 
 Above ``max_nodes`` placeable nodes (default :data:`MAX_NODES`, 10,000) the baseline raises
 :class:`BaselineSkipped`: the closure is O(N^2) bits (12 MB at 10,000 nodes, 1.2 GB at
-100,000), and every round regrows every subgraph of the remaining nodes (measured here: 3,000
-nodes in 4 s, 6,000 in 16 s, with a few hundred rounds).
+100,000), and every round regrows every subgraph of the remaining nodes, so time grows with
+nodes x parts (measured here: 4,000 nodes and 1,923 parts in 34 s; 6,000 nodes and 835 parts
+in 16 s).
 
 Example (the seed's 7-node graph, node 4 unsupported by the first plugin):
 
