@@ -4,6 +4,9 @@ The pipeline, one module per step::
 
     load_model  ->  compile_problem  ->  heuristic  ->  refine (exact)  ->  validate  ->  write
 
+and around it: ``run`` (the parts in onnxruntime), ``verify`` (against the original),
+``check_affinity`` (a user-defined split), ``query_rules`` (what each device takes).
+
 >>> import hetero_solve as hs
 >>> result = hs.solve("examples/resnet_like.onnx", "rules/npu-static.yaml")   # doctest: +SKIP
 >>> result.metrics.partitions, result.write("out/")                           # doctest: +SKIP
@@ -18,11 +21,16 @@ from .problem import Device, Objective, Problem, make_problem
 from .rules import Rules, load_rules
 from .solution import Solution, evaluate, normalize
 from .validate import Violation, check, validate
+from .runtime import RunResult, run
+from .usercheck import CheckReport, check_affinity
+from .verify import VerifyReport, verify
+from .rules.check import query as query_rules
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "solve", "Result", "refine", "load_model", "ModelGraph", "load_rules", "Rules",
+    "solve", "Result", "refine", "run", "RunResult", "verify", "VerifyReport", "check_affinity",
+    "CheckReport", "query_rules", "load_model", "ModelGraph", "load_rules", "Rules",
     "compile_problem", "Problem", "Device", "Objective", "make_problem", "heuristic", "greedy",
     "Solution", "evaluate", "normalize", "validate", "check", "Violation",
     "HeteroSolveError", "ModelError", "RuleError", "InfeasibleError", "ValidationError",

@@ -25,7 +25,7 @@ class _DefaultToSolve(TyperGroup):
 
 
 app = typer.Typer(
-    cls=_DefaultToSolve, no_args_is_help=True, add_completion=False,
+    cls=_DefaultToSolve, no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]})
 
 
