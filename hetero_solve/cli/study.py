@@ -64,10 +64,10 @@ def study_command(
     Each finished run is saved at once under OUT/runs/: an interrupted study, started again
     with the same arguments, computes only what is missing.
 
-    Example: hetero-solve study examples/*.onnx --rules rules/*.yaml -j 2 -o study/
+    Example: `hetero-solve study examples/*.onnx --rules rules/*.yaml -j 2 -o study/`
 
-    Example: hetero-solve study models/ -r rules/npu-static.yaml -a heuristic,openvino,glow
-    --executor dask --scheduler tcp://10.0.0.5:8786
+    Example: `hetero-solve study models/ -r rules/npu-static.yaml -a heuristic,openvino,glow
+    --executor dask --scheduler tcp://10.0.0.5:8786`
     """
     models, rule_files = _split_inputs(inputs)
     # '--rules a.yaml b.yaml' reaches us as the option value a.yaml and the positional b.yaml:
