@@ -202,9 +202,11 @@ def test_resume_key_follows_file_contents_and_time_limit_only_where_used(tmp_pat
 
 def test_analyse_best_known_gap_and_proven_optimum():
     def rec(alg, model, parts, key, valid=True, status="feasible", lb=None, fallback=0):
+        lexicographic = len(key) == 3
         return {"model": model, "rules": "r", "algorithm": alg, "parts": parts, "valid": valid,
                 "status": status, "lower_bound": lb, "seconds": 0.1, "peak_memory": 10,
-                "nodes": 5, "fallback": fallback, "objective": list(key)}
+                "nodes": 5, "fallback": fallback, "objective": list(key),
+                "objective_before_parts": ["fallback"] if lexicographic else []}
     records = [
         # m1, lexicographic (fallback, parts, transfer): nothing proven.
         rec("a", "m1", 3, (0, 3, 10)), rec("b", "m1", 5, (0, 5, 5)),
@@ -216,6 +218,10 @@ def test_analyse_best_known_gap_and_proven_optimum():
         {"model": "m4", "rules": "r", "algorithm": "a", "status": "failed"},
         # m5: b "proves" an optimum that a's valid answer beats: a bug to report.
         rec("a", "m5", 3, (0, 3, 5)), rec("b", "m5", 3, (0, 3, 9), status="optimal"),
+        # m6: b proves 4 parts for fallback <= 0 but not its transfer; a meets that bound,
+        # c has 4 parts too but more fallback, which the bound does not speak about.
+        rec("b", "m6", 4, (0, 4, 9), lb=4), rec("a", "m6", 4, (0, 4, 5)),
+        rec("c", "m6", 4, (1, 4, 0), fallback=1),
     ]
     a = analyse(records, ["a", "b", "c"])
     p = a["problems"]
@@ -226,14 +232,17 @@ def test_analyse_best_known_gap_and_proven_optimum():
     assert p[("m5", "r")]["inconsistent"] == ["b"]
     assert all(not p[(m, "r")]["inconsistent"] for m in ("m1", "m2", "m3"))
     s = a["algorithms"]
-    assert s["a"]["runs"] == 5 and s["a"]["solved"] == 4 and s["a"]["other"]["failed"] == 1
-    assert s["a"]["mean_gap"] == pytest.approx((0 + 0 + 2 + 0) / 4)
-    assert s["b"]["mean_gap"] == pytest.approx((2 + 0 + 0 + 0) / 4)
+    assert s["a"]["runs"] == 6 and s["a"]["solved"] == 5 and s["a"]["other"]["failed"] == 1
+    assert s["a"]["mean_gap"] == pytest.approx((0 + 0 + 2 + 0 + 0) / 5)
+    assert s["b"]["mean_gap"] == pytest.approx((2 + 0 + 0 + 0 + 0) / 5)
     assert (s["a"]["optimal"], s["b"]["optimal"], s["b"]["proved"]) == (1, 3, 3)
-    assert (s["a"]["best_objective"], s["b"]["best_objective"]) == (3, 2)
-    assert s["c"]["valid"] == 0 and s["c"]["mean_gap"] is None
+    assert (s["a"]["best_objective"], s["b"]["best_objective"]) == (4, 2)
+    # Parts meeting a covering bound: a on m2 and m6; b on m2, m3 and m6; c nowhere.
+    assert (s["a"]["parts_proven"], s["b"]["parts_proven"], s["c"]["parts_proven"]) == (2, 3, 0)
+    assert s["c"]["valid"] == 1 and s["c"]["mean_gap"] == 0
     text = render(records, ["a", "b", "c"], config={})
     assert "| m3 | r | 5 | 1 |" in text and "1* (fb 6)" in text
+    assert "| m6 | r | 5 | 4 | 4 | 4° | 4° | 4 (fb 1) |" in text
     assert "## Inconsistencies" in text
 
 

@@ -65,10 +65,19 @@ def judge(problem: Problem, sol: Solution) -> dict:
         # The rule file's objective (SPEC section 6) as a sort key: smaller is better.
         "objective": list(problem.objective.key(m.as_dict())),
         "objective_spec": problem.objective.describe(),
+        # Terms ranked before the number of parts (what a lower bound on parts assumes).
+        "objective_before_parts": _before_parts(problem),
         "valid": not violations, "violations": len(violations),
         "reason": str(violations[0]) if violations else "",
         "stats": _jsonable(sol.stats),
     }
+
+
+def _before_parts(problem: Problem) -> list[str]:
+    obj = problem.objective
+    if not obj.lexicographic or "partitions" not in obj.order:
+        return []
+    return list(obj.order[:obj.order.index("partitions")])
 
 
 def measure(fn: Callable[[], Solution], method: str) -> tuple[Solution, float, int | None]:

@@ -20,7 +20,7 @@ from typing import Iterable
 
 import yaml
 
-FORMAT = 3          # bump when a run's meaning changes: old runs are then recomputed
+FORMAT = 4          # bump when a run's meaning changes: old runs are then recomputed
 
 COLUMNS = ["model", "rules", "algorithm", "nodes", "edges", "parts", "fallback", "transfer",
            "lower_bound", "status", "seconds", "peak_memory", "valid", "reason",

@@ -12,6 +12,10 @@ Definitions (also written into the summary):
   (the exact engines prove it for the rule file's objective);
 - *optimal*: valid runs whose objective equals the proven optimum;  *proved*: valid runs whose
   status is ``optimal`` (the algorithm proved it itself);
+- *parts proven*: valid runs whose parts equal some run's lower bound while being at least as
+  good as that run on the objective's terms ranked before ``partitions`` (the solutions the
+  bound speaks about): their number of parts is proven minimal even when the rest of the
+  objective (transfer, say) is not;
 - *best objective*: valid runs whose objective is the best any algorithm found;
 - *fewest parts*: valid runs with the fewest parts any valid answer has (the *best known*);
 - *gap*: parts minus the best known, over the algorithm's valid runs.  Under a weighted
@@ -42,6 +46,18 @@ def _key(r: dict) -> tuple | None:
     return tuple(obj) if obj is not None else None
 
 
+def _parts_proven(r: dict, bound_runs: list[dict]) -> bool:
+    """Do ``r``'s parts meet a lower bound that covers ``r``?  A run's bound holds for every
+    solution at least as good as that run on the objective terms ranked before the parts."""
+    for b in bound_runs:
+        if r.get("parts") != b["lower_bound"]:
+            continue
+        terms = b.get("objective_before_parts") or []
+        if all(r.get(t) is not None and b.get(t) is not None and r[t] <= b[t] for t in terms):
+            return True
+    return False
+
+
 def analyse(records: list[dict], algorithms: list[str]) -> dict:
     """Per-problem best parts / best objective / proven optimum, per-algorithm aggregates."""
     problems: "OrderedDict[tuple[str, str], dict]" = OrderedDict()
@@ -66,6 +82,8 @@ def analyse(records: list[dict], algorithms: list[str]) -> dict:
                   if r.get("status") in SOLVED and r.get("lower_bound") is not None]
         if bounds:
             info["lower_bound"] = max(bounds)
+        info["bound_runs"] = [r for r in runs if r.get("status") in SOLVED
+                              and r.get("lower_bound") is not None]
         proved = [r for r in valid if r.get("status") == "optimal" and _key(r) is not None]
         if proved:
             info["optimum_key"] = min(_key(r) for r in proved)
@@ -77,9 +95,10 @@ def analyse(records: list[dict], algorithms: list[str]) -> dict:
         rs = [info["runs"][alg] for info in problems.values() if alg in info["runs"]]
         valid = [r for r in rs if r.get("valid")]
         gaps = []
-        optimal = best_hits = best_obj = 0
+        optimal = best_hits = best_obj = parts_proven = 0
         for r in valid:
             info = problems[problem_key(r)]
+            parts_proven += _parts_proven(r, info["bound_runs"])
             gaps.append(r["parts"] - info["best"])
             best_hits += r["parts"] == info["best"]
             best_obj += _key(r) is not None and _key(r) == info["best_key"]
@@ -90,7 +109,7 @@ def analyse(records: list[dict], algorithms: list[str]) -> dict:
         per_alg[alg] = {
             "runs": len(rs), "solved": len(solved), "valid": len(valid),
             "optimal": optimal, "proved": sum(1 for r in valid if r.get("status") == "optimal"),
-            "best_objective": best_obj, "best": best_hits,
+            "best_objective": best_obj, "best": best_hits, "parts_proven": parts_proven,
             "mean_gap": float(mean(gaps)) if gaps else None, "max_gap": max(gaps) if gaps else None,
             "mean_seconds": float(mean(seconds)) if seconds else None,
             "max_seconds": max(seconds) if seconds else None,
@@ -120,22 +139,26 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
         lines += [config["note"], ""]
 
     lines += ["## Per algorithm", "",
-              "| algorithm | runs | solved | valid | optimal | proved | best objective "
-              "| fewest parts | mean gap | max gap | mean s | max s | max peak memory "
-              "| failed / skipped / unavailable |",
+              "| algorithm | runs | solved | valid | optimal | proved | parts proven "
+              "| best objective | fewest parts | mean gap | max gap | mean s | max s "
+              "| max peak memory | failed / skipped / unavailable |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-              "| ---: | --- |"]
+              "| ---: | ---: | --- |"]
     for alg, s in a["algorithms"].items():
         other = " / ".join(str(s["other"][k]) for k in ("failed", "skipped", "unavailable"))
         lines.append(
             f"| {alg} | {s['runs']} | {s['solved']} | {s['valid']} | {s['optimal']} | "
-            f"{s['proved']} | {s['best_objective']} | {s['best']} | {_num(s['mean_gap'], 2)} | "
+            f"{s['proved']} | {s['parts_proven']} | {s['best_objective']} | {s['best']} | "
+            f"{_num(s['mean_gap'], 2)} | "
             f"{_num(s['max_gap'])} | {_num(s['mean_seconds'], 4)} | {_num(s['max_seconds'], 4)} | "
             f"{_bytes(s['max_peak'])} | {other} |")
     lines += ["", "*solved*: returned a partition; *valid*: no violation found by the validator; "
               "*optimal*: valid, and its objective (the rule file's, SPEC section 6) equals a "
               "proven optimum (a valid answer with status `optimal`); *proved*: the algorithm "
-              "proved it itself; *best objective*: valid and as good as the best answer any "
+              "proved it itself; *parts proven*: valid, and its parts meet a proven lower bound "
+              "that covers it (at least as good on the objective's terms before `partitions`), "
+              "so its number of parts is minimal even if, say, its transfer is not proven; "
+              "*best objective*: valid and as good as the best answer any "
               "algorithm found; *fewest parts*: valid with the fewest parts of any valid answer "
               "(the best known); *gap*: parts − best known, over the algorithm's valid runs.  "
               "Every baseline keeps each node on its preferred device; under a weighted "
@@ -149,7 +172,7 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
                 names.append(_short(rules))
     lines += ["## Parts per problem", "",
               "A number is a valid answer's parts; `*` marks a proven optimum of the rule file's "
-              "objective; `(fb n)` n nodes off their preferred device; `n✗kind` an answer the "
+              "objective; `°` parts proven minimal (the rest of the objective not proven); `(fb n)` n nodes off their preferred device; `n✗kind` an answer the "
               "validator rejects (first violation's kind); `—` no answer (failed, skipped or "
               "unavailable: see below).  *best*: the fewest parts of a valid answer; *LB*: the best "
               "lower bound on parts any run proved (for solutions as good on the objective's "
@@ -168,7 +191,12 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
             elif r.get("status") not in SOLVED:
                 cells.append("—")
             elif r.get("valid"):
-                mark = "*" if info["optimum_key"] is not None and _key(r) == info["optimum_key"] else ""
+                if info["optimum_key"] is not None and _key(r) == info["optimum_key"]:
+                    mark = "*"
+                elif _parts_proven(r, info["bound_runs"]):
+                    mark = "°"
+                else:
+                    mark = ""
                 fb = f" (fb {r['fallback']})" if r.get("fallback") else ""
                 cells.append(f"{r['parts']}{mark}{fb}")
             else:
