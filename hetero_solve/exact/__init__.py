@@ -1,0 +1,397 @@
+"""Exact refinement: the fewest parts (and the rest of the objective) with a proof.
+
+:func:`refine` takes the heuristic's answer and improves it stage by stage (SPEC section 6):
+
+* a **lexicographic** objective is solved term by term, each earlier term capped at its best
+  value (``fallback``, then ``partitions``, then ``transfer`` by default);
+* a **weighted** objective is one stage (weights scaled to integers).
+
+For each stage, cheapest first: a lower bound that the answer already meets (no solver at all,
+:mod:`.bounds`); for the number of parts when memory cannot bind, the exact search over device
+sequences on the chain-contracted graph (:mod:`.sequence`, :mod:`.reductions`); otherwise the
+CP-SAT model (:mod:`.cpsat`) or, with ``engine="sat"``, Glucose through python-sat
+(:mod:`.sat`), both on the same encoding (:mod:`.encoding`), warm-started from the best answer.
+
+``status`` is ``"optimal"`` only when **every** stage is proven (for ``transfer`` that needs the
+solver to finish; on large models it often does not, while the number of parts is proven):
+``stats["proven"]`` lists the terms proven, and ``lower_bound`` bounds the number of parts of
+every solution at least as good on the terms ranked before ``partitions`` (equal to the answer's
+parts when ``partitions`` is proven).  The answer is never worse than ``start`` under the
+objective.  Same input and seed, same answer: budgets are spent in deterministic time (see
+:mod:`.cpsat`, :mod:`.sat`); a wall-clock limit of twice the budget is only a safety net.
+
+>>> from hetero_solve.problem import make_problem
+>>> from hetero_solve.algorithms.greedy import heuristic
+>>> p = make_problem(4, [(0, 2), (1, 3)], [[0], [1], [1], [0]])
+>>> s = refine(p, heuristic(p))
+>>> s.num_parts, s.status, s.lower_bound
+(3, 'optimal', 3)
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from typing import Callable
+
+from ..problem import Problem
+from ..solution import Solution, evaluate, normalize, objective_key
+from ..validate import validate
+from . import cpsat, sat, sequence
+from .analysis import binding_devices, device_sets
+from .bounds import Bounds, lower_bounds
+from .encoding import Encoding
+from .explain import explain
+from .reductions import Reduced, contract_chains
+
+__all__ = ["refine", "ENGINES"]
+
+ENGINES = ("auto", "cpsat", "sat")
+FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
+MAX_LITERALS = 4_000_000   # larger models are not built (the stage stays unproven)
+SEQUENCE_STATES = 64       # placed sets kept per depth by the sequence search
+
+
+def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
+           seed: int = 0, progress: Callable[[str], None] | None = None,
+           workers: int = 1) -> Solution:
+    """Improve ``start`` (a valid solution, e.g. the heuristic's) and prove what can be proven
+    within ``time_limit`` seconds (module doc).  ``engine``: ``"auto"`` (bounds, sequence search,
+    CP-SAT, then SAT to close a gap), ``"cpsat"`` or ``"sat"`` (that engine only).
+    ``workers``: CP-SAT workers (more than one runs CP-SAT's deterministic interleaved mode)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    return _Refiner(problem, start, engine, time_limit, seed, progress, workers).run()
+
+
+class _Refiner:
+    def __init__(self, problem: Problem, start: Solution, engine: str, time_limit: float,
+                 seed: int, progress, workers: int):
+        self.p = problem
+        self.engine = engine
+        self.limit = max(0.0, float(time_limit))
+        self.seed = seed
+        self.say = progress or (lambda _m: None)
+        self.workers = workers
+        self.t0 = time.perf_counter()
+        self.wall_end = self.t0 + 2 * self.limit + 1.0
+        self.spent = 0.0                       # deterministic seconds used by the solvers
+        self.start = normalize(problem, start)
+        self.heuristic_parts = start.stats.get("heuristic_partitions", self.start.num_parts)
+        self.best = self.start
+        self.best_key = objective_key(problem, self.best)
+        self.proven: dict[str, bool] = {}
+        self.stages: list[dict] = []
+        self.deterministic = True
+        self.lb_parts = 0
+        self.parts_view: tuple | None = None   # (R, bounds, fixed) behind the parts bound
+        self.parts_proof: str | None = None
+        self.units: int | None = None
+
+    # -- helpers -----------------------------------------------------------------------------
+    def metrics(self, sol: Solution | None = None) -> dict[str, int]:
+        return evaluate(self.p, sol or self.best).as_dict()
+
+    def accept(self, sol: Solution | None, algorithm: str) -> bool:
+        """Keep ``sol`` when it is valid and strictly better under the objective."""
+        if sol is None:
+            return False
+        sol = normalize(self.p, sol)
+        sol.algorithm = algorithm
+        bad = validate(self.p, sol)
+        if bad:   # a bug in a model: never let it reach the user
+            self.stages.append({"rejected": algorithm, "violations": [str(v) for v in bad[:3]]})
+            return False
+        key = objective_key(self.p, sol)
+        if key < self.best_key:
+            self.best, self.best_key = sol, key
+            return True
+        return False
+
+    def budget(self, stages_left: int) -> float:
+        return max(0.0, self.limit - self.spent) / max(1, stages_left)
+
+    def wall_left(self) -> float:
+        return self.wall_end - time.perf_counter()
+
+    def unbounded_K(self, n: int, parts: int) -> tuple[int, bool]:
+        """Slots for a stage whose optimum may use more parts than the best answer."""
+        if n <= FULL_K_NODES:
+            return max(n, 1), True
+        return parts, False
+
+    def view(self, fixed: bool):
+        R = device_sets(self.p, fixed=fixed)
+        mem = binding_devices(self.p, R)
+        return R, mem, lower_bounds(self.p, R, mem)
+
+    # -- solving one stage with an engine -------------------------------------------------------
+    def solve(self, prob: Problem, R, K: int, bounds: Bounds, weights: dict[str, int],
+              caps: dict[str, int], hint: Solution | None, mem, budget: float, label: str,
+              engines: tuple[str, ...]) -> cpsat.EngineResult | None:
+        size = sum(max(0, K - 1 - bounds.bottom[v] - bounds.top[v]) for v in range(prob.n))
+        if size > MAX_LITERALS:
+            self.say(f"{label}: model too large ({size:,} order literals), skipped")
+            return None
+        terms = tuple(sorted(set(weights) | set(caps)))
+        enc = Encoding(prob, R, K, bounds, terms=terms, memory_devices=tuple(mem))
+        best: cpsat.EngineResult | None = None
+        bound = None
+        proven = False
+        spent0 = self.spent
+        for i, name in enumerate(engines):
+            if self.wall_left() <= 0:
+                break
+            rest = max(0.0, budget - (self.spent - spent0))
+            b = rest * 2 / 3 if i < len(engines) - 1 else rest   # CP-SAT first, SAT closes gaps
+            self.say(f"{label}: {name} on {prob.n} node(s), {K} slot(s), {enc.nv:,} variables")
+            mod = cpsat if name == "cpsat" else sat
+            kw = {"workers": self.workers} if name == "cpsat" else {}
+            start = best.solution if best is not None and best.solution is not None else hint
+            r = mod.solve(enc, weights, caps=caps, hint=start,
+                          time_limit=max(0.05, min(b, self.wall_left())), seed=self.seed,
+                          progress=self.say, label=f"{label} ({name})", **kw)
+            self.spent += r.stats.get("deterministic_time", 0.0)
+            self.deterministic &= r.stats.get("deterministic", True)
+            r.stats["engine"] = name
+            self.stages.append({"stage": label, "engine": name, **{
+                k: r.stats[k] for k in ("status", "variables", "wall", "deterministic_time",
+                                        "conflicts") if k in r.stats}})
+            if r.infeasible:   # the best answer fits the model: this would be a modelling bug
+                self.stages[-1]["model_infeasible"] = True
+                break
+            if r.bound is not None:
+                bound = r.bound if bound is None else max(bound, r.bound)
+            if r.solution is not None and (best is None or best.solution is None
+                                           or r.value < best.value):
+                best = r
+            if r.optimal:
+                proven = True
+                self.stages[-1]["proved"] = True
+                break
+        if best is None:
+            return cpsat.EngineResult(None, None, bound, False)
+        return cpsat.EngineResult(best.solution, best.value, bound, proven,
+                                  stats={"engine": self.stages[-1].get("engine")})
+
+    def engines(self) -> tuple[str, ...]:
+        return {"auto": ("cpsat", "sat"), "cpsat": ("cpsat",), "sat": ("sat",)}[self.engine]
+
+    # -- stages ----------------------------------------------------------------------------
+    def run(self) -> Solution:
+        obj = self.p.objective
+        if self.p.n == 0:
+            return self.finish()
+        if obj.lexicographic:
+            caps: dict[str, int] = {}
+            chain = True
+            order = list(obj.order)
+            for i, term in enumerate(order):
+                t = time.perf_counter()
+                before = self.metrics()[term]
+                ok = getattr(self, f"stage_{term}")(caps, len(order) - i)
+                self.proven[term] = chain and ok
+                chain = self.proven[term]
+                caps[term] = self.metrics()[term]
+                self.stages.append({"stage": term, "before": before, "after": caps[term],
+                                    "proven": self.proven[term],
+                                    "seconds": round(time.perf_counter() - t, 3)})
+        else:
+            t = time.perf_counter()
+            ok = self.stage_weighted()
+            self.proven["weighted"] = ok
+            self.stages.append({"stage": "weighted", "proven": ok,
+                                "seconds": round(time.perf_counter() - t, 3)})
+        return self.finish()
+
+    def stage_fallback(self, caps: dict[str, int], left: int) -> bool:
+        R, mem, bounds = self.view(fixed=False)
+        forced = sum(1 for v in range(self.p.n) if self.p.allowed[v][0] not in R[v])
+        if self.metrics()["fallback"] <= forced:
+            return True
+        K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
+        r = self.solve(self.p, R, K, bounds, {"fallback": 1}, caps, self.best, mem,
+                       self.budget(left), "fallback", self.engines())
+        if r is not None:
+            self.accept(r.solution, "exact")
+        return bool(r and r.optimal and complete)
+
+    def stage_partitions(self, caps: dict[str, int], left: int) -> bool:
+        fixed = caps.get("fallback") == 0
+        R, mem, bounds = self.view(fixed)
+        all_proven = all(self.proven.values())
+        if all_proven:
+            self.parts_view = (R, bounds, fixed)
+            self.lb_parts = max(self.lb_parts, bounds.lb)
+        cur = self.best.num_parts
+        if cur <= bounds.lb:
+            self.parts_proof = "bound"
+            return True
+        other = {t: v for t, v in caps.items() if not (t == "fallback" and fixed)}
+        red = None
+        prob, R2, b2 = self.p, R, bounds
+        if not mem and not other:
+            red = contract_chains(self.p, R)
+            self.units = red.problem.n
+            prob, R2 = red.problem, red.R
+            b2 = lower_bounds(prob, R2)
+            if self.engine == "auto":
+                self.say(f"partitions: sequence search on {prob.n} unit(s)")
+                sr = sequence.search(prob, R2, max_states=SEQUENCE_STATES, upper=cur,
+                                     lower=bounds.lb, deadline=time.perf_counter()
+                                     + max(0.5, self.wall_left() / 2))
+                if sr.parts is not None:
+                    self.accept(Solution(red.expand(sr.part_of), sr.part_device,
+                                         [0] * sr.parts), "exact-sequence")
+                if sr.exact:
+                    self.parts_proof = "sequence"
+                    if all_proven:
+                        self.lb_parts = self.best.num_parts
+                    return True
+                self.lb_parts = max(self.lb_parts, sr.lower_bound) if all_proven else self.lb_parts
+        hint = self.best
+        if red is not None:
+            unit_part = red.restrict(self.best.part_of)
+            hint = None if unit_part is None else Solution(
+                unit_part, list(self.best.part_device), list(self.best.part_instance))
+        r = self.solve(prob, R2, self.best.num_parts, b2, {"partitions": 1}, other, hint, mem,
+                       self.budget(left), "partitions", self.engines())
+        if r is None:
+            return False
+        if r.solution is not None:
+            sol = r.solution
+            if red is not None:
+                sol = Solution(red.expand(sol.part_of), sol.part_device, sol.part_instance)
+            self.accept(sol, "exact")
+        if all_proven and r.bound is not None:
+            self.lb_parts = max(self.lb_parts, min(r.bound, self.best.num_parts))
+        if r.optimal:
+            self.parts_proof = r.stats.get("engine", "cpsat")
+            if all_proven:
+                self.lb_parts = self.best.num_parts
+            return True
+        return False
+
+    def stage_transfer(self, caps: dict[str, int], left: int) -> bool:
+        if self.metrics()["transfer"] == 0:
+            return True
+        fixed = caps.get("fallback") == 0
+        R, mem, bounds = self.view(fixed)
+        other = {t: v for t, v in caps.items() if not (t == "fallback" and fixed)}
+        if "partitions" in caps:
+            K, complete = self.best.num_parts, True
+        else:
+            K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
+        r = self.solve(self.p, R, K, bounds, {"transfer": 1}, other, self.best, mem,
+                       self.budget(left), "transfer", self.engines())
+        if r is None:
+            return False
+        self.accept(r.solution, "exact")
+        return bool(r.optimal and complete)
+
+    def stage_weighted(self) -> bool:
+        weights, exact = integer_weights(self.p.objective.weights or {})
+        R, mem, bounds = self.view(fixed=False)
+        m = self.metrics()
+        cost = sum(w * m[t] for t, w in weights.items())
+        wp = weights.get("partitions", 0)
+        if cost == wp * bounds.lb:      # parts at the bound, nothing else costs
+            return exact
+        red = None
+        prob, R2, b2 = self.p, R, bounds
+        if not mem and not weights.get("transfer"):
+            red = contract_chains(self.p, R)
+            self.units = red.problem.n
+            prob, R2 = red.problem, red.R
+            b2 = lower_bounds(prob, R2)
+        if wp > 0:
+            K, complete = max(b2.lb, min(prob.n, cost // wp)), True
+        else:
+            K, complete = self.unbounded_K(prob.n, self.best.num_parts)
+        if sum(max(0, K - b2.top[v] - b2.bottom[v]) for v in range(prob.n)) > MAX_LITERALS:
+            K, complete = self.best.num_parts, False
+        hint = self.best
+        if red is not None:
+            unit_part = red.restrict(self.best.part_of)
+            hint = None if unit_part is None else Solution(
+                unit_part, list(self.best.part_device), list(self.best.part_instance))
+        r = self.solve(prob, R2, K, b2, weights, {}, hint, mem, self.budget(1), "weighted",
+                       self.engines())
+        if r is None:
+            return False
+        if r.solution is not None:
+            sol = r.solution
+            if red is not None:
+                sol = Solution(red.expand(sol.part_of), sol.part_device, sol.part_instance)
+            self.accept(sol, "exact")
+        return bool(r.optimal and complete and exact)
+
+    # -- the answer --------------------------------------------------------------------------
+    def finish(self) -> Solution:
+        sol = self.best
+        n = self.p.n
+        obj = self.p.objective
+        if n == 0:
+            sol.status, sol.lower_bound = "optimal", 0
+            sol.stats["heuristic_partitions"] = self.heuristic_parts
+            return sol
+        R, _, general = self.view(fixed=False)
+        lb = max(general.lb, self.lb_parts)
+        if self.parts_view is None:
+            fixed = False
+            if obj.lexicographic and "fallback" in obj.order and "partitions" in obj.order \
+                    and obj.order.index("fallback") < obj.order.index("partitions") \
+                    and self.proven.get("fallback") and self.metrics()["fallback"] == 0:
+                fixed = True
+            if fixed:
+                Rf, _, bf = self.view(fixed=True)
+                self.parts_view = (Rf, bf, True)
+                lb = max(lb, bf.lb)
+            else:
+                self.parts_view = (R, general, False)
+        lb = min(lb, sol.num_parts)
+        if obj.lexicographic and self.proven.get("partitions"):
+            lb = sol.num_parts
+        proven_terms = [t for t, ok in self.proven.items() if ok]
+        status = "optimal" if self.proven and all(self.proven.values()) else "feasible"
+        Rv, bv, fixed = self.parts_view
+        proof = self.parts_proof if (obj.lexicographic and self.proven.get("partitions")) else (
+            "bound" if sol.num_parts <= bv.lb else None)
+        out = Solution(sol.part_of, sol.part_device, sol.part_instance,
+                       algorithm=sol.algorithm if sol is not self.start else self.start.algorithm,
+                       status=status, lower_bound=lb, stats=dict(self.start.stats))
+        out.stats.update(sol.stats)
+        out.stats["heuristic_partitions"] = self.heuristic_parts
+        out.stats.update({
+            "engine": self.engine, "proven": proven_terms, "seed": self.seed,
+            "time_limit": self.limit, "deterministic": self.deterministic,
+            "deterministic_seconds": round(self.spent, 3),
+            "exact_seconds": round(time.perf_counter() - self.t0, 3),
+            "bounds": {"path": general.lb_path, "segments": general.lb_segments,
+                       "through": general.lb_through},
+            "stages": self.stages,
+        })
+        if self.units is not None:
+            out.stats["contracted_units"] = self.units
+        out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed)
+        return out
+
+
+def integer_weights(weights) -> tuple[dict[str, int], bool]:
+    """Weights as integers with the same ratios (``exact``) or a close approximation."""
+    fr = {t: Fraction(w).limit_denominator(10 ** 6) for t, w in weights.items() if w}
+    exact = all(float(f) == float(weights[t]) for t, f in fr.items())
+    den = 1
+    for f in fr.values():
+        den = den * f.denominator // _gcd(den, f.denominator)
+    out = {t: int(f * den) for t, f in fr.items()}
+    g = 0
+    for w in out.values():
+        g = _gcd(g, w)
+    return ({t: w // g for t, w in out.items()} if g > 1 else out), exact
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a

@@ -1,0 +1,331 @@
+"""Problem generators for tests, benchmarks and studies: each returns a
+:class:`~hetero_solve.problem.Problem` and is reproducible from its ``seed``.
+
+* :func:`random_small` - tiny random DAGs with random supports, value edges, memory limits,
+  instances and objectives: the brute-force test bed (2-8 nodes).
+* :func:`random_dag` - the same kind of random problem at any size (engine cross-checks).
+* :func:`cnn_like` - convolution chains, residual and inception blocks, CPU-only clumps
+  (~16 % of nodes), a few shape chains that make value-dependent inputs.
+* :func:`transformer_like` - encoder blocks whose head split and merge go through
+  ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` on the CPU (value-dependent splits) and
+  GELU's ``Erf`` on the CPU.
+* :func:`random_layered` - random layered DAGs with random supports (2 or 3 devices).
+* :func:`wide` - many parallel branches with CPU nodes scattered in them.
+* :func:`greedy_trap` and :func:`greedy_traps` - constructed cases where the greedy heuristic is
+  known to use more parts than the optimum (documented with each).
+
+The large generators take ``memory`` (bytes per accelerator instance, ``None`` = unlimited) and
+``instances``; devices are ``("NPU", "CPU")`` (or ``("NPU", "GPU", "CPU")`` with ``devices=3``),
+the CPU supports everything and has no memory limit, so every generated problem has a solution.
+
+>>> p = cnn_like(200, seed=1)
+>>> p.n, [d.name for d in p.devices]
+(200, ['NPU', 'CPU'])
+>>> random_small(3).n <= 8
+True
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+from .problem import Device, Objective, Problem, make_problem
+
+__all__ = ["random_small", "random_dag", "cnn_like", "transformer_like", "random_layered",
+           "wide", "greedy_trap", "greedy_traps", "GREEDY_TRAPS"]
+
+KIB = 1024
+
+
+class _Builder:
+    """Accumulates nodes in topological order (each writes one tensor) and builds a Problem."""
+
+    def __init__(self, devices: Sequence[Device]):
+        self.devices = list(devices)
+        self.dev = {d.name: i for i, d in enumerate(self.devices)}
+        self.edges: list[tuple[int, int]] = []
+        self._edge_set: set[tuple[int, int]] = set()
+        self.value_edges: list[tuple[int, int]] = []
+        self.allowed: list[tuple[int, ...]] = []
+        self.ops: list[str] = []
+        self.tbytes: list[int] = []
+        self.cbytes: list[int] = []
+
+    @property
+    def n(self) -> int:
+        return len(self.ops)
+
+    def add(self, op: str, inputs: Sequence[int] = (), on: Sequence[str] = ("NPU", "CPU"),
+            out: int = 16 * KIB, const: int = 0, value: Sequence[int] = ()) -> int:
+        v = self.n
+        self.ops.append(op)
+        self.allowed.append(tuple(sorted(self.dev[d] for d in on if d in self.dev)))
+        self.tbytes.append(out)
+        self.cbytes.append(const)
+        for u in inputs:
+            if (u, v) not in self._edge_set:
+                self._edge_set.add((u, v))
+                self.edges.append((u, v))
+        for u in value:
+            self.value_edges.append((u, v))
+        return v
+
+    def build(self, objective: Objective | None = None) -> Problem:
+        names = [f"{op.lower()}_{v}" for v, op in enumerate(self.ops)]
+        return make_problem(self.n, self.edges, self.allowed, self.devices,
+                            value_edges=self.value_edges, tensor_bytes=self.tbytes,
+                            const_bytes=self.cbytes, names=names, op_types=self.ops,
+                            objective=objective)
+
+
+def _devices(devices: int, memory: int | None, instances: int) -> list[Device]:
+    acc = [Device("NPU", memory=memory, instances=instances)]
+    if devices >= 3:
+        acc.append(Device("GPU", memory=memory, instances=instances))
+    return acc + [Device("CPU")]
+
+
+# -- small random problems (brute force) ------------------------------------------------------
+
+OBJECTIVES = (
+    Objective(),
+    Objective(order=("partitions", "fallback", "transfer")),
+    Objective(order=("fallback", "partitions")),
+    Objective(weights={"fallback": 1, "partitions": 3}),
+    Objective(weights={"fallback": 2, "partitions": 5, "transfer": 1}),
+)
+
+
+def random_dag(n: int, seed: int, *, devices: int | None = None, edge_prob: float | None = None,
+               value_prob: float = 0.15, memory: bool | None = None,
+               objective: Objective | None = None, flexible: float = 0.4) -> Problem:
+    """A random DAG of ``n`` nodes: edges ``u -> v`` (``u < v``) with probability ``edge_prob``
+    (default: about 3 successors per node), 2 or 3 devices, each node allowed on a random set
+    of devices that always holds the last one (``CPU``, unlimited), so a solution exists.
+    ``flexible``: share of nodes with more than one allowed device.  With ``memory`` the first
+    device gets a limit (1 or 2 instances) that some parts will hit; tensors 1-8 bytes,
+    constants 0-8 bytes, a few shared between nodes."""
+    rng = random.Random(seed)
+    D = devices or rng.choice((2, 2, 3))
+    if memory is None:
+        memory = rng.random() < 0.4
+    p = edge_prob if edge_prob is not None else min(0.6, 3.0 / max(1, n - 1))
+    edges = []
+    for v in range(1, n):
+        for u in range(max(0, v - 12), v) if n > 30 else range(v):
+            if rng.random() < p:
+                edges.append((u, v))
+    if n > 30:   # keep far edges too, sparsely
+        for _ in range(n // 10):
+            u, v = sorted(rng.sample(range(n), 2))
+            edges.append((u, v))
+    edges = sorted(set(edges))
+    cpu = D - 1
+    allowed = []
+    for v in range(n):
+        if rng.random() < flexible:
+            acc = [d for d in range(cpu) if rng.random() < 0.6]
+            allowed.append(tuple(acc + [cpu]))
+        else:
+            allowed.append((rng.randrange(D),) if rng.random() < 0.8 else (cpu,))
+    # single-device nodes may sit on an accelerator only: keep a solution possible
+    allowed = [a if cpu in a or not memory else a + (cpu,) for a in allowed]
+    value_edges = [e for e in edges if rng.random() < value_prob]
+    tbytes = [rng.randint(1, 8) for _ in range(n)]
+    cbytes = [rng.choice((0, 0, rng.randint(1, 8))) for _ in range(n)]
+    devs = [Device(f"A{d}", enforce_values=rng.random() < 0.85) for d in range(cpu)]
+    devs.append(Device("CPU", enforce_values=rng.random() < 0.5))
+    if memory:
+        instances = rng.choice((1, 1, 2))
+        cap = rng.randint(6, 24) * (1 if n <= 10 else max(1, n // 8))
+        devs[0] = Device(devs[0].name, memory=cap, instances=instances,
+                         enforce_values=devs[0].enforce_values)
+    prob = make_problem(n, [e for e in edges if e not in value_edges], allowed, devs,
+                        value_edges=value_edges, tensor_bytes=tbytes, const_bytes=cbytes,
+                        objective=objective or rng.choice(OBJECTIVES))
+    # share a few constants (a weight read by two nodes counts once per part)
+    if n >= 3 and prob.const_names:
+        for _ in range(rng.randint(0, 2)):
+            v = rng.randrange(n)
+            c = rng.randrange(len(prob.const_names))
+            if c not in prob.node_consts[v]:
+                prob.node_consts[v].append(c)
+    return prob
+
+
+def random_small(seed: int, n: int | None = None, **kw) -> Problem:
+    """A random problem of 2-8 nodes (``n`` to fix the size); see :func:`random_dag`."""
+    rng = random.Random(seed * 7919 + 17)
+    return random_dag(n if n is not None else rng.randint(2, 8), seed, **kw)
+
+
+# -- DNN-like problems ------------------------------------------------------------------------
+
+def cnn_like(n: int, seed: int = 0, *, memory: int | None = None, instances: int = 1,
+             devices: int = 2, objective: Objective | None = None) -> Problem:
+    """A CNN of about ``n`` nodes: conv-bn-relu chains, residual blocks, inception blocks with
+    2-4 branches, CPU-only clumps of 1-3 nodes (about 16 % of nodes) and a shape chain now and
+    then whose ``Reshape`` needs a value made on the CPU.  Exactly ``n`` nodes."""
+    rng = random.Random(seed)
+    b = _Builder(_devices(devices, memory, instances))
+    acc = ("NPU", "GPU") if devices >= 3 else ("NPU",)
+    every = acc + ("CPU",)
+    x = b.add("Input", (), every, out=64 * KIB)
+
+    def act(size):
+        return size * rng.choice((1, 1, 2))
+
+    while b.n < n:
+        r = rng.random()
+        size = rng.choice((16, 32, 64)) * KIB
+        if r < 0.35:                      # conv chain
+            for op in ("Conv", "BatchNormalization", "Relu")[: rng.randint(1, 3)]:
+                x = b.add(op, [x], every, out=act(size), const=(8 * KIB if op == "Conv" else KIB))
+        elif r < 0.55:                    # residual block
+            y = b.add("Conv", [x], every, out=size, const=8 * KIB)
+            y = b.add("Relu", [y], every, out=size)
+            y = b.add("Conv", [y], every, out=size, const=8 * KIB)
+            x = b.add("Add", [x, y], every, out=size)
+        elif r < 0.7:                     # inception block
+            outs = []
+            for _ in range(rng.randint(2, 4)):
+                y = x
+                for _ in range(rng.randint(1, 3)):
+                    y = b.add("Conv", [y], every, out=size, const=4 * KIB)
+                outs.append(y)
+            x = b.add("Concat", outs, every, out=size * len(outs))
+        elif r < 0.86:                    # CPU-only clump
+            for _ in range(rng.randint(1, 3)):
+                x = b.add(rng.choice(("HardSwish", "NonZero", "TopK", "Round")), [x], ("CPU",),
+                          out=size)
+        else:                             # shape chain: Reshape needs a value made on the CPU
+            s = b.add("Shape", [x], ("CPU",), out=32)
+            s = b.add("Gather", [s], ("CPU",), out=8)
+            x = b.add("Reshape", [x], every, out=size, value=[s])
+    return _truncate(b, n).build(objective)
+
+
+def transformer_like(n: int, seed: int = 0, *, memory: int | None = None, instances: int = 1,
+                     devices: int = 2, objective: Objective | None = None) -> Problem:
+    """Encoder blocks (about 45 nodes each) until ``n`` nodes: layer norms, q/k/v projections
+    whose head split and merge are ``Reshape`` nodes fed by ``Shape -> Gather -> Unsqueeze ->
+    Concat`` chains on the CPU (value-dependent inputs), attention, and a GELU whose ``Erf`` only
+    the CPU runs.  Exactly ``n`` nodes."""
+    rng = random.Random(seed)
+    b = _Builder(_devices(devices, memory, instances))
+    acc = ("NPU", "GPU") if devices >= 3 else ("NPU",)
+    every = acc + ("CPU",)
+    cpu = ("CPU",)
+    h = 16 * KIB * rng.choice((1, 2))
+    x = b.add("Gather", (), cpu, out=h)          # embedding lookup
+
+    def shape_chain(src):
+        s = b.add("Shape", [src], cpu, out=24)
+        g = b.add("Gather", [s], cpu, out=8)
+        u = b.add("Unsqueeze", [g], cpu, out=8)
+        return b.add("Concat", [u], cpu, out=32)
+
+    while b.n < n:
+        ln = b.add("LayerNormalization", [x], every, out=h, const=KIB)
+        heads = []
+        for _ in range(3):                        # q, k, v
+            m = b.add("MatMul", [ln], every, out=h, const=64 * KIB)
+            a = b.add("Add", [m], every, out=h, const=KIB)
+            c = shape_chain(ln)
+            r = b.add("Reshape", [a], every, out=h, value=[c])
+            heads.append(b.add("Transpose", [r], every, out=h))
+        s = b.add("MatMul", heads[:2], every, out=h)
+        s = b.add("Div", [s], every, out=h, const=4)
+        s = b.add("Softmax", [s], every if rng.random() < 0.7 else cpu, out=h)
+        o = b.add("MatMul", [s, heads[2]], every, out=h)
+        o = b.add("Transpose", [o], every, out=h)
+        c = shape_chain(o)
+        o = b.add("Reshape", [o], every, out=h, value=[c])
+        o = b.add("MatMul", [o], every, out=h, const=64 * KIB)
+        x = b.add("Add", [x, o], every, out=h)
+        ln = b.add("LayerNormalization", [x], every, out=h, const=KIB)
+        f = b.add("MatMul", [ln], every, out=4 * h, const=256 * KIB)
+        g = b.add("Div", [f], every, out=4 * h, const=4)
+        g = b.add("Erf", [g], cpu, out=4 * h)
+        g = b.add("Add", [g], every, out=4 * h, const=4)
+        f = b.add("Mul", [f, g], every, out=4 * h)
+        f = b.add("MatMul", [f], every, out=h, const=256 * KIB)
+        x = b.add("Add", [x, f], every, out=h)
+    return _truncate(b, n).build(objective)
+
+
+def random_layered(n: int, seed: int = 0, *, width: int | None = None, cpu_share: float = 0.2,
+                   devices: int = 2, memory: int | None = None, instances: int = 1,
+                   value_share: float = 0.03, objective: Objective | None = None) -> Problem:
+    """Layers of about ``width`` nodes (default ``sqrt(n)/2``); each node reads 1-3 nodes of
+    the previous two layers; ``cpu_share`` of the nodes run on the CPU only (with 3 devices a
+    further share runs on the GPU only), ``value_share`` of the edges are value inputs."""
+    rng = random.Random(seed)
+    b = _Builder(_devices(devices, memory, instances))
+    acc = ("NPU", "GPU") if devices >= 3 else ("NPU",)
+    w = width or max(2, int(n ** 0.5 / 2))
+    layers: list[list[int]] = []
+    while b.n < n:
+        layer = []
+        for _ in range(min(w, n - b.n)):
+            r = rng.random()
+            on = ("CPU",) if r < cpu_share else (
+                ("GPU",) if devices >= 3 and r < 2 * cpu_share else acc + ("CPU",))
+            srcs = [u for lay in layers[-2:] for u in lay]
+            ins = rng.sample(srcs, min(len(srcs), rng.randint(1, 3))) if srcs else []
+            val = [u for u in ins if rng.random() < value_share]
+            layer.append(b.add("Op", [u for u in ins if u not in val], on,
+                               out=rng.choice((4, 8, 16)) * KIB, const=rng.choice((0, 2, 8)) * KIB,
+                               value=val))
+        layers.append(layer)
+    return b.build(objective)
+
+
+def wide(n: int, seed: int = 0, *, branches: int | None = None, cpu_share: float = 0.08,
+         memory: int | None = None, instances: int = 1, devices: int = 2,
+         objective: Objective | None = None) -> Problem:
+    """Blocks of 2-16 parallel branches (or ``branches``) of 3-12 nodes between a fork and a
+    join, with CPU-only nodes scattered in the branches: many interleavings, the hard case for
+    the search over device sequences."""
+    rng = random.Random(seed)
+    b = _Builder(_devices(devices, memory, instances))
+    every = (("NPU", "GPU") if devices >= 3 else ("NPU",)) + ("CPU",)
+    x = b.add("Input", (), every)
+    while b.n < n:
+        outs = []
+        for _ in range(branches or rng.randint(2, 16)):
+            y = x
+            for _ in range(rng.randint(3, 12)):
+                on = ("CPU",) if rng.random() < cpu_share else every
+                y = b.add("Op", [y], on, const=rng.choice((0, 4 * KIB)))
+            outs.append(y)
+        x = b.add("Concat", outs, every)
+    return _truncate(b, n).build(objective)
+
+
+def _truncate(b: _Builder, n: int) -> _Builder:
+    """Keep the first ``n`` nodes (they are in topological order)."""
+    keep = b.n if b.n <= n else n
+    b.ops, b.allowed, b.tbytes, b.cbytes = b.ops[:keep], b.allowed[:keep], b.tbytes[:keep], b.cbytes[:keep]
+    b.edges = [(u, v) for u, v in b.edges if v < keep]
+    b.value_edges = [(u, v) for u, v in b.value_edges if v < keep]
+    return b
+
+
+# -- cases where the greedy heuristic is poor -------------------------------------------------
+
+def greedy_trap(name: str, k: int = 2) -> Problem:
+    """A constructed problem on which :func:`~hetero_solve.algorithms.greedy.heuristic` uses
+    more parts than the optimum; ``k`` scales it (see :data:`GREEDY_TRAPS`)."""
+    if name not in GREEDY_TRAPS:
+        raise ValueError(f"unknown trap {name!r} (known: {', '.join(GREEDY_TRAPS)})")
+    return GREEDY_TRAPS[name][0](k)
+
+
+def greedy_traps(k: int = 2) -> dict[str, Problem]:
+    """Every constructed trap at scale ``k``."""
+    return {name: greedy_trap(name, k) for name in GREEDY_TRAPS}
+
+
+GREEDY_TRAPS: dict = {}
