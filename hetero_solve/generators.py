@@ -110,10 +110,12 @@ def random_dag(n: int, seed: int, *, devices: int | None = None, edge_prob: floa
     D = devices or rng.choice((2, 2, 3))
     if memory is None:
         memory = rng.random() < 0.4
-    p = edge_prob if edge_prob is not None else min(0.6, 3.0 / max(1, n - 1))
+    window = 12     # larger graphs: edges reach back at most 12 nodes, plus a few far ones
+    p = edge_prob if edge_prob is not None else (
+        min(0.6, 3.0 / max(1, n - 1)) if n <= 30 else 2.0 / window)
     edges = []
     for v in range(1, n):
-        for u in range(max(0, v - 12), v) if n > 30 else range(v):
+        for u in range(max(0, v - window), v) if n > 30 else range(v):
             if rng.random() < p:
                 edges.append((u, v))
     if n > 30:   # keep far edges too, sparsely
@@ -260,7 +262,8 @@ def random_layered(n: int, seed: int = 0, *, width: int | None = None, cpu_share
                    value_share: float = 0.03, objective: Objective | None = None) -> Problem:
     """Layers of about ``width`` nodes (default ``sqrt(n)/2``); each node reads 1-3 nodes of
     the previous two layers; ``cpu_share`` of the nodes run on the CPU only (with 3 devices a
-    further share runs on the GPU only), ``value_share`` of the edges are value inputs."""
+    further share runs on the GPU only, or prefers it when ``memory`` is set), ``value_share``
+    of the edges are value inputs."""
     rng = random.Random(seed)
     b = _Builder(_devices(devices, memory, instances))
     acc = ("NPU", "GPU") if devices >= 3 else ("NPU",)
@@ -270,8 +273,9 @@ def random_layered(n: int, seed: int = 0, *, width: int | None = None, cpu_share
         layer = []
         for _ in range(min(w, n - b.n)):
             r = rng.random()
+            gpu_only = ("GPU",) if memory is None else ("GPU", "CPU")   # keep it solvable
             on = ("CPU",) if r < cpu_share else (
-                ("GPU",) if devices >= 3 and r < 2 * cpu_share else acc + ("CPU",))
+                gpu_only if devices >= 3 and r < 2 * cpu_share else acc + ("CPU",))
             srcs = [u for lay in layers[-2:] for u in lay]
             ins = rng.sample(srcs, min(len(srcs), rng.randint(1, 3))) if srcs else []
             val = [u for u in ins if rng.random() < value_share]
@@ -314,10 +318,83 @@ def _truncate(b: _Builder, n: int) -> _Builder:
 
 
 # -- cases where the greedy heuristic is poor -------------------------------------------------
+#
+# The greedy heuristic builds maximal parts, which is optimal for a fixed sequence of part
+# devices; it can only go wrong in choosing the next device (and it never trades a fallback for
+# fewer parts).  Each trap below is a gadget where that choice is wrong, repeated ``k`` times
+# between barrier nodes so that the loss adds up: the optimum is strictly below the heuristic's
+# count and the exact engines prove it.
+
+
+def _sequence_trap(k: int) -> Problem:
+    """Three devices A, B, C; per gadget two chains A->B->C and C->A->B between a fork and a
+    join on a fourth device D.  The ready A and C nodes tie on the greedy's priority (each heads
+    two more breaks), the tie goes to A by device order, and A,C,A,B,C (5 parts) follows,
+    while C,A,B,C (4 parts: the shortest common supersequence of ABC and CAB) suffices.
+    Heuristic ``6k + 1`` parts, optimum ``5k + 1``."""
+    edges, allowed = [], [[3]]
+    src = 0
+    for _ in range(k):
+        b = len(allowed)
+        allowed += [[0], [1], [2], [2], [0], [1], [3]]
+        edges += [(src, b), (src, b + 3), (b, b + 1), (b + 1, b + 2), (b + 3, b + 4),
+                  (b + 4, b + 5), (b + 2, b + 6), (b + 5, b + 6)]
+        src = b + 6
+    names = ["fork"] + [f"g{g}_{x}" for g in range(k)
+                        for x in ("a1", "b1", "c1", "c2", "a2", "b2", "join")]
+    return make_problem(len(allowed), edges, allowed, ["A", "B", "C", "D"], names=names,
+                        objective=Objective())
+
+
+def _value_trap(k: int) -> Problem:
+    """Two devices NPU and CPU, both enforcing value inputs; ``k`` disjoint copies of a gadget
+    with CPU nodes ``c0 c3 c4 c5 c7 c8`` and NPU nodes ``n1 n2 n6``: ``c0 -> c3, c4, c5, n6``,
+    ``n1 -> n2, c5, c7``, ``n2 -> c7``, ``c3 -> c5``, ``c4 -> c5, n6, c7``, and ``c3``, ``n6``
+    need the *value* of ``n1``'s output.  Both devices' ready nodes head one more forced break;
+    the tie goes to the CPU, which has more ready nodes (``c0``, ``c8``), but a CPU part first
+    cannot take ``c3 c5 c7`` (they wait for ``n1``): CPU, NPU, CPU, NPU = 4 parts (the backward
+    pass does no better).  NPU first: NPU{n1 n2}, CPU{all CPU nodes}, NPU{n6} = 3 parts.  The
+    copies merge, so the counts are 4 and 3 for every ``k``."""
+    edges, allowed, values, names = [], [], [], []
+    kinds = ["c0", "n1", "n2", "c3", "c4", "c5", "n6", "c7", "c8"]
+    local = [(0, 3), (0, 4), (0, 5), (0, 6), (1, 2), (1, 5), (1, 7), (2, 7), (3, 5),
+             (4, 5), (4, 6), (4, 7)]
+    for g in range(k):
+        b = len(allowed)
+        allowed += [[0] if x[0] == "n" else [1] for x in kinds]
+        names += [f"g{g}_{x}" for x in kinds]
+        edges += [(b + u, b + v) for u, v in local]
+        values += [(b + 1, b + 3), (b + 1, b + 6)]
+    return make_problem(len(allowed), edges, allowed, ["NPU", "CPU"], value_edges=values,
+                        names=names, objective=Objective())
+
+
+def _weighted_trap(k: int) -> Problem:
+    """Objective ``{fallback: 1, partitions: 10}``: ``k + 1`` CPU-only nodes in a chain with a
+    node between each two that both devices run and that prefers the NPU.  The heuristic keeps
+    every node on its preferred device (``2k + 1`` parts, cost ``10(2k + 1)``); the optimum
+    moves the ``k`` middle nodes to the CPU: one part, cost ``10 + k``."""
+    n = 2 * k + 1
+    allowed = [[1] if v % 2 == 0 else [0, 1] for v in range(n)]
+    names = [f"cpu{v // 2}" if v % 2 == 0 else f"either{v // 2}" for v in range(n)]
+    return make_problem(n, [(v, v + 1) for v in range(n - 1)], allowed, ["NPU", "CPU"],
+                        names=names, objective=Objective(weights={"fallback": 1,
+                                                                  "partitions": 10}))
+
+
+GREEDY_TRAPS: dict = {
+    "sequence": (_sequence_trap, "three devices: the greedy's device order is not the shortest "
+                                 "common supersequence of the chains"),
+    "value": (_value_trap, "value-dependent inputs: running the device with more ready nodes "
+                           "first strands nodes that wait for a value"),
+    "weighted": (_weighted_trap, "weighted objective: the greedy never moves a node off its "
+                                 "preferred device to save parts"),
+}
+
 
 def greedy_trap(name: str, k: int = 2) -> Problem:
-    """A constructed problem on which :func:`~hetero_solve.algorithms.greedy.heuristic` uses
-    more parts than the optimum; ``k`` scales it (see :data:`GREEDY_TRAPS`)."""
+    """A constructed problem on which :func:`~hetero_solve.algorithms.greedy.heuristic` is
+    worse than the optimum; ``k`` repeats the gadget (see :data:`GREEDY_TRAPS`)."""
     if name not in GREEDY_TRAPS:
         raise ValueError(f"unknown trap {name!r} (known: {', '.join(GREEDY_TRAPS)})")
     return GREEDY_TRAPS[name][0](k)
@@ -326,6 +403,3 @@ def greedy_trap(name: str, k: int = 2) -> Problem:
 def greedy_traps(k: int = 2) -> dict[str, Problem]:
     """Every constructed trap at scale ``k``."""
     return {name: greedy_trap(name, k) for name in GREEDY_TRAPS}
-
-
-GREEDY_TRAPS: dict = {}

@@ -51,3 +51,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 __all__ = ["app", "main"]
+from . import explain as _explain  # noqa: E402,F401  (registers its command)

@@ -50,6 +50,7 @@ ENGINES = ("auto", "cpsat", "sat")
 FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
 MAX_LITERALS = 4_000_000   # larger models are not built (the stage stays unproven)
 SEQUENCE_STATES = 64       # placed sets kept per depth by the sequence search
+WALL_FACTOR, WALL_EXTRA = 2.0, 1.0   # wall-clock safety net: 2 x time_limit + 1 s
 
 
 def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
@@ -74,19 +75,23 @@ class _Refiner:
         self.say = progress or (lambda _m: None)
         self.workers = workers
         self.t0 = time.perf_counter()
-        self.wall_end = self.t0 + 2 * self.limit + 1.0
+        self.wall_end = self.t0 + WALL_FACTOR * self.limit + WALL_EXTRA
         self.spent = 0.0                       # deterministic seconds used by the solvers
         self.start = normalize(problem, start)
         self.heuristic_parts = start.stats.get("heuristic_partitions", self.start.num_parts)
         self.best = self.start
-        self.best_key = objective_key(problem, self.best)
+        # an invalid start (not the heuristic's) loses to any valid answer
+        self.best_key = objective_key(problem, self.best) if not validate(problem, self.start) \
+            else (float("inf"),)
         self.proven: dict[str, bool] = {}
         self.stages: list[dict] = []
+        self.runs: list[dict] = []             # solver runs of the current stage
         self.deterministic = True
         self.lb_parts = 0
         self.parts_view: tuple | None = None   # (R, bounds, fixed) behind the parts bound
         self.parts_proof: str | None = None
         self.units: int | None = None
+        self.method = ""                       # how the current stage was settled
 
     # -- helpers -----------------------------------------------------------------------------
     def metrics(self, sol: Solution | None = None) -> dict[str, int]:
@@ -100,7 +105,7 @@ class _Refiner:
         sol.algorithm = algorithm
         bad = validate(self.p, sol)
         if bad:   # a bug in a model: never let it reach the user
-            self.stages.append({"rejected": algorithm, "violations": [str(v) for v in bad[:3]]})
+            self.runs.append({"rejected": algorithm, "violations": [str(v) for v in bad[:3]]})
             return False
         key = objective_key(self.p, sol)
         if key < self.best_key:
@@ -143,22 +148,25 @@ class _Refiner:
             if self.wall_left() <= 0:
                 break
             rest = max(0.0, budget - (self.spent - spent0))
+            if i > 0 and rest < 0.01:
+                break       # the stage's budget is spent (deterministically)
             b = rest * 2 / 3 if i < len(engines) - 1 else rest   # CP-SAT first, SAT closes gaps
             self.say(f"{label}: {name} on {prob.n} node(s), {K} slot(s), {enc.nv:,} variables")
             mod = cpsat if name == "cpsat" else sat
             kw = {"workers": self.workers} if name == "cpsat" else {}
             start = best.solution if best is not None and best.solution is not None else hint
-            r = mod.solve(enc, weights, caps=caps, hint=start,
-                          time_limit=max(0.05, min(b, self.wall_left())), seed=self.seed,
-                          progress=self.say, label=f"{label} ({name})", **kw)
+            r = mod.solve(enc, weights, caps=caps, hint=start, time_limit=max(0.05, b),
+                          seed=self.seed, progress=self.say, label=f"{label} ({name})",
+                          wall_limit=max(0.05, min(WALL_FACTOR * b + WALL_EXTRA,
+                                               self.wall_left())), **kw)
             self.spent += r.stats.get("deterministic_time", 0.0)
             self.deterministic &= r.stats.get("deterministic", True)
             r.stats["engine"] = name
-            self.stages.append({"stage": label, "engine": name, **{
+            self.runs.append({"engine": name, **{
                 k: r.stats[k] for k in ("status", "variables", "wall", "deterministic_time",
                                         "conflicts") if k in r.stats}})
             if r.infeasible:   # the best answer fits the model: this would be a modelling bug
-                self.stages[-1]["model_infeasible"] = True
+                self.runs[-1]["model_infeasible"] = True
                 break
             if r.bound is not None:
                 bound = r.bound if bound is None else max(bound, r.bound)
@@ -167,15 +175,20 @@ class _Refiner:
                 best = r
             if r.optimal:
                 proven = True
-                self.stages[-1]["proved"] = True
+                self.runs[-1]["proved"] = True
                 break
         if best is None:
             return cpsat.EngineResult(None, None, bound, False)
         return cpsat.EngineResult(best.solution, best.value, bound, proven,
-                                  stats={"engine": self.stages[-1].get("engine")})
+                                  stats={"engine": self.runs[-1].get("engine")})
 
-    def engines(self) -> tuple[str, ...]:
-        return {"auto": ("cpsat", "sat"), "cpsat": ("cpsat",), "sat": ("sat",)}[self.engine]
+    def engines(self, stage: str = "partitions") -> tuple[str, ...]:
+        """Engines to run, in order.  ``auto``: CP-SAT then SAT to close a gap; for transfer
+        SAT first (a sum of byte-weighted literals: CP-SAT's relaxation is weak there, while
+        Glucose's descending bound proved 90-200-node cases several times faster)."""
+        if self.engine != "auto":
+            return (self.engine,)
+        return ("sat", "cpsat") if stage == "transfer" else ("cpsat", "sat")
 
     # -- stages ----------------------------------------------------------------------------
     def run(self) -> Solution:
@@ -189,91 +202,115 @@ class _Refiner:
             for i, term in enumerate(order):
                 t = time.perf_counter()
                 before = self.metrics()[term]
+                self.runs = []
                 ok = getattr(self, f"stage_{term}")(caps, len(order) - i)
                 self.proven[term] = chain and ok
                 chain = self.proven[term]
                 caps[term] = self.metrics()[term]
                 self.stages.append({"stage": term, "before": before, "after": caps[term],
-                                    "proven": self.proven[term],
-                                    "seconds": round(time.perf_counter() - t, 3)})
+                                    "proven": self.proven[term], "method": self.method,
+                                    "seconds": round(time.perf_counter() - t, 3),
+                                    "runs": self.runs})
         else:
             t = time.perf_counter()
+            self.runs = []
             ok = self.stage_weighted()
             self.proven["weighted"] = ok
-            self.stages.append({"stage": "weighted", "proven": ok,
-                                "seconds": round(time.perf_counter() - t, 3)})
+            self.stages.append({"stage": "weighted", "proven": ok, "method": self.method,
+                                "seconds": round(time.perf_counter() - t, 3), "runs": self.runs})
         return self.finish()
+
+    def reduce(self, R) -> tuple[Reduced, Bounds]:
+        red = contract_chains(self.p, R)
+        self.units = red.problem.n
+        return red, lower_bounds(red.problem, red.R)
+
+    def unit_hint(self, red: Reduced | None) -> Solution | None:
+        """The best answer on the contracted problem (None when it splits a unit)."""
+        if red is None:
+            return self.best
+        unit_part = red.restrict(self.best.part_of)
+        if unit_part is None:
+            return None
+        return Solution(unit_part, list(self.best.part_device), list(self.best.part_instance))
+
+    def take(self, r: cpsat.EngineResult | None, red: Reduced | None) -> None:
+        """Accept an engine's solution (expanded from units to nodes)."""
+        if r is None or r.solution is None:
+            return
+        sol = r.solution
+        if red is not None:
+            sol = Solution(red.expand(sol.part_of), sol.part_device, sol.part_instance)
+        self.accept(sol, "exact")
 
     def stage_fallback(self, caps: dict[str, int], left: int) -> bool:
         R, mem, bounds = self.view(fixed=False)
         forced = sum(1 for v in range(self.p.n) if self.p.allowed[v][0] not in R[v])
         if self.metrics()["fallback"] <= forced:
+            self.method = "bound"       # nodes no instance of their preferred device can hold
             return True
         K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
         r = self.solve(self.p, R, K, bounds, {"fallback": 1}, caps, self.best, mem,
                        self.budget(left), "fallback", self.engines())
-        if r is not None:
-            self.accept(r.solution, "exact")
-        return bool(r and r.optimal and complete)
+        self.take(r, None)
+        ok = bool(r and r.optimal and complete)
+        self.method = (r.stats.get("engine") if ok else "unproven") if r else "skipped"
+        if r and r.optimal and not complete:
+            self.method = f"optimal within {K} parts only"
+        return ok
 
     def stage_partitions(self, caps: dict[str, int], left: int) -> bool:
         fixed = caps.get("fallback") == 0
         R, mem, bounds = self.view(fixed)
-        all_proven = all(self.proven.values())
+        all_proven = all(self.proven.values())     # the earlier stages are optimal
         if all_proven:
             self.parts_view = (R, bounds, fixed)
             self.lb_parts = max(self.lb_parts, bounds.lb)
-        cur = self.best.num_parts
-        if cur <= bounds.lb:
-            self.parts_proof = "bound"
+        if self.best.num_parts <= bounds.lb:
+            self.method = self.parts_proof = "bound"
             return True
+        # fallback 0 is built into R when fixed; other caps need the full model
         other = {t: v for t, v in caps.items() if not (t == "fallback" and fixed)}
-        red = None
-        prob, R2, b2 = self.p, R, bounds
+        red, b2 = (None, bounds)
         if not mem and not other:
-            red = contract_chains(self.p, R)
-            self.units = red.problem.n
-            prob, R2 = red.problem, red.R
-            b2 = lower_bounds(prob, R2)
+            red, b2 = self.reduce(R)
             if self.engine == "auto":
-                self.say(f"partitions: sequence search on {prob.n} unit(s)")
-                sr = sequence.search(prob, R2, max_states=SEQUENCE_STATES, upper=cur,
-                                     lower=bounds.lb, deadline=time.perf_counter()
-                                     + max(0.5, self.wall_left() / 2))
+                self.say(f"partitions: sequence search on {red.problem.n} unit(s)")
+                sr = sequence.search(red.problem, red.R, max_states=SEQUENCE_STATES,
+                                     upper=self.best.num_parts, lower=bounds.lb,
+                                     deadline=time.perf_counter() + max(0.5, self.wall_left() / 2))
+                self.runs.append({"engine": "sequence", "exact": sr.exact, "depth": sr.depth,
+                                  "widest": sr.max_states})
                 if sr.parts is not None:
                     self.accept(Solution(red.expand(sr.part_of), sr.part_device,
                                          [0] * sr.parts), "exact-sequence")
                 if sr.exact:
-                    self.parts_proof = "sequence"
+                    self.method = self.parts_proof = "sequence"
                     if all_proven:
                         self.lb_parts = self.best.num_parts
                     return True
-                self.lb_parts = max(self.lb_parts, sr.lower_bound) if all_proven else self.lb_parts
-        hint = self.best
-        if red is not None:
-            unit_part = red.restrict(self.best.part_of)
-            hint = None if unit_part is None else Solution(
-                unit_part, list(self.best.part_device), list(self.best.part_instance))
-        r = self.solve(prob, R2, self.best.num_parts, b2, {"partitions": 1}, other, hint, mem,
-                       self.budget(left), "partitions", self.engines())
+                if all_proven:
+                    self.lb_parts = max(self.lb_parts, sr.lower_bound)
+        prob, R2 = (red.problem, red.R) if red is not None else (self.p, R)
+        r = self.solve(prob, R2, self.best.num_parts, b2, {"partitions": 1}, other,
+                       self.unit_hint(red), mem, self.budget(left), "partitions", self.engines())
+        self.take(r, red)
         if r is None:
+            self.method = "skipped"
             return False
-        if r.solution is not None:
-            sol = r.solution
-            if red is not None:
-                sol = Solution(red.expand(sol.part_of), sol.part_device, sol.part_instance)
-            self.accept(sol, "exact")
         if all_proven and r.bound is not None:
             self.lb_parts = max(self.lb_parts, min(r.bound, self.best.num_parts))
         if r.optimal:
-            self.parts_proof = r.stats.get("engine", "cpsat")
+            self.method = self.parts_proof = r.stats.get("engine", "cpsat")
             if all_proven:
                 self.lb_parts = self.best.num_parts
             return True
+        self.method = "unproven"
         return False
 
     def stage_transfer(self, caps: dict[str, int], left: int) -> bool:
         if self.metrics()["transfer"] == 0:
+            self.method = "bound"
             return True
         fixed = caps.get("fallback") == 0
         R, mem, bounds = self.view(fixed)
@@ -283,11 +320,11 @@ class _Refiner:
         else:
             K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
         r = self.solve(self.p, R, K, bounds, {"transfer": 1}, other, self.best, mem,
-                       self.budget(left), "transfer", self.engines())
-        if r is None:
-            return False
-        self.accept(r.solution, "exact")
-        return bool(r.optimal and complete)
+                       self.budget(left), "transfer", self.engines("transfer"))
+        self.take(r, None)
+        ok = bool(r and r.optimal and complete)
+        self.method = (r.stats.get("engine") if ok else "unproven") if r else "skipped"
+        return ok
 
     def stage_weighted(self) -> bool:
         weights, exact = integer_weights(self.p.objective.weights or {})
@@ -296,35 +333,24 @@ class _Refiner:
         cost = sum(w * m[t] for t, w in weights.items())
         wp = weights.get("partitions", 0)
         if cost == wp * bounds.lb:      # parts at the bound, nothing else costs
+            self.method = "bound"
             return exact
-        red = None
-        prob, R2, b2 = self.p, R, bounds
+        red, b2 = (None, bounds)
         if not mem and not weights.get("transfer"):
-            red = contract_chains(self.p, R)
-            self.units = red.problem.n
-            prob, R2 = red.problem, red.R
-            b2 = lower_bounds(prob, R2)
-        if wp > 0:
+            red, b2 = self.reduce(R)
+        prob, R2 = (red.problem, red.R) if red is not None else (self.p, R)
+        if wp > 0:      # cost >= wp * parts for every solution at least as good
             K, complete = max(b2.lb, min(prob.n, cost // wp)), True
         else:
             K, complete = self.unbounded_K(prob.n, self.best.num_parts)
         if sum(max(0, K - b2.top[v] - b2.bottom[v]) for v in range(prob.n)) > MAX_LITERALS:
-            K, complete = self.best.num_parts, False
-        hint = self.best
-        if red is not None:
-            unit_part = red.restrict(self.best.part_of)
-            hint = None if unit_part is None else Solution(
-                unit_part, list(self.best.part_device), list(self.best.part_instance))
-        r = self.solve(prob, R2, K, b2, weights, {}, hint, mem, self.budget(1), "weighted",
-                       self.engines())
-        if r is None:
-            return False
-        if r.solution is not None:
-            sol = r.solution
-            if red is not None:
-                sol = Solution(red.expand(sol.part_of), sol.part_device, sol.part_instance)
-            self.accept(sol, "exact")
-        return bool(r.optimal and complete and exact)
+            K, complete = max(b2.lb, self.best.num_parts), False
+        r = self.solve(prob, R2, K, b2, weights, {}, self.unit_hint(red), mem, self.budget(1),
+                       "weighted", self.engines())
+        self.take(r, red)
+        ok = bool(r and r.optimal and complete and exact)
+        self.method = (r.stats.get("engine") if ok else "unproven") if r else "skipped"
+        return ok
 
     # -- the answer --------------------------------------------------------------------------
     def finish(self) -> Solution:
@@ -367,8 +393,8 @@ class _Refiner:
             "time_limit": self.limit, "deterministic": self.deterministic,
             "deterministic_seconds": round(self.spent, 3),
             "exact_seconds": round(time.perf_counter() - self.t0, 3),
-            "bounds": {"path": general.lb_path, "segments": general.lb_segments,
-                       "through": general.lb_through},
+            "bounds": {"path": bv.lb_path, "segments": bv.lb_segments,
+                       "through": bv.lb_through, "devices_fixed": fixed},
             "stages": self.stages,
         })
         if self.units is not None:

@@ -52,7 +52,7 @@ def _break(problem: Problem, R, u: int, v: int, fixed: bool) -> dict:
             detail += " (each on its preferred device: moving one would be a fallback)"
         return {"after": names[u], "before": names[v], "reason": "device", "detail": detail}
     detail = (f"{names[v]!r} ({ops[v]}) needs the value of {names[u]!r} ({ops[u]}) when its part "
-              f"is compiled, and {_devs(problem, common)} enforce value inputs")
+              f"is compiled, and value inputs are enforced on {_devs(problem, common)}")
     return {"after": names[u], "before": names[v], "reason": "value", "detail": detail}
 
 
@@ -140,17 +140,19 @@ def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds, parts: int, *
         runs = [_runs(problem, R, b, c, fixed) for c in range(len(problem.devices))
                 if b.per_device[c] > 0]
     out["runs"] = runs
-    out["text"] = _text(out, b, runs, breaks, path)
+    out["text"] = explain_text(out)
     return out
 
 
-def _text(out: dict, b: Bounds, runs: list[dict], breaks: list[dict], path: list[int],
-          limit: int = 40) -> list[str]:
-    k, lb = out["parts"], b.lb
+def explain_text(ex: dict, limit: int = 40) -> list[str]:
+    """The explanation in words, at most ``limit`` breaks per chain (built from the dict alone,
+    so ``hetero-solve explain`` can re-render ``partition.json``'s entry)."""
+    k, lb, kind = ex["parts"], ex["lower_bound"], ex["bound"]
     lines = [f"at least {lb} part(s) are needed; the answer has {k}."]
-    if b.kind == "path" or not runs:
-        lines.append(f"a chain of {len(path)} node(s) crosses {len(breaks)} forced break(s), "
-                     f"so it meets at least {len(breaks) + 1} parts:")
+    breaks, runs = ex.get("breaks", []), ex.get("runs", [])
+    if kind == "path" or not runs:
+        lines.append(f"a chain of {len(ex.get('chain', []))} node(s) crosses {len(breaks)} forced "
+                     f"break(s), so it meets at least {len(breaks) + 1} parts:")
         for i, br in enumerate(breaks[:limit], 1):
             lines.append(f"  {i}. {br['after']} -> {br['before']}: {br['reason']}: {br['detail']}")
         if len(breaks) > limit:
@@ -158,17 +160,17 @@ def _text(out: dict, b: Bounds, runs: list[dict], breaks: list[dict], path: list
     else:
         lines.append("parts on different devices are different, and a part meets a path in one "
                      "stretch; per device, the most separate stretches on one path:")
+        through = ex.get("through")
         for r in runs:
-            where = {"before": f" on a path into {out.get('through')}",
-                     "after": f" on a path out of {out.get('through')}"}.get(r.get("direction"), "")
+            where = {"before": f" on a path into {through}",
+                     "after": f" on a path out of {through}"}.get(r.get("direction"), "")
             lines.append(f"  {r['device']}: {r['count']} stretch(es){where}")
             for i, (run, br) in enumerate(zip(r["runs"][1:], r["breaks"]), 1):
                 if i > limit:
                     lines.append(f"    ... and {len(r['breaks']) - limit} more")
                     break
                 lines.append(f"    {i}. before {run[0]}: {br['reason']}: {br['detail']}")
-        if b.kind == "through":
-            lines.append(f"  ({out.get('through')}'s own part is counted on both sides: "
-                         f"{b.lb_through} in total)")
-    lines.append(("proof: " if out["proof"] else "") + out["proof_text"] + ".")
+        if kind == "through":
+            lines.append(f"  ({through}'s own part is counted on both sides: {lb} in total)")
+    lines.append(("proof: " if ex.get("proof") else "") + ex.get("proof_text", "") + ".")
     return lines

@@ -130,12 +130,12 @@ class _CNF:
 
 def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None = None,
           hint: Solution | None = None, time_limit: float = 10.0, seed: int = 0,
-          progress: Callable[[str], None] | None = None, label: str = "sat") -> EngineResult:
+          progress: Callable[[str], None] | None = None, label: str = "sat",
+          wall_limit: float | None = None) -> EngineResult:
     """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]`` (module doc)."""
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
     say = progress or (lambda _m: None)
-    t0 = time.perf_counter()
     solver = Solver(name="g4")
     cnf = _CNF(enc, solver)
     for c in enc.clauses:
@@ -181,8 +181,9 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         obj_const += w * c
     bits = None if only_parts else cnf.sum_bits(obj)
 
+    t0 = time.perf_counter()        # the safety net covers solving, not building the clauses
     budget = max(1000, int(CONFLICTS_PER_SECOND * max(0.05, time_limit)))
-    wall_cap = 2 * max(0.05, time_limit) + 1.0
+    wall_cap = wall_limit if wall_limit is not None else 2 * max(0.05, time_limit) + 1.0
     timer = threading.Timer(wall_cap, solver.interrupt)
     timer.daemon = True
     timer.start()
