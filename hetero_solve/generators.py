@@ -165,46 +165,66 @@ def random_small(seed: int, n: int | None = None, **kw) -> Problem:
 # -- DNN-like problems ------------------------------------------------------------------------
 
 def cnn_like(n: int, seed: int = 0, *, memory: int | None = None, instances: int = 1,
-             devices: int = 2, objective: Objective | None = None) -> Problem:
-    """A CNN of about ``n`` nodes: conv-bn-relu chains, residual blocks, inception blocks with
-    2-4 branches, CPU-only clumps of 1-3 nodes (about 16 % of nodes) and a shape chain now and
-    then whose ``Reshape`` needs a value made on the CPU.  Exactly ``n`` nodes."""
+             devices: int = 2, cpu_share: float = 0.16, objective: Objective | None = None
+             ) -> Problem:
+    """A CNN of exactly ``n`` nodes: conv-bn-relu chains, residual blocks, inception blocks with
+    2-4 branches, long skip connections, about ``cpu_share`` of the nodes CPU-only in clumps of
+    1-3 (on the trunk and inside branches, so parts can interleave), and now and then a shape
+    chain whose ``Reshape`` needs a value made on the CPU (about 3 % of the edges).  With
+    ``devices=3`` some clumps run on the GPU only (``GPU`` and ``CPU`` when ``memory`` is set,
+    to stay solvable)."""
     rng = random.Random(seed)
     b = _Builder(_devices(devices, memory, instances))
     acc = ("NPU", "GPU") if devices >= 3 else ("NPU",)
     every = acc + ("CPU",)
+    gpu = ("GPU",) if memory is None else ("GPU", "CPU")
     x = b.add("Input", (), every, out=64 * KIB)
+    skips: list[int] = []
 
-    def act(size):
-        return size * rng.choice((1, 1, 2))
+    def node(op: str, ins, size: int, const: int = 0) -> int:
+        """An accelerator op, or (with probability cpu_share, in a clump) a CPU-only one."""
+        if rng.random() < cpu_share:
+            on = gpu if devices >= 3 and rng.random() < 0.3 else ("CPU",)
+            y = ins
+            for _ in range(rng.randint(1, 3)):
+                y = [b.add(rng.choice(("HardSwish", "NonZero", "TopK", "Round")), y, on,
+                           out=size)]
+            return y[0]
+        return b.add(op, ins, every, out=size, const=const)
 
     while b.n < n:
         r = rng.random()
         size = rng.choice((16, 32, 64)) * KIB
-        if r < 0.35:                      # conv chain
+        if r < 0.3:                       # conv chain
             for op in ("Conv", "BatchNormalization", "Relu")[: rng.randint(1, 3)]:
-                x = b.add(op, [x], every, out=act(size), const=(8 * KIB if op == "Conv" else KIB))
-        elif r < 0.55:                    # residual block
-            y = b.add("Conv", [x], every, out=size, const=8 * KIB)
-            y = b.add("Relu", [y], every, out=size)
-            y = b.add("Conv", [y], every, out=size, const=8 * KIB)
+                x = node(op, [x], size, 8 * KIB if op == "Conv" else KIB)
+        elif r < 0.5:                     # residual block
+            y = node("Conv", [x], size, 8 * KIB)
+            y = node("Relu", [y], size)
+            y = node("Conv", [y], size, 8 * KIB)
             x = b.add("Add", [x, y], every, out=size)
         elif r < 0.7:                     # inception block
             outs = []
             for _ in range(rng.randint(2, 4)):
                 y = x
                 for _ in range(rng.randint(1, 3)):
-                    y = b.add("Conv", [y], every, out=size, const=4 * KIB)
+                    y = node("Conv", [y], size, 4 * KIB)
                 outs.append(y)
             x = b.add("Concat", outs, every, out=size * len(outs))
-        elif r < 0.86:                    # CPU-only clump
+        elif r < 0.8:                     # long skip: add a tensor from a few blocks back
+            if skips:
+                x = b.add("Add", [x, rng.choice(skips[-8:])], every, out=size)
+            skips.append(x)
+        elif r < 0.9:                     # CPU clump on the trunk
             for _ in range(rng.randint(1, 3)):
                 x = b.add(rng.choice(("HardSwish", "NonZero", "TopK", "Round")), [x], ("CPU",),
                           out=size)
         else:                             # shape chain: Reshape needs a value made on the CPU
-            s = b.add("Shape", [x], ("CPU",), out=32)
-            s = b.add("Gather", [s], ("CPU",), out=8)
-            x = b.add("Reshape", [x], every, out=size, value=[s])
+            s_ = b.add("Shape", [x], ("CPU",), out=32)
+            s_ = b.add("Gather", [s_], ("CPU",), out=8)
+            x = b.add("Reshape", [x], every, out=size, value=[s_])
+        if rng.random() < 0.05:
+            skips.append(x)
     return _truncate(b, n).build(objective)
 
 

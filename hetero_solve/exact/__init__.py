@@ -18,7 +18,10 @@ solver to finish; on large models it often does not, while the number of parts i
 every solution at least as good on the terms ranked before ``partitions`` (equal to the answer's
 parts when ``partitions`` is proven).  The answer is never worse than ``start`` under the
 objective.  Same input and seed, same answer: budgets are spent in deterministic time (see
-:mod:`.cpsat`, :mod:`.sat`); a wall-clock limit of twice the budget is only a safety net.
+:mod:`.cpsat`, :mod:`.sat`; extensions for the sequence search); a wall-clock limit of
+1.5 times the budget plus a second is only a safety net, and ``stats["deterministic"]`` says
+whether it fired.  The number of parts gets twice the share of the budget of the other terms,
+and transfer (a tie-breaker) at most a third of the time limit.
 
 >>> from hetero_solve.problem import make_problem
 >>> from hetero_solve.algorithms.greedy import heuristic
@@ -48,9 +51,14 @@ __all__ = ["refine", "ENGINES"]
 
 ENGINES = ("auto", "cpsat", "sat")
 FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
-MAX_LITERALS = 4_000_000   # larger models are not built (the stage stays unproven)
-SEQUENCE_STATES = 64       # placed sets kept per depth by the sequence search
-WALL_FACTOR, WALL_EXTRA = 2.0, 1.0   # wall-clock safety net: 2 x time_limit + 1 s
+MAX_VARIABLES = 300_000    # larger models are not built (the stage stays unproven): on this
+                           # machine they spent tens of seconds per deterministic second
+SEQUENCE_STATES = 64       # placed sets kept per depth by the beam
+SEQUENCE_EXACT_STATES = 4096   # ... by the branch and bound that follows
+SEQUENCE_RATE = 5000       # extensions per budget second (measured: 4,000-10,000 here)
+STAGE_WEIGHT = {"fallback": 1, "partitions": 2, "transfer": 1}   # shares of the time budget
+WALL_FACTOR, WALL_EXTRA = 1.5, 1.0   # wall-clock safety net: 1.5 x time_limit + 1 s
+TRANSFER_SHARE = 1 / 3     # at most this share of the time limit goes to the transfer stage
 
 
 def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
@@ -114,7 +122,12 @@ class _Refiner:
         return False
 
     def budget(self, stages_left: int) -> float:
-        return max(0.0, self.limit - self.spent) / max(1, stages_left)
+        """This stage's share of the budget left (deterministic seconds): the number of
+        parts gets twice the share of the other terms."""
+        order = list(self.p.objective.order) if self.p.objective.lexicographic else ["weighted"]
+        rest = order[len(order) - stages_left:]
+        w = [STAGE_WEIGHT.get(t, 1) for t in rest]
+        return max(0.0, self.limit - self.spent) * w[0] / max(1, sum(w))
 
     def wall_left(self) -> float:
         return self.wall_end - time.perf_counter()
@@ -134,9 +147,10 @@ class _Refiner:
     def solve(self, prob: Problem, R, K: int, bounds: Bounds, weights: dict[str, int],
               caps: dict[str, int], hint: Solution | None, mem, budget: float, label: str,
               engines: tuple[str, ...]) -> cpsat.EngineResult | None:
-        size = sum(max(0, K - 1 - bounds.bottom[v] - bounds.top[v]) for v in range(prob.n))
-        if size > MAX_LITERALS:
-            self.say(f"{label}: model too large ({size:,} order literals), skipped")
+        size = self.model_size(prob, K, bounds, weights, caps, mem)
+        if size > MAX_VARIABLES:
+            self.say(f"{label}: model too large (about {size:,} variables), skipped")
+            self.runs.append({"engine": "none", "skipped": f"about {size:,} variables"})
             return None
         terms = tuple(sorted(set(weights) | set(caps)))
         enc = Encoding(prob, R, K, bounds, terms=terms, memory_devices=tuple(mem))
@@ -182,6 +196,19 @@ class _Refiner:
         return cpsat.EngineResult(best.solution, best.value, bound, proven,
                                   stats={"engine": self.runs[-1].get("engine")})
 
+    @staticmethod
+    def model_size(prob: Problem, K: int, bounds: Bounds, weights, caps, mem) -> int:
+        """About how many variables the encoding will have (before building it)."""
+        order = sum(max(0, K - 1 - bounds.bottom[v] - bounds.top[v]) for v in range(prob.n))
+        size = order + K * len(prob.devices)
+        if "transfer" in weights or "transfer" in caps:
+            size += order                   # one crossing literal per tensor and slot, about
+        if mem:
+            items = sum(len(prob.node_consts[v]) + len(prob.node_inputs[v])
+                        + len(prob.node_outputs[v]) for v in range(prob.n)) / max(1, prob.n)
+            size += int(order * items)
+        return size
+
     def engines(self, stage: str = "partitions") -> tuple[str, ...]:
         """Engines to run, in order.  ``auto``: CP-SAT then SAT to close a gap; for transfer
         SAT first (a sum of byte-weighted literals: CP-SAT's relaxation is weak there, while
@@ -189,6 +216,13 @@ class _Refiner:
         if self.engine != "auto":
             return (self.engine,)
         return ("sat", "cpsat") if stage == "transfer" else ("cpsat", "sat")
+
+    def transfer_engines(self, mem) -> tuple[str, ...]:
+        """With memory limits the adder-encoded capacities slow Glucose down (a 1,000-node CNN:
+        no proof in 400,000 conflicts, CP-SAT proved it in 5 deterministic seconds)."""
+        if self.engine == "auto" and mem:
+            return ("cpsat", "sat")
+        return self.engines("transfer")
 
     # -- stages ----------------------------------------------------------------------------
     def run(self) -> Solution:
@@ -243,6 +277,36 @@ class _Refiner:
             sol = Solution(red.expand(sol.part_of), sol.part_device, sol.part_instance)
         self.accept(sol, "exact")
 
+    def sequence_search(self, red: Reduced, b: Bounds, lb: int, left: int) -> bool:
+        """The search over device sequences on the contracted problem: a beam for a good
+        answer, then branch and bound within the stage's budget for the proof.  True when
+        the best answer is proven to have the fewest parts."""
+        budget = self.budget(left)
+        for phase, cap in (("beam", SEQUENCE_STATES), ("branch and bound", SEQUENCE_EXACT_STATES)):
+            if phase != "beam":
+                budget = max(0.0, budget - self.runs[-1]["work"] / SEQUENCE_RATE)
+                if budget <= 0:
+                    break
+            self.say(f"partitions: search over device sequences ({phase}) on "
+                     f"{red.problem.n} unit(s)")
+            sr = sequence.search(red.problem, red.R, max_states=cap, upper=self.best.num_parts,
+                                 lower=lb, bounds=b, progress=self.say,
+                                 max_expansions=None if phase == "beam"
+                                 else int(budget * SEQUENCE_RATE),
+                                 deadline=time.perf_counter() + max(1.0, self.wall_left()))
+            self.spent += sr.expansions / SEQUENCE_RATE
+            self.deterministic &= not sr.timed_out
+            self.runs.append({"engine": f"sequence ({phase})", "exact": sr.exact,
+                              "depth": sr.depth, "widest": sr.max_states, "work": sr.expansions})
+            if sr.parts is not None:
+                self.accept(Solution(red.expand(sr.part_of), sr.part_device, [0] * sr.parts),
+                            "exact-sequence")
+            if sr.exact:
+                return True
+            self.lb_parts = max(self.lb_parts, sr.lower_bound) \
+                if all(self.proven.values()) else self.lb_parts
+        return False
+
     def stage_fallback(self, caps: dict[str, int], left: int) -> bool:
         R, mem, bounds = self.view(fixed=False)
         forced = sum(1 for v in range(self.p.n) if self.p.allowed[v][0] not in R[v])
@@ -274,23 +338,11 @@ class _Refiner:
         red, b2 = (None, bounds)
         if not mem and not other:
             red, b2 = self.reduce(R)
-            if self.engine == "auto":
-                self.say(f"partitions: sequence search on {red.problem.n} unit(s)")
-                sr = sequence.search(red.problem, red.R, max_states=SEQUENCE_STATES,
-                                     upper=self.best.num_parts, lower=bounds.lb,
-                                     deadline=time.perf_counter() + max(0.5, self.wall_left() / 2))
-                self.runs.append({"engine": "sequence", "exact": sr.exact, "depth": sr.depth,
-                                  "widest": sr.max_states})
-                if sr.parts is not None:
-                    self.accept(Solution(red.expand(sr.part_of), sr.part_device,
-                                         [0] * sr.parts), "exact-sequence")
-                if sr.exact:
-                    self.method = self.parts_proof = "sequence"
-                    if all_proven:
-                        self.lb_parts = self.best.num_parts
-                    return True
+            if self.engine == "auto" and self.sequence_search(red, b2, bounds.lb, left):
+                self.method = self.parts_proof = "sequence"
                 if all_proven:
-                    self.lb_parts = max(self.lb_parts, sr.lower_bound)
+                    self.lb_parts = self.best.num_parts
+                return True
         prob, R2 = (red.problem, red.R) if red is not None else (self.p, R)
         r = self.solve(prob, R2, self.best.num_parts, b2, {"partitions": 1}, other,
                        self.unit_hint(red), mem, self.budget(left), "partitions", self.engines())
@@ -319,8 +371,9 @@ class _Refiner:
             K, complete = self.best.num_parts, True
         else:
             K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
-        r = self.solve(self.p, R, K, bounds, {"transfer": 1}, other, self.best, mem,
-                       self.budget(left), "transfer", self.engines("transfer"))
+        budget = min(self.budget(left), self.limit * TRANSFER_SHARE)
+        r = self.solve(self.p, R, K, bounds, {"transfer": 1}, other, self.best, mem, budget,
+                       "transfer", self.transfer_engines(mem))
         self.take(r, None)
         ok = bool(r and r.optimal and complete)
         self.method = (r.stats.get("engine") if ok else "unproven") if r else "skipped"
@@ -343,7 +396,7 @@ class _Refiner:
             K, complete = max(b2.lb, min(prob.n, cost // wp)), True
         else:
             K, complete = self.unbounded_K(prob.n, self.best.num_parts)
-        if sum(max(0, K - b2.top[v] - b2.bottom[v]) for v in range(prob.n)) > MAX_LITERALS:
+        if self.model_size(prob, K, b2, weights, {}, mem) > MAX_VARIABLES:
             K, complete = max(b2.lb, self.best.num_parts), False
         r = self.solve(prob, R2, K, b2, weights, {}, self.unit_hint(red), mem, self.budget(1),
                        "weighted", self.engines())

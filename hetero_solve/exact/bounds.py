@@ -58,6 +58,14 @@ class Bounds:
     def window(self, v: int, K: int) -> tuple[int, int]:
         return self.top[v], K - 1 - self.bottom[v]
 
+    def after(self, c: int) -> list[int]:
+        """Per node ``v``: the most ``c``-runs on one path starting at ``v`` (parts on ``c``
+        that hold ``v`` or its descendants)."""
+        if c not in self._runs:
+            return [0] * len(self.top)
+        st = self._runs[c][1]
+        return [max(a, b) for a, b in zip(st.open, st.closed)]
+
 
 class _Runs:
     """The c-run dynamic programme for one device in one direction (see module doc)."""

@@ -11,8 +11,8 @@ The model is the encoding's clauses (``AddBoolOr``), one-device-per-slot groups
 Determinism (same input and seed, same answer): the search runs with ``num_workers`` workers
 and ``interleave_search`` when more than one (CP-SAT's deterministic parallel mode), and stops
 on *deterministic time* (``max_deterministic_time`` = the time budget): wall-clock limits make
-the stopping point depend on the machine's load.  A wall-clock cap of twice the budget plus a
-second (``wall_limit``) guards against a deterministic-time unit running slow; when it fires
+the stopping point depend on the machine's load.  A wall-clock cap (``wall_limit``; by default
+twice the budget plus a second) guards against a deterministic-time unit running slow; when it fires
 the result is marked ``deterministic: False`` in the stats.  On this project's shared 2-core
 machine one deterministic second took 1-6 wall seconds depending on load.
 

@@ -40,7 +40,7 @@ from ..solution import Solution
 from .cpsat import EngineResult, stage_value
 from .encoding import Encoding
 
-CONFLICTS_PER_SECOND = 20000
+CONFLICTS_PER_SECOND = 10000   # about what Glucose does here on mid-sized models
 
 
 class _CNF:

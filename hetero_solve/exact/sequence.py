@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..problem import Problem
+from .bounds import Bounds
 
 
 @dataclass
@@ -45,10 +46,12 @@ class SequenceResult:
     lower_bound: int             # no solution within ``R`` has fewer parts
     max_states: int              # the most placed sets kept at one depth
     depth: int                   # depths explored
+    expansions: int = 0          # extensions computed (the deterministic measure of work)
+    timed_out: bool = False      # stopped by ``deadline`` (a wall clock: not reproducible)
 
 
 class _State:
-    __slots__ = ("where", "bits", "count", "ready", "seq")
+    __slots__ = ("where", "bits", "count", "ready", "seq", "h")
 
     def __init__(self, where: array, bits: int, count: int, ready: list[int], seq: tuple | None):
         self.where = where      # node -> 1 + part index, 0 = unplaced
@@ -56,36 +59,45 @@ class _State:
         self.count = count
         self.ready = ready      # unplaced nodes whose predecessors are all placed
         self.seq = seq          # devices of the parts, as a linked list (device, previous)
+        self.h = 0              # a lower bound on the parts still needed
 
 
 def search(problem: Problem, R: list[tuple[int, ...]], *, max_states: int = 64,
            upper: int | None = None, lower: int = 1, deadline: float | None = None,
-           progress: Callable[[str], None] | None = None) -> SequenceResult:
+           progress: Callable[[str], None] | None = None,
+           bounds: Bounds | None = None, max_expansions: int | None = None) -> SequenceResult:
     """Breadth-first search over device sequences (module doc).  ``upper``: stop without an
     answer once ``upper`` parts are reached (a solution with ``upper`` parts is known), which
     proves ``upper`` optimal when the search is exact.  ``deadline``: ``time.perf_counter()``
-    value after which the search gives up (inexact)."""
+    value after which the search gives up (inexact).  ``bounds`` (lower bounds of the same
+    problem): prune placed sets that cannot beat ``upper`` and, when the cap bites, keep the
+    ones needing the fewest further parts (branch and bound).  ``max_expansions``: give up
+    (inexact) after that many extensions, a limit that does not depend on the machine."""
     n = problem.n
     succ, pred, vp = problem.succ, problem.pred, problem.value_pred
     enforce = [d.enforce_values for d in problem.devices]
     devices = sorted({d for r in R for d in r})
+    future = _future_bound(bounds, devices) if bounds is not None else None
     start = _State(array("i", [0]) * n, 0, 0, [v for v in range(n) if not pred[v]], None)
     layer = [start]
     exact = True
     widest = 1
     depth = 0
+    work = 0
     while True:
         if upper is not None and depth + 1 >= upper:
             # depth + 1 parts would not beat the known solution
             return SequenceResult(None, None, None, exact, upper if exact else lower,
-                                  widest, depth)
+                                  widest, depth, work)
         if deadline is not None and time.perf_counter() > deadline:
-            return SequenceResult(None, None, None, False, max(lower, depth + 1 if exact else 0),
-                                  widest, depth)
+            return SequenceResult(None, None, None, False, lower, widest, depth, work, True)
+        if max_expansions is not None and work >= max_expansions:
+            return SequenceResult(None, None, None, False, lower, widest, depth, work)
         mark = depth + 1
         children: list[tuple[_State, int]] = []
         for s in layer:
             for c in devices:
+                work += 1
                 child = _extend(s, c, mark, R, succ, pred, vp, enforce[c])
                 if child is None:
                     continue
@@ -97,12 +109,21 @@ def search(problem: Problem, R: list[tuple[int, ...]], *, max_states: int = 64,
                         seq.append(link[0])
                         link = link[1]
                     return SequenceResult(mark, part_of, seq[::-1], exact, mark if exact else lower,
-                                          widest, mark)
+                                          widest, mark, work)
+                if future is not None:
+                    child.h = future(child.ready)
+                    if upper is not None and mark + child.h >= upper:
+                        continue        # cannot beat the known solution
                 children.append((child, c))
         depth = mark
         kept = _undominated([ch for ch, _ in children], layer)
+        if not kept:        # every branch pruned: nothing beats ``upper`` (if exhaustive)
+            return SequenceResult(None, None, None, exact, upper if exact else lower,
+                                  widest, depth, work)
         if len(kept) > max_states:
             exact = False
+            if future is not None:      # best first: fewest parts still needed, then largest
+                kept.sort(key=lambda st: st.h)
             kept = kept[:max_states]
         widest = max(widest, len(kept))
         layer = kept
@@ -151,3 +172,21 @@ def _undominated(children: list[_State], previous: list[_State]) -> list[_State]
             continue
         kept.append(s)
     return kept
+
+
+def _future_bound(bounds, devices: list[int]):
+    """Parts still needed once the ``ready`` nodes (and everything after them) are unplaced:
+    every unplaced node lies in a later part, so (SOLVING.md lower bounds) at least
+    ``bottom[v] + 1`` parts for any ready ``v``, and, summed over devices, the most ``c``-runs
+    on a path from a ready node."""
+    bottom = bounds.bottom
+    after = [bounds.after(c) for c in devices]
+
+    def h(ready: list[int]) -> int:
+        if not ready:
+            return 0
+        h1 = max(bottom[v] for v in ready) + 1
+        h2 = sum(max(a[v] for v in ready) for a in after)
+        return max(h1, h2)
+
+    return h
