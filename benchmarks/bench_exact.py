@@ -35,7 +35,7 @@ GRAPHS = {
     "layered": ("random_layered", {}),
     "layered-3dev": ("random_layered", {"devices": 3}),
     "cnn-3dev": ("cnn_like", {"devices": 3}),
-    "cnn-memory": ("cnn_like", {"memory": 12 * MIB, "instances": 2}),
+    "cnn-memory": ("cnn_like", {"memory": 12 * MIB, "instances": 2}),   # 12 MiB per 1,000 nodes
 }
 DEFAULT = ["cnn", "transformer", "layered", "layered-3dev", "cnn-3dev", "cnn-memory"]
 
@@ -50,6 +50,8 @@ def run_one(graph: str, n: int, time_limit: float, seed: int) -> dict:
     from hetero_solve.validate import validate
 
     gen, kw = GRAPHS[graph]
+    if "memory" in kw:      # scale the limit with the model: binding, but not crushing
+        kw = {**kw, "memory": kw["memory"] * n // 1000}
     p = getattr(generators, gen)(n, seed=seed, **kw)
     t0 = time.perf_counter()
     h = heuristic(p)

@@ -34,6 +34,7 @@ and transfer (a tie-breaker) at most a third of the time limit.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from fractions import Fraction
 from typing import Callable
 
@@ -52,7 +53,8 @@ __all__ = ["refine", "ENGINES"]
 ENGINES = ("auto", "cpsat", "sat")
 FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
 MAX_VARIABLES = 300_000    # larger models are not built (the stage stays unproven): on this
-                           # machine they spent tens of seconds per deterministic second
+VARIABLES_PER_SECOND = 10_000   # machine they spent tens of seconds per deterministic second,
+                                # and building one costs wall time no budget accounts for
 SEQUENCE_STATES = 64       # placed sets kept per depth by the beam
 SEQUENCE_EXACT_STATES = 4096   # ... by the branch and bound that follows
 SEQUENCE_RATE = 5000       # extensions per budget second (measured: 4,000-10,000 here)
@@ -147,11 +149,26 @@ class _Refiner:
     def solve(self, prob: Problem, R, K: int, bounds: Bounds, weights: dict[str, int],
               caps: dict[str, int], hint: Solution | None, mem, budget: float, label: str,
               engines: tuple[str, ...]) -> cpsat.EngineResult | None:
-        size = self.model_size(prob, K, bounds, weights, caps, mem)
-        if size > MAX_VARIABLES:
-            self.say(f"{label}: model too large (about {size:,} variables), skipped")
-            self.runs.append({"engine": "none", "skipped": f"about {size:,} variables"})
+        if self.wall_left() <= 0:
+            self.deterministic = False
+            self.runs.append({"engine": "none", "skipped": "wall-clock safety net"})
             return None
+        size = self.model_size(prob, K, bounds, weights, caps, mem)
+        limit = min(MAX_VARIABLES, max(20_000, VARIABLES_PER_SECOND * budget))
+        restricted = False
+        if size > limit:
+            near = self.neighbourhood(prob, K, bounds, hint, weights, caps, mem, limit)
+            if near is None:
+                self.say(f"{label}: model too large (about {size:,} variables), skipped")
+                self.runs.append({"engine": "none", "skipped": f"about {size:,} variables"})
+                return None
+            bounds, delta = near
+            restricted = True
+            engines = ("cpsat",) if "cpsat" in engines else engines
+            self.say(f"{label}: the full model is too large (about {size:,} variables); "
+                     f"improving within {delta} slot(s) of the best answer, no proof")
+            self.runs.append({"engine": "neighbourhood", "slots": delta,
+                              "full_size": size})
         terms = tuple(sorted(set(weights) | set(caps)))
         enc = Encoding(prob, R, K, bounds, terms=terms, memory_devices=tuple(mem))
         best: cpsat.EngineResult | None = None
@@ -171,8 +188,8 @@ class _Refiner:
             start = best.solution if best is not None and best.solution is not None else hint
             r = mod.solve(enc, weights, caps=caps, hint=start, time_limit=max(0.05, b),
                           seed=self.seed, progress=self.say, label=f"{label} ({name})",
-                          wall_limit=max(0.05, min(WALL_FACTOR * b + WALL_EXTRA,
-                                               self.wall_left())), **kw)
+                          deadline=min(time.perf_counter() + WALL_FACTOR * b + WALL_EXTRA,
+                                       self.wall_end), **kw)
             self.spent += r.stats.get("deterministic_time", 0.0)
             self.deterministic &= r.stats.get("deterministic", True)
             r.stats["engine"] = name
@@ -191,10 +208,30 @@ class _Refiner:
                 proven = True
                 self.runs[-1]["proved"] = True
                 break
+        if restricted:      # optimal within the neighbourhood only: no proof, no bound
+            bound, proven = None, False
         if best is None:
             return cpsat.EngineResult(None, None, bound, False)
         return cpsat.EngineResult(best.solution, best.value, bound, proven,
                                   stats={"engine": self.runs[-1].get("engine")})
+
+    def neighbourhood(self, prob: Problem, K: int, bounds: Bounds, hint: Solution | None,
+                      weights, caps, mem, limit: int) -> tuple[Bounds, int] | None:
+        """Windows narrowed to ``delta`` slots either side of the best answer's part of each
+        node (the widest that fits ``limit``): a large-neighbourhood search around it, which
+        can improve the answer (its hint is inside) but proves nothing."""
+        if hint is None or len(hint.part_of) != prob.n:
+            return None
+        p = hint.part_of
+        for delta in (16, 8, 4, 2, 1):
+            top = [max(bounds.top[v], p[v] - delta) for v in range(prob.n)]
+            bottom = [max(bounds.bottom[v], K - 1 - p[v] - delta) for v in range(prob.n)]
+            if any(t > K - 1 - b for t, b in zip(top, bottom)):
+                return None     # the answer is outside the proven windows: not expected
+            near = replace(bounds, top=top, bottom=bottom)
+            if self.model_size(prob, K, near, weights, caps, mem) <= limit:
+                return near, delta
+        return None
 
     @staticmethod
     def model_size(prob: Problem, K: int, bounds: Bounds, weights, caps, mem) -> int:

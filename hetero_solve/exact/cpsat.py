@@ -11,8 +11,8 @@ The model is the encoding's clauses (``AddBoolOr``), one-device-per-slot groups
 Determinism (same input and seed, same answer): the search runs with ``num_workers`` workers
 and ``interleave_search`` when more than one (CP-SAT's deterministic parallel mode), and stops
 on *deterministic time* (``max_deterministic_time`` = the time budget): wall-clock limits make
-the stopping point depend on the machine's load.  A wall-clock cap (``wall_limit``; by default
-twice the budget plus a second) guards against a deterministic-time unit running slow; when it fires
+the stopping point depend on the machine's load.  A wall-clock cap (``deadline``, a
+``time.perf_counter()`` value; by default twice the budget plus a second) guards against a deterministic-time unit running slow; when it fires
 the result is marked ``deterministic: False`` in the stats.  On this project's shared 2-core
 machine one deterministic second took 1-6 wall seconds depending on load.
 
@@ -52,7 +52,7 @@ def stage_value(enc: Encoding, weights: dict[str, int], sol: Solution) -> int:
     """The stage objective of a decoded solution, computed from the problem (not the model)."""
     from ..problem import fallback_count, transfer_bytes
     p = enc.problem
-    vals = {"partitions": sol.num_parts if not sol.part_device else len(set(sol.part_of)),
+    vals = {"partitions": len(set(sol.part_of)),
             "fallback": fallback_count(p, sol.node_device()),
             "transfer": transfer_bytes(p, sol.part_of)}
     return sum(w * vals[t] for t, w in weights.items())
@@ -76,7 +76,7 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None = None,
           hint: Solution | None = None, time_limit: float = 10.0, seed: int = 0,
           workers: int = 1, progress: Callable[[str], None] | None = None,
-          label: str = "cp-sat", wall_limit: float | None = None) -> EngineResult:
+          label: str = "cp-sat", deadline: float | None = None) -> EngineResult:
     """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]``."""
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
@@ -93,6 +93,7 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         m.AddAtMostOne([lit(x) for x in g])
     # 2. memory capacity per device instance
     p = enc.problem
+    load_defs = []          # (load variable, instance literal, items) for the hint
     for d, per_slot in enc.inst.items():
         cap = p.devices[d].memory
         count = p.devices[d].instances
@@ -107,6 +108,7 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
                 load = m.NewIntVar(0, min(cap, total), "")
                 m.Add(load >= expr).OnlyEnforceIf(lit(ai))
                 loads[i].append(load)
+                load_defs.append((load, ai, list(items.values())))
         for i in range(count):
             if loads[i]:
                 m.Add(sum(loads[i]) <= cap)
@@ -134,6 +136,12 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
             hinted = True
             for x in range(1, enc.nv + 1):
                 m.AddHint(b[x], val[x])
+
+            def truth(x) -> bool:
+                return val[x] if x > 0 else not val[-x]
+
+            for load, ai, items in load_defs:    # complete: the integers too
+                m.AddHint(load, sum(size for size, x in items if truth(x)) if truth(ai) else 0)
     solver = cp_model.CpSolver()
     prm = solver.parameters
     prm.num_workers = max(1, workers)
@@ -141,7 +149,8 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         prm.interleave_search = True
     prm.random_seed = seed
     prm.max_deterministic_time = max(0.05, time_limit)
-    prm.max_time_in_seconds = wall_limit if wall_limit is not None else 2 * max(0.05, time_limit) + 1
+    wall = 2 * max(0.05, time_limit) + 1 if deadline is None else deadline - time.perf_counter()
+    prm.max_time_in_seconds = max(0.05, wall)
     prm.log_search_progress = False
     t0 = time.perf_counter()
     status = solver.Solve(m, _Progress(progress, label))

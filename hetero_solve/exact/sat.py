@@ -131,7 +131,7 @@ class _CNF:
 def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None = None,
           hint: Solution | None = None, time_limit: float = 10.0, seed: int = 0,
           progress: Callable[[str], None] | None = None, label: str = "sat",
-          wall_limit: float | None = None) -> EngineResult:
+          deadline: float | None = None) -> EngineResult:
     """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]`` (module doc)."""
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
@@ -181,9 +181,9 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         obj_const += w * c
     bits = None if only_parts else cnf.sum_bits(obj)
 
-    t0 = time.perf_counter()        # the safety net covers solving, not building the clauses
+    t0 = time.perf_counter()
     budget = max(1000, int(CONFLICTS_PER_SECOND * max(0.05, time_limit)))
-    wall_cap = wall_limit if wall_limit is not None else 2 * max(0.05, time_limit) + 1.0
+    wall_cap = max(0.05, 2 * max(0.05, time_limit) + 1.0 if deadline is None else deadline - t0)
     timer = threading.Timer(wall_cap, solver.interrupt)
     timer.daemon = True
     timer.start()
