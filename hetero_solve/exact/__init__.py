@@ -10,7 +10,9 @@ For each stage, cheapest first: a lower bound that the answer already meets (no 
 :mod:`.bounds`); for the number of parts when memory cannot bind, the exact search over device
 sequences on the chain-contracted graph (:mod:`.sequence`, :mod:`.reductions`); otherwise the
 CP-SAT model (:mod:`.cpsat`) or, with ``engine="sat"``, Glucose through python-sat
-(:mod:`.sat`), both on the same encoding (:mod:`.encoding`), warm-started from the best answer.
+(:mod:`.sat`), both on the same encoding (:mod:`.encoding`), warm-started from the best answer;
+when that model would be too large, CP-SAT searches a neighbourhood of the best answer instead
+(an improvement, never a proof).
 
 ``status`` is ``"optimal"`` only when **every** stage is proven (for ``transfer`` that needs the
 solver to finish; on large models it often does not, while the number of parts is proven):
@@ -52,12 +54,14 @@ __all__ = ["refine", "ENGINES"]
 
 ENGINES = ("auto", "cpsat", "sat")
 FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
-MAX_VARIABLES = 300_000    # larger models are not built (the stage stays unproven): on this
+MAX_VARIABLES = 200_000    # larger models are not built (the stage stays unproven): on this
 VARIABLES_PER_SECOND = 10_000   # machine they spent tens of seconds per deterministic second,
                                 # and building one costs wall time no budget accounts for
+NEIGHBOURHOOD_VARIABLES = 60_000   # size of the improvement model when the full one is too big
 SEQUENCE_STATES = 64       # placed sets kept per depth by the beam
 SEQUENCE_EXACT_STATES = 4096   # ... by the branch and bound that follows
-SEQUENCE_RATE = 5000       # extensions per budget second (measured: 4,000-10,000 here)
+SEQUENCE_RATE = 40_000_000  # work units (see sequence.search) per budget second: measured
+                            # 40-70 million here, i.e. 4,000-10,000 extensions on 4k-15k units
 STAGE_WEIGHT = {"fallback": 1, "partitions": 2, "transfer": 1}   # shares of the time budget
 WALL_FACTOR, WALL_EXTRA = 1.5, 1.0   # wall-clock safety net: 1.5 x time_limit + 1 s
 TRANSFER_SHARE = 1 / 3     # at most this share of the time limit goes to the transfer stage
@@ -157,13 +161,15 @@ class _Refiner:
         limit = min(MAX_VARIABLES, max(20_000, VARIABLES_PER_SECOND * budget))
         restricted = False
         if size > limit:
-            near = self.neighbourhood(prob, K, bounds, hint, weights, caps, mem, limit)
+            near = self.neighbourhood(prob, K, bounds, hint, weights, caps, mem,
+                                      min(limit, NEIGHBOURHOOD_VARIABLES))
             if near is None:
                 self.say(f"{label}: model too large (about {size:,} variables), skipped")
                 self.runs.append({"engine": "none", "skipped": f"about {size:,} variables"})
                 return None
             bounds, delta = near
             restricted = True
+            budget /= 2         # an improvement step only: leave time for the next stages
             engines = ("cpsat",) if "cpsat" in engines else engines
             self.say(f"{label}: the full model is too large (about {size:,} variables); "
                      f"improving within {delta} slot(s) of the best answer, no proof")
@@ -319,29 +325,30 @@ class _Refiner:
         answer, then branch and bound within the stage's budget for the proof.  True when
         the best answer is proven to have the fewest parts."""
         budget = self.budget(left)
+        spent0 = self.spent
         for phase, cap in (("beam", SEQUENCE_STATES), ("branch and bound", SEQUENCE_EXACT_STATES)):
-            if phase != "beam":
-                budget = max(0.0, budget - self.runs[-1]["work"] / SEQUENCE_RATE)
-                if budget <= 0:
-                    break
+            left_budget = budget - (self.spent - spent0)
+            if phase != "beam" and left_budget <= 0:
+                break
             self.say(f"partitions: search over device sequences ({phase}) on "
                      f"{red.problem.n} unit(s)")
             sr = sequence.search(red.problem, red.R, max_states=cap, upper=self.best.num_parts,
                                  lower=lb, bounds=b, progress=self.say,
-                                 max_expansions=None if phase == "beam"
-                                 else int(budget * SEQUENCE_RATE),
+                                 max_work=None if phase == "beam"
+                                 else int(left_budget * SEQUENCE_RATE),
                                  deadline=time.perf_counter() + max(1.0, self.wall_left()))
-            self.spent += sr.expansions / SEQUENCE_RATE
+            self.spent += sr.work / SEQUENCE_RATE
             self.deterministic &= not sr.timed_out
             self.runs.append({"engine": f"sequence ({phase})", "exact": sr.exact,
-                              "depth": sr.depth, "widest": sr.max_states, "work": sr.expansions})
+                              "depth": sr.depth, "widest": sr.max_states,
+                              "extensions": sr.expansions})
             if sr.parts is not None:
                 self.accept(Solution(red.expand(sr.part_of), sr.part_device, [0] * sr.parts),
                             "exact-sequence")
             if sr.exact:
                 return True
-            self.lb_parts = max(self.lb_parts, sr.lower_bound) \
-                if all(self.proven.values()) else self.lb_parts
+            if all(self.proven.values()):
+                self.lb_parts = max(self.lb_parts, sr.lower_bound)
         return False
 
     def stage_fallback(self, caps: dict[str, int], left: int) -> bool:
