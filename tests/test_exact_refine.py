@@ -65,6 +65,12 @@ def test_weighted_objective_status():
     sol = refine(p, heuristic(p), engine="cpsat")
     assert sol.status == "optimal" and sol.stats["proven"] == ["weighted"]
     assert sol.lower_bound == 1 and evaluate(p, sol).fallback == 3
+    assert sol.stats["explain"]["proof"] == "bound"          # one part: at the bound
+    q = greedy_trap("weighted", 1)
+    q.objective = Objective(weights={"fallback": 30, "partitions": 10})   # moving costs more
+    sol = refine(q, heuristic(q), engine="sat")
+    assert sol.num_parts == 3 and sol.status == "optimal"
+    assert sol.stats["explain"]["proof"] == "weighted" and sol.lower_bound == 1
 
 
 def test_unproven_stage_gives_feasible_and_a_valid_bound(monkeypatch):

@@ -478,8 +478,12 @@ class _Refiner:
         proven_terms = [t for t, ok in self.proven.items() if ok]
         status = "optimal" if self.proven and all(self.proven.values()) else "feasible"
         Rv, bv, fixed = self.parts_view
-        proof = self.parts_proof if (obj.lexicographic and self.proven.get("partitions")) else (
-            "bound" if sol.num_parts <= bv.lb else None)
+        if sol.num_parts <= bv.lb:
+            proof = "bound"
+        elif obj.lexicographic:
+            proof = self.parts_proof if self.proven.get("partitions") else None
+        else:
+            proof = "weighted" if self.proven.get("weighted") else None
         out = Solution(sol.part_of, sol.part_device, sol.part_instance,
                        algorithm=sol.algorithm if sol is not self.start else self.start.algorithm,
                        status=status, lower_bound=lb, stats=dict(self.start.stats))

@@ -28,7 +28,10 @@ PROOFS = {
     "sequence": "an exhaustive search over device sequences found no partition with fewer parts",
     "cpsat": "CP-SAT proved that no partition has fewer parts",
     "sat": "the SAT solver proved that no partition has fewer parts",
-    None: "not proven: the solver ran out of time before closing the gap",
+    "weighted": "the weighted objective is proven optimal: fewer parts would cost more in "
+                "the other terms",
+    None: "not proven: the gap between the bound and the answer was not closed within the "
+          "time limit",
 }
 
 
