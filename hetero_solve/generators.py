@@ -331,7 +331,8 @@ def wide(n: int, seed: int = 0, *, branches: int | None = None, cpu_share: float
 def _truncate(b: _Builder, n: int) -> _Builder:
     """Keep the first ``n`` nodes (they are in topological order)."""
     keep = b.n if b.n <= n else n
-    b.ops, b.allowed, b.tbytes, b.cbytes = b.ops[:keep], b.allowed[:keep], b.tbytes[:keep], b.cbytes[:keep]
+    b.ops, b.allowed = b.ops[:keep], b.allowed[:keep]
+    b.tbytes, b.cbytes = b.tbytes[:keep], b.cbytes[:keep]
     b.edges = [(u, v) for u, v in b.edges if v < keep]
     b.value_edges = [(u, v) for u, v in b.value_edges if v < keep]
     return b

@@ -106,6 +106,7 @@ class _Refiner:
         self.parts_proof: str | None = None
         self.units: int | None = None
         self.method = ""                       # how the current stage was settled
+        self._views: dict[bool, tuple] = {}
 
     # -- helpers -----------------------------------------------------------------------------
     def metrics(self, sol: Solution | None = None) -> dict[str, int]:
@@ -145,9 +146,12 @@ class _Refiner:
         return parts, False
 
     def view(self, fixed: bool):
-        R = device_sets(self.p, fixed=fixed)
-        mem = binding_devices(self.p, R)
-        return R, mem, lower_bounds(self.p, R, mem)
+        """Device sets, binding memory devices and bounds (computed once per kind)."""
+        if fixed not in self._views:
+            R = device_sets(self.p, fixed=fixed)
+            mem = binding_devices(self.p, R)
+            self._views[fixed] = (R, mem, lower_bounds(self.p, R, mem))
+        return self._views[fixed]
 
     # -- solving one stage with an engine -------------------------------------------------------
     def solve(self, prob: Problem, R, K: int, bounds: Bounds, weights: dict[str, int],
@@ -326,16 +330,20 @@ class _Refiner:
         the best answer is proven to have the fewest parts."""
         budget = self.budget(left)
         spent0 = self.spent
-        for phase, cap in (("beam", SEQUENCE_STATES), ("branch and bound", SEQUENCE_EXACT_STATES)):
+        # a beam narrow enough to finish within the budget (one extension per device and kept
+        # set per depth, at most as many depths as the best answer has parts)
+        devices = len({d for r in red.R for d in r})
+        per_state = self.best.num_parts * max(1, devices) * (red.problem.n + 3000)
+        beam = max(1, min(SEQUENCE_STATES, int(budget * SEQUENCE_RATE / per_state)))
+        for phase, cap in (("beam", beam), ("branch and bound", SEQUENCE_EXACT_STATES)):
             left_budget = budget - (self.spent - spent0)
-            if phase != "beam" and left_budget <= 0:
+            if left_budget <= 0:
                 break
-            self.say(f"partitions: search over device sequences ({phase}) on "
-                     f"{red.problem.n} unit(s)")
+            self.say(f"partitions: search over device sequences ({phase}, {cap} set(s) per "
+                     f"depth) on {red.problem.n} unit(s)")
             sr = sequence.search(red.problem, red.R, max_states=cap, upper=self.best.num_parts,
                                  lower=lb, bounds=b, progress=self.say,
-                                 max_work=None if phase == "beam"
-                                 else int(left_budget * SEQUENCE_RATE),
+                                 max_work=int(left_budget * SEQUENCE_RATE),
                                  deadline=time.perf_counter() + max(1.0, self.wall_left()))
             self.spent += sr.work / SEQUENCE_RATE
             self.deterministic &= not sr.timed_out

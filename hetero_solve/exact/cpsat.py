@@ -12,8 +12,9 @@ Determinism (same input and seed, same answer): the search runs with ``num_worke
 and ``interleave_search`` when more than one (CP-SAT's deterministic parallel mode), and stops
 on *deterministic time* (``max_deterministic_time`` = the time budget): wall-clock limits make
 the stopping point depend on the machine's load.  A wall-clock cap (``deadline``, a
-``time.perf_counter()`` value; by default twice the budget plus a second) guards against a deterministic-time unit running slow; when it fires
-the result is marked ``deterministic: False`` in the stats.  On this project's shared 2-core
+``time.perf_counter()`` value; by default twice the budget plus a second) guards against a
+deterministic-time unit running slow; when it fires the result is marked
+``deterministic: False`` in the stats.  On this project's shared 2-core
 machine one deterministic second took 1-6 wall seconds depending on load.
 
 >>> from hetero_solve.problem import make_problem
