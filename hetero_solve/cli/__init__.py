@@ -42,6 +42,8 @@ def _root() -> None:
 from . import solve as _solve  # noqa: E402,F401  (solve, the default command)
 from . import rules as _rules  # noqa: E402,F401  (rules check)
 from . import run as _run  # noqa: E402,F401  (run, verify, check)
+from . import explain as _explain  # noqa: E402,F401  (explain)
+from . import study as _study  # noqa: E402,F401  (study)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,4 +56,3 @@ def main(argv: list[str] | None = None) -> None:
 
 
 __all__ = ["app", "main"]
-from . import study as _study  # noqa: E402,F401  (registers its command)

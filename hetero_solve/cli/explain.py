@@ -1,0 +1,57 @@
+"""``hetero-solve explain MODEL RULES``: why the model needs at least k parts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List
+
+import typer
+
+from ..exact.explain import explain_text
+from ..pipeline import solve
+from . import app
+from .common import UsageError, out_console, parse_dims, progress_on_stderr
+
+EXACT_ENGINES = ("auto", "cpsat", "sat")
+
+
+@app.command("explain")
+def explain_command(
+    model: Path = typer.Argument(..., help="The ONNX model.", show_default=False),
+    rules: Path = typer.Argument(..., help="Rule file (YAML).", show_default=False),
+    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
+                                     help="Seconds for the exact solver after the heuristic."),
+    dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
+                                  help="Value of a symbolic dimension (repeatable)."),
+    engine: str = typer.Option("auto", "--engine", "-e",
+                               help=f"One of {', '.join(EXACT_ENGINES)}."),
+    seed: int = typer.Option(0, "--seed", help="Solver seed."),
+    as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON (the "
+                                                       "'explain' entry of partition.json)."),
+    limit: int = typer.Option(40, "--limit", min=1, help="Breaks to list per chain."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+) -> None:
+    """Why MODEL needs at least k parts under RULES: the chain of nodes behind the lower bound
+    and the reason for each forced break (device change, value input, memory), then how the
+    rest was proven.  Nothing is written.
+
+    Example: hetero-solve explain examples/transformer_encoder.onnx rules/npu-static.yaml --dim seq=16
+    """
+    if engine not in EXACT_ENGINES:
+        raise UsageError(f"--engine {engine!r}: expected one of {', '.join(EXACT_ENGINES)}")
+    dims = parse_dims(dim)
+    with progress_on_stderr(quiet) as say:
+        result = solve(model, rules, dims=dims, engine=engine, time_limit=time_limit, seed=seed,
+                       progress=say)
+    ex = result.explanation
+    if ex is None:
+        raise UsageError("no explanation: the exact solver is not available in this build")
+    if as_json:
+        out_console.print_json(json.dumps(ex))
+        return
+    m, sol = result.metrics, result.solution
+    out_console.print(f"{Path(result.model_graph.path).name}: {m.partitions} part(s), "
+                      f"status {sol.status}, lower bound {sol.lower_bound}", markup=False)
+    for line in explain_text(ex, limit):
+        out_console.print(line, markup=False, soft_wrap=True)

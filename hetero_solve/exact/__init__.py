@@ -1,0 +1,532 @@
+"""Exact refinement: the fewest parts (and the rest of the objective) with a proof.
+
+:func:`refine` takes the heuristic's answer and improves it stage by stage (SPEC section 6):
+
+* a **lexicographic** objective is solved term by term, each earlier term capped at its best
+  value (``fallback``, then ``partitions``, then ``transfer`` by default);
+* a **weighted** objective is one stage (weights scaled to integers).
+
+For each stage, cheapest first: a lower bound that the answer already meets (no solver at all,
+:mod:`.bounds`); for the number of parts when memory cannot bind, the exact search over device
+sequences on the chain-contracted graph (:mod:`.sequence`, :mod:`.reductions`); otherwise the
+CP-SAT model (:mod:`.cpsat`) or, with ``engine="sat"``, Glucose through python-sat
+(:mod:`.sat`), both on the same encoding (:mod:`.encoding`), warm-started from the best answer;
+when that model would be too large, CP-SAT searches a neighbourhood of the best answer instead
+(an improvement, never a proof).
+
+``status`` is ``"optimal"`` only when **every** stage is proven (for ``transfer`` that needs the
+solver to finish; on large models it often does not, while the number of parts is proven):
+``stats["proven"]`` lists the terms proven, and ``lower_bound`` bounds the number of parts of
+every solution at least as good on the terms ranked before ``partitions`` (equal to the answer's
+parts when ``partitions`` is proven).  The answer is never worse than ``start`` under the
+objective.  Same input and seed, same answer: budgets are spent in deterministic time (see
+:mod:`.cpsat`, :mod:`.sat`; extensions for the sequence search); a wall-clock limit of
+1.5 times the budget plus a second is only a safety net, and ``stats["deterministic"]`` says
+whether it fired.  The number of parts gets twice the share of the budget of the other terms,
+and transfer (a tie-breaker) at most a third of the time limit.
+
+>>> from hetero_solve.problem import make_problem
+>>> from hetero_solve.algorithms.greedy import heuristic
+>>> p = make_problem(4, [(0, 2), (1, 3)], [[0], [1], [1], [0]])
+>>> s = refine(p, heuristic(p))
+>>> s.num_parts, s.status, s.lower_bound
+(3, 'optimal', 3)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from fractions import Fraction
+from typing import Callable
+
+from ..problem import Problem
+from ..solution import Solution, evaluate, normalize, objective_key
+from ..validate import validate
+from . import cpsat, sat, sequence
+from .analysis import binding_devices, device_sets
+from .bounds import Bounds, lower_bounds
+from .encoding import Encoding
+from .explain import explain
+from .reductions import Reduced, contract_chains
+
+__all__ = ["refine", "ENGINES"]
+
+ENGINES = ("auto", "cpsat", "sat")
+FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
+MAX_VARIABLES = 200_000    # larger models are not built (the stage stays unproven): on this
+VARIABLES_PER_SECOND = 10_000   # machine they spent tens of seconds per deterministic second,
+                                # and building one costs wall time no budget accounts for
+NEIGHBOURHOOD_VARIABLES = 60_000   # size of the improvement model when the full one is too big
+SEQUENCE_STATES = 64       # placed sets kept per depth by the beam
+SEQUENCE_EXACT_STATES = 4096   # ... by the branch and bound that follows
+SEQUENCE_RATE = 40_000_000  # work units (see sequence.search) per budget second: measured
+                            # 40-70 million here, i.e. 4,000-10,000 extensions on 4k-15k units
+STAGE_WEIGHT = {"fallback": 1, "partitions": 2, "transfer": 1}   # shares of the time budget
+WALL_FACTOR, WALL_EXTRA = 1.5, 1.0   # wall-clock safety net: 1.5 x time_limit + 1 s
+TRANSFER_SHARE = 1 / 3     # at most this share of the time limit goes to the transfer stage
+
+
+def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
+           seed: int = 0, progress: Callable[[str], None] | None = None,
+           workers: int = 1) -> Solution:
+    """Improve ``start`` (a valid solution, e.g. the heuristic's) and prove what can be proven
+    within ``time_limit`` seconds (module doc).  ``engine``: ``"auto"`` (bounds, sequence search,
+    CP-SAT, then SAT to close a gap), ``"cpsat"`` or ``"sat"`` (that engine only).
+    ``workers``: CP-SAT workers (more than one runs CP-SAT's deterministic interleaved mode)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    return _Refiner(problem, start, engine, time_limit, seed, progress, workers).run()
+
+
+class _Refiner:
+    def __init__(self, problem: Problem, start: Solution, engine: str, time_limit: float,
+                 seed: int, progress, workers: int):
+        self.p = problem
+        self.engine = engine
+        self.limit = max(0.0, float(time_limit))
+        self.seed = seed
+        self.say = progress or (lambda _m: None)
+        self.workers = workers
+        self.t0 = time.perf_counter()
+        self.wall_end = self.t0 + WALL_FACTOR * self.limit + WALL_EXTRA
+        self.spent = 0.0                       # deterministic seconds used by the solvers
+        self.start = normalize(problem, start)
+        self.heuristic_parts = start.stats.get("heuristic_partitions", self.start.num_parts)
+        self.best = self.start
+        # an invalid start (not the heuristic's) loses to any valid answer
+        self.best_key = objective_key(problem, self.best) if not validate(problem, self.start) \
+            else (float("inf"),)
+        self.proven: dict[str, bool] = {}
+        self.stages: list[dict] = []
+        self.runs: list[dict] = []             # solver runs of the current stage
+        self.deterministic = True
+        self.lb_parts = 0
+        self.parts_view: tuple | None = None   # (R, bounds, fixed) behind the parts bound
+        self.parts_proof: str | None = None
+        self.units: int | None = None
+        self.method = ""                       # how the current stage was settled
+        self._views: dict[bool, tuple] = {}
+
+    # -- helpers -----------------------------------------------------------------------------
+    def metrics(self, sol: Solution | None = None) -> dict[str, int]:
+        return evaluate(self.p, sol or self.best).as_dict()
+
+    def accept(self, sol: Solution | None, algorithm: str) -> bool:
+        """Keep ``sol`` when it is valid and strictly better under the objective."""
+        if sol is None:
+            return False
+        sol = normalize(self.p, sol)
+        sol.algorithm = algorithm
+        bad = validate(self.p, sol)
+        if bad:   # a bug in a model: never let it reach the user
+            self.runs.append({"rejected": algorithm, "violations": [str(v) for v in bad[:3]]})
+            return False
+        key = objective_key(self.p, sol)
+        if key < self.best_key:
+            self.best, self.best_key = sol, key
+            return True
+        return False
+
+    def budget(self, stages_left: int) -> float:
+        """This stage's share of the budget left (deterministic seconds): the number of
+        parts gets twice the share of the other terms."""
+        order = list(self.p.objective.order) if self.p.objective.lexicographic else ["weighted"]
+        rest = order[len(order) - stages_left:]
+        w = [STAGE_WEIGHT.get(t, 1) for t in rest]
+        return max(0.0, self.limit - self.spent) * w[0] / max(1, sum(w))
+
+    def wall_left(self) -> float:
+        return self.wall_end - time.perf_counter()
+
+    def unbounded_K(self, n: int, parts: int) -> tuple[int, bool]:
+        """Slots for a stage whose optimum may use more parts than the best answer."""
+        if n <= FULL_K_NODES:
+            return max(n, 1), True
+        return parts, False
+
+    def view(self, fixed: bool):
+        """Device sets, binding memory devices and bounds (computed once per kind)."""
+        if fixed not in self._views:
+            R = device_sets(self.p, fixed=fixed)
+            mem = binding_devices(self.p, R)
+            self._views[fixed] = (R, mem, lower_bounds(self.p, R, mem))
+        return self._views[fixed]
+
+    # -- solving one stage with an engine -------------------------------------------------------
+    def solve(self, prob: Problem, R, K: int, bounds: Bounds, weights: dict[str, int],
+              caps: dict[str, int], hint: Solution | None, mem, budget: float, label: str,
+              engines: tuple[str, ...]) -> cpsat.EngineResult | None:
+        if self.wall_left() <= 0:
+            self.deterministic = False
+            self.runs.append({"engine": "none", "skipped": "wall-clock safety net"})
+            return None
+        size = self.model_size(prob, K, bounds, weights, caps, mem)
+        limit = min(MAX_VARIABLES, max(20_000, VARIABLES_PER_SECOND * budget))
+        restricted = False
+        if size > limit:
+            near = self.neighbourhood(prob, K, bounds, hint, weights, caps, mem,
+                                      min(limit, NEIGHBOURHOOD_VARIABLES))
+            if near is None:
+                self.say(f"{label}: model too large (about {size:,} variables), skipped")
+                self.runs.append({"engine": "none", "skipped": f"about {size:,} variables"})
+                return None
+            bounds, delta = near
+            restricted = True
+            budget /= 2         # an improvement step only: leave time for the next stages
+            engines = ("cpsat",) if "cpsat" in engines else engines
+            self.say(f"{label}: the full model is too large (about {size:,} variables); "
+                     f"improving within {delta} slot(s) of the best answer, no proof")
+            self.runs.append({"engine": "neighbourhood", "slots": delta,
+                              "full_size": size})
+        terms = tuple(sorted(set(weights) | set(caps)))
+        enc = Encoding(prob, R, K, bounds, terms=terms, memory_devices=tuple(mem))
+        best: cpsat.EngineResult | None = None
+        bound = None
+        proven = False
+        spent0 = self.spent
+        for i, name in enumerate(engines):
+            if self.wall_left() <= 0:
+                break
+            rest = max(0.0, budget - (self.spent - spent0))
+            if i > 0 and rest < 0.01:
+                break       # the stage's budget is spent (deterministically)
+            b = rest * 2 / 3 if i < len(engines) - 1 else rest   # CP-SAT first, SAT closes gaps
+            self.say(f"{label}: {name} on {prob.n} node(s), {K} slot(s), {enc.nv:,} variables")
+            mod = cpsat if name == "cpsat" else sat
+            kw = {"workers": self.workers} if name == "cpsat" else {}
+            start = best.solution if best is not None and best.solution is not None else hint
+            r = mod.solve(enc, weights, caps=caps, hint=start, time_limit=max(0.05, b),
+                          seed=self.seed, progress=self.say, label=f"{label} ({name})",
+                          deadline=min(time.perf_counter() + WALL_FACTOR * b + WALL_EXTRA,
+                                       self.wall_end), **kw)
+            self.spent += r.stats.get("deterministic_time", 0.0)
+            self.deterministic &= r.stats.get("deterministic", True)
+            r.stats["engine"] = name
+            self.runs.append({"engine": name, **{
+                k: r.stats[k] for k in ("status", "variables", "wall", "deterministic_time",
+                                        "conflicts") if k in r.stats}})
+            if r.infeasible:   # the best answer fits the model: this would be a modelling bug
+                self.runs[-1]["model_infeasible"] = True
+                break
+            if r.bound is not None:
+                bound = r.bound if bound is None else max(bound, r.bound)
+            if r.solution is not None and (best is None or best.solution is None
+                                           or r.value < best.value):
+                best = r
+            if r.optimal:
+                proven = True
+                self.runs[-1]["proved"] = True
+                break
+        if restricted:      # optimal within the neighbourhood only: no proof, no bound
+            bound, proven = None, False
+        if best is None:
+            return cpsat.EngineResult(None, None, bound, False)
+        return cpsat.EngineResult(best.solution, best.value, bound, proven,
+                                  stats={"engine": self.runs[-1].get("engine")})
+
+    def neighbourhood(self, prob: Problem, K: int, bounds: Bounds, hint: Solution | None,
+                      weights, caps, mem, limit: int) -> tuple[Bounds, int] | None:
+        """Windows narrowed to ``delta`` slots either side of the best answer's part of each
+        node (the widest that fits ``limit``): a large-neighbourhood search around it, which
+        can improve the answer (its hint is inside) but proves nothing."""
+        if hint is None or len(hint.part_of) != prob.n:
+            return None
+        p = hint.part_of
+        for delta in (16, 8, 4, 2, 1):
+            top = [max(bounds.top[v], p[v] - delta) for v in range(prob.n)]
+            bottom = [max(bounds.bottom[v], K - 1 - p[v] - delta) for v in range(prob.n)]
+            if any(t > K - 1 - b for t, b in zip(top, bottom)):
+                return None     # the answer is outside the proven windows: not expected
+            near = replace(bounds, top=top, bottom=bottom)
+            if self.model_size(prob, K, near, weights, caps, mem) <= limit:
+                return near, delta
+        return None
+
+    @staticmethod
+    def model_size(prob: Problem, K: int, bounds: Bounds, weights, caps, mem) -> int:
+        """About how many variables the encoding will have (before building it)."""
+        order = sum(max(0, K - 1 - bounds.bottom[v] - bounds.top[v]) for v in range(prob.n))
+        size = order + K * len(prob.devices)
+        if "transfer" in weights or "transfer" in caps:
+            size += order                   # one crossing literal per tensor and slot, about
+        if mem:
+            items = sum(len(prob.node_consts[v]) + len(prob.node_inputs[v])
+                        + len(prob.node_outputs[v]) for v in range(prob.n)) / max(1, prob.n)
+            size += int(order * items)
+        return size
+
+    def engines(self, stage: str = "partitions") -> tuple[str, ...]:
+        """Engines to run, in order.  ``auto``: CP-SAT then SAT to close a gap; for transfer
+        SAT first (a sum of byte-weighted literals: CP-SAT's relaxation is weak there, while
+        Glucose's descending bound proved 90-200-node cases several times faster)."""
+        if self.engine != "auto":
+            return (self.engine,)
+        return ("sat", "cpsat") if stage == "transfer" else ("cpsat", "sat")
+
+    def transfer_engines(self, mem) -> tuple[str, ...]:
+        """With memory limits the adder-encoded capacities slow Glucose down (a 1,000-node CNN:
+        no proof in 400,000 conflicts, CP-SAT proved it in 5 deterministic seconds)."""
+        if self.engine == "auto" and mem:
+            return ("cpsat", "sat")
+        return self.engines("transfer")
+
+    # -- stages ----------------------------------------------------------------------------
+    def run(self) -> Solution:
+        obj = self.p.objective
+        if self.p.n == 0:
+            return self.finish()
+        if obj.lexicographic:
+            caps: dict[str, int] = {}
+            chain = True
+            order = list(obj.order)
+            for i, term in enumerate(order):
+                t = time.perf_counter()
+                before = self.metrics()[term]
+                self.runs = []
+                ok = getattr(self, f"stage_{term}")(caps, len(order) - i)
+                self.proven[term] = chain and ok
+                chain = self.proven[term]
+                caps[term] = self.metrics()[term]
+                self.stages.append({"stage": term, "before": before, "after": caps[term],
+                                    "proven": self.proven[term], "method": self.method,
+                                    "seconds": round(time.perf_counter() - t, 3),
+                                    "runs": self.runs})
+        else:
+            t = time.perf_counter()
+            self.runs = []
+            ok = self.stage_weighted()
+            self.proven["weighted"] = ok
+            self.stages.append({"stage": "weighted", "proven": ok, "method": self.method,
+                                "seconds": round(time.perf_counter() - t, 3), "runs": self.runs})
+        return self.finish()
+
+    def reduce(self, R) -> tuple[Reduced, Bounds]:
+        red = contract_chains(self.p, R)
+        self.units = red.problem.n
+        return red, lower_bounds(red.problem, red.R)
+
+    def unit_hint(self, red: Reduced | None) -> Solution | None:
+        """The best answer on the contracted problem (None when it splits a unit)."""
+        if red is None:
+            return self.best
+        unit_part = red.restrict(self.best.part_of)
+        if unit_part is None:
+            return None
+        return Solution(unit_part, list(self.best.part_device), list(self.best.part_instance))
+
+    def take(self, r: cpsat.EngineResult | None, red: Reduced | None) -> None:
+        """Accept an engine's solution (expanded from units to nodes)."""
+        if r is None or r.solution is None:
+            return
+        sol = r.solution
+        if red is not None:
+            sol = Solution(red.expand(sol.part_of), sol.part_device, sol.part_instance)
+        self.accept(sol, "exact")
+
+    def sequence_search(self, red: Reduced, b: Bounds, lb: int, left: int) -> bool:
+        """The search over device sequences on the contracted problem: a beam for a good
+        answer, then branch and bound within the stage's budget for the proof.  True when
+        the best answer is proven to have the fewest parts."""
+        budget = self.budget(left)
+        spent0 = self.spent
+        # a beam narrow enough to finish within the budget (one extension per device and kept
+        # set per depth, at most as many depths as the best answer has parts)
+        devices = len({d for r in red.R for d in r})
+        per_state = self.best.num_parts * max(1, devices) * (red.problem.n + 3000)
+        beam = max(1, min(SEQUENCE_STATES, int(budget * SEQUENCE_RATE / per_state)))
+        for phase, cap in (("beam", beam), ("branch and bound", SEQUENCE_EXACT_STATES)):
+            left_budget = budget - (self.spent - spent0)
+            if left_budget <= 0:
+                break
+            self.say(f"partitions: search over device sequences ({phase}, {cap} set(s) per "
+                     f"depth) on {red.problem.n} unit(s)")
+            sr = sequence.search(red.problem, red.R, max_states=cap, upper=self.best.num_parts,
+                                 lower=lb, bounds=b, progress=self.say,
+                                 max_work=int(left_budget * SEQUENCE_RATE),
+                                 deadline=time.perf_counter() + max(1.0, self.wall_left()))
+            self.spent += sr.work / SEQUENCE_RATE
+            self.deterministic &= not sr.timed_out
+            self.runs.append({"engine": f"sequence ({phase})", "exact": sr.exact,
+                              "depth": sr.depth, "widest": sr.max_states,
+                              "extensions": sr.expansions})
+            if sr.parts is not None:
+                self.accept(Solution(red.expand(sr.part_of), sr.part_device, [0] * sr.parts),
+                            "exact-sequence")
+            if sr.exact:
+                return True
+            if all(self.proven.values()):
+                self.lb_parts = max(self.lb_parts, sr.lower_bound)
+        return False
+
+    def stage_fallback(self, caps: dict[str, int], left: int) -> bool:
+        R, mem, bounds = self.view(fixed=False)
+        forced = sum(1 for v in range(self.p.n) if self.p.allowed[v][0] not in R[v])
+        if self.metrics()["fallback"] <= forced:
+            self.method = "bound"       # nodes no instance of their preferred device can hold
+            return True
+        K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
+        r = self.solve(self.p, R, K, bounds, {"fallback": 1}, caps, self.best, mem,
+                       self.budget(left), "fallback", self.engines())
+        self.take(r, None)
+        ok = bool(r and r.optimal and complete)
+        self.method = (r.stats.get("engine") if ok else "unproven") if r else "skipped"
+        if r and r.optimal and not complete:
+            self.method = f"optimal within {K} parts only"
+        return ok
+
+    def stage_partitions(self, caps: dict[str, int], left: int) -> bool:
+        fixed = caps.get("fallback") == 0
+        R, mem, bounds = self.view(fixed)
+        all_proven = all(self.proven.values())     # the earlier stages are optimal
+        if all_proven:
+            self.parts_view = (R, bounds, fixed)
+            self.lb_parts = max(self.lb_parts, bounds.lb)
+        if self.best.num_parts <= bounds.lb:
+            self.method = self.parts_proof = "bound"
+            return True
+        # fallback 0 is built into R when fixed; other caps need the full model
+        other = {t: v for t, v in caps.items() if not (t == "fallback" and fixed)}
+        red, b2 = (None, bounds)
+        if not mem and not other:
+            red, b2 = self.reduce(R)
+            if self.engine == "auto" and self.sequence_search(red, b2, bounds.lb, left):
+                self.method = self.parts_proof = "sequence"
+                if all_proven:
+                    self.lb_parts = self.best.num_parts
+                return True
+        prob, R2 = (red.problem, red.R) if red is not None else (self.p, R)
+        r = self.solve(prob, R2, self.best.num_parts, b2, {"partitions": 1}, other,
+                       self.unit_hint(red), mem, self.budget(left), "partitions", self.engines())
+        self.take(r, red)
+        if r is None:
+            self.method = "skipped"
+            return False
+        if all_proven and r.bound is not None:
+            self.lb_parts = max(self.lb_parts, min(r.bound, self.best.num_parts))
+        if r.optimal:
+            self.method = self.parts_proof = r.stats.get("engine", "cpsat")
+            if all_proven:
+                self.lb_parts = self.best.num_parts
+            return True
+        self.method = "unproven"
+        return False
+
+    def stage_transfer(self, caps: dict[str, int], left: int) -> bool:
+        if self.metrics()["transfer"] == 0:
+            self.method = "bound"
+            return True
+        fixed = caps.get("fallback") == 0
+        R, mem, bounds = self.view(fixed)
+        other = {t: v for t, v in caps.items() if not (t == "fallback" and fixed)}
+        if "partitions" in caps:
+            K, complete = self.best.num_parts, True
+        else:
+            K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
+        budget = min(self.budget(left), self.limit * TRANSFER_SHARE)
+        r = self.solve(self.p, R, K, bounds, {"transfer": 1}, other, self.best, mem, budget,
+                       "transfer", self.transfer_engines(mem))
+        self.take(r, None)
+        ok = bool(r and r.optimal and complete)
+        self.method = (r.stats.get("engine") if ok else "unproven") if r else "skipped"
+        return ok
+
+    def stage_weighted(self) -> bool:
+        weights, exact = integer_weights(self.p.objective.weights or {})
+        R, mem, bounds = self.view(fixed=False)
+        m = self.metrics()
+        cost = sum(w * m[t] for t, w in weights.items())
+        wp = weights.get("partitions", 0)
+        if cost == wp * bounds.lb:      # parts at the bound, nothing else costs
+            self.method = "bound"
+            return exact
+        red, b2 = (None, bounds)
+        if not mem and not weights.get("transfer"):
+            red, b2 = self.reduce(R)
+        prob, R2 = (red.problem, red.R) if red is not None else (self.p, R)
+        if wp > 0:      # cost >= wp * parts for every solution at least as good
+            K, complete = max(b2.lb, min(prob.n, cost // wp)), True
+        else:
+            K, complete = self.unbounded_K(prob.n, self.best.num_parts)
+        if self.model_size(prob, K, b2, weights, {}, mem) > MAX_VARIABLES:
+            K, complete = max(b2.lb, self.best.num_parts), False
+        r = self.solve(prob, R2, K, b2, weights, {}, self.unit_hint(red), mem, self.budget(1),
+                       "weighted", self.engines())
+        self.take(r, red)
+        ok = bool(r and r.optimal and complete and exact)
+        self.method = (r.stats.get("engine") if ok else "unproven") if r else "skipped"
+        return ok
+
+    # -- the answer --------------------------------------------------------------------------
+    def finish(self) -> Solution:
+        sol = self.best
+        n = self.p.n
+        obj = self.p.objective
+        if n == 0:
+            sol.status, sol.lower_bound = "optimal", 0
+            sol.stats["heuristic_partitions"] = self.heuristic_parts
+            return sol
+        R, _, general = self.view(fixed=False)
+        lb = max(general.lb, self.lb_parts)
+        if self.parts_view is None:
+            fixed = False
+            if obj.lexicographic and "fallback" in obj.order and "partitions" in obj.order \
+                    and obj.order.index("fallback") < obj.order.index("partitions") \
+                    and self.proven.get("fallback") and self.metrics()["fallback"] == 0:
+                fixed = True
+            if fixed:
+                Rf, _, bf = self.view(fixed=True)
+                self.parts_view = (Rf, bf, True)
+                lb = max(lb, bf.lb)
+            else:
+                self.parts_view = (R, general, False)
+        lb = min(lb, sol.num_parts)
+        if obj.lexicographic and self.proven.get("partitions"):
+            lb = sol.num_parts
+        proven_terms = [t for t, ok in self.proven.items() if ok]
+        status = "optimal" if self.proven and all(self.proven.values()) else "feasible"
+        Rv, bv, fixed = self.parts_view
+        if sol.num_parts <= bv.lb:
+            proof = "bound"
+        elif obj.lexicographic:
+            proof = self.parts_proof if self.proven.get("partitions") else None
+        else:
+            proof = "weighted" if self.proven.get("weighted") else None
+        out = Solution(sol.part_of, sol.part_device, sol.part_instance,
+                       algorithm=sol.algorithm if sol is not self.start else self.start.algorithm,
+                       status=status, lower_bound=lb, stats=dict(self.start.stats))
+        out.stats.update(sol.stats)
+        out.stats["heuristic_partitions"] = self.heuristic_parts
+        out.stats.update({
+            "engine": self.engine, "proven": proven_terms, "seed": self.seed,
+            "time_limit": self.limit, "deterministic": self.deterministic,
+            "deterministic_seconds": round(self.spent, 3),
+            "exact_seconds": round(time.perf_counter() - self.t0, 3),
+            "bounds": {"path": bv.lb_path, "segments": bv.lb_segments,
+                       "through": bv.lb_through, "devices_fixed": fixed},
+            "stages": self.stages,
+        })
+        if self.units is not None:
+            out.stats["contracted_units"] = self.units
+        out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed)
+        return out
+
+
+def integer_weights(weights) -> tuple[dict[str, int], bool]:
+    """Weights as integers with the same ratios (``exact``) or a close approximation."""
+    fr = {t: Fraction(w).limit_denominator(10 ** 6) for t, w in weights.items() if w}
+    exact = all(float(f) == float(weights[t]) for t, f in fr.items())
+    den = 1
+    for f in fr.values():
+        den = den * f.denominator // _gcd(den, f.denominator)
+    out = {t: int(f * den) for t, f in fr.items()}
+    g = 0
+    for w in out.values():
+        g = _gcd(g, w)
+    return ({t: w // g for t, w in out.items()} if g > 1 else out), exact
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a

@@ -1,0 +1,141 @@
+"""Brute force over every partition of a small problem: the reference the engines are tested
+against (up to about 9 nodes; Bell(9) = 21,147 set partitions).
+
+Enumerates set partitions as restricted growth strings, keeps those with an acyclic quotient,
+gives each part the devices every member allows (minus enforcing devices when a value edge lies
+inside the part, minus devices the part's memory overflows), and picks devices per part to
+minimise the objective, checking that the parts fit the instances (a small bin packing, by
+search).  Nothing is pruned on the strength of a theorem: that is the point of a reference.
+
+>>> from hetero_solve.problem import make_problem
+>>> p = make_problem(4, [(0, 2), (1, 3)], [[0], [1], [1], [0]])
+>>> brute_force(p).num_parts
+3
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from ..problem import Problem, part_memory
+from ..solution import Solution, normalize, objective_key
+
+
+def set_partitions(n: int):
+    """Restricted growth strings: ``a[0] = 0``, ``a[i] <= max(a[:i]) + 1``."""
+    if n == 0:
+        yield []
+        return
+    a = [0] * n
+
+    def rec(i: int, m: int):
+        if i == n:
+            yield list(a)
+            return
+        for b in range(m + 2):
+            a[i] = b
+            yield from rec(i + 1, max(m, b))
+
+    yield from rec(1, 0)
+
+
+def _acyclic(problem: Problem, part_of: list[int], k: int) -> bool:
+    out = [set() for _ in range(k)]
+    indeg = [0] * k
+    for u, ss in enumerate(problem.succ):
+        for v in ss:
+            a, b = part_of[u], part_of[v]
+            if a != b and b not in out[a]:
+                out[a].add(b)
+                indeg[b] += 1
+    stack = [p for p in range(k) if indeg[p] == 0]
+    seen = 0
+    while stack:
+        p = stack.pop()
+        seen += 1
+        for q in out[p]:
+            indeg[q] -= 1
+            if indeg[q] == 0:
+                stack.append(q)
+    return seen == k
+
+
+def _pack(sizes: list[int], bins: int, cap: int) -> list[int] | None:
+    """Assign items to ``bins`` bins of ``cap`` (largest first, depth-first)."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+    load = [0] * bins
+    where = [0] * len(sizes)
+
+    def rec(j: int) -> bool:
+        if j == len(order):
+            return True
+        i = order[j]
+        tried = set()
+        for b in range(bins):
+            if load[b] in tried or load[b] + sizes[i] > cap:
+                continue
+            tried.add(load[b])
+            load[b] += sizes[i]
+            where[i] = b
+            if rec(j + 1):
+                return True
+            load[b] -= sizes[i]
+        return False
+
+    return where if rec(0) else None
+
+
+def brute_force(problem: Problem, *, max_nodes: int = 9) -> Solution | None:
+    """An optimal solution under ``problem.objective``, or ``None`` when none exists."""
+    n = problem.n
+    if n > max_nodes:
+        raise ValueError(f"brute force is for at most {max_nodes} nodes, not {n}")
+    devs = problem.devices
+    best: Solution | None = None
+    best_key = None
+    for part_of in set_partitions(n):
+        k = max(part_of) + 1 if n else 0
+        if not _acyclic(problem, part_of, k):
+            continue
+        parts = [[] for _ in range(k)]
+        for v, p in enumerate(part_of):
+            parts[p].append(v)
+        mems = [part_memory(problem, nodes, part_of, p) for p, nodes in enumerate(parts)]
+        options = []
+        for p, nodes in enumerate(parts):
+            common = set(problem.allowed[nodes[0]])
+            for v in nodes[1:]:
+                common &= set(problem.allowed[v])
+            inside_value = any(part_of[u] == p for v in nodes for u in problem.value_pred[v])
+            opts = [d for d in sorted(common)
+                    if not (inside_value and devs[d].enforce_values)
+                    and (devs[d].memory is None or mems[p] <= devs[d].memory)]
+            if not opts:
+                break
+            options.append(opts)
+        else:
+            for choice in itertools.product(*options):
+                sol = Solution(list(part_of), list(choice), [0] * k, algorithm="brute-force")
+                key = objective_key(problem, sol)
+                if best_key is not None and key >= best_key:
+                    continue
+                if not _assign_instances(problem, sol, mems):
+                    continue
+                best, best_key = sol, key
+    if best is None:
+        return None
+    best.status = "optimal"
+    return normalize(problem, best)
+
+
+def _assign_instances(problem: Problem, sol: Solution, mems: list[int]) -> bool:
+    for d, dev in enumerate(problem.devices):
+        ps = [p for p, x in enumerate(sol.part_device) if x == d]
+        if not ps or dev.memory is None:
+            continue
+        where = _pack([mems[p] for p in ps], dev.instances, dev.memory)
+        if where is None:
+            return False
+        for p, b in zip(ps, where):
+            sol.part_instance[p] = b
+    return True

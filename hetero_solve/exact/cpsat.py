@@ -1,0 +1,172 @@
+"""CP-SAT engine: solve one stage of the objective on an :class:`~.encoding.Encoding`.
+
+The model is the encoding's clauses (``AddBoolOr``), one-device-per-slot groups
+(``AddAtMostOne``), and, for memory (SPEC section 5), per device instance ``i`` an integer
+``m[j, i] >= memory of slot j`` enforced only when slot ``j`` sits on ``i``, with
+``sum_j m[j, i] <= capacity``.  Earlier stages of a lexicographic objective become caps
+(``term <= its optimum``), the stage's objective is minimised, and the redundant bounds
+``sum used >= lb`` (a prefix of used slots, fixed in the encoding) and
+``slots on device c >= c's run bound`` help the proof.
+
+Determinism (same input and seed, same answer): the search runs with ``num_workers`` workers
+and ``interleave_search`` when more than one (CP-SAT's deterministic parallel mode), and stops
+on *deterministic time* (``max_deterministic_time`` = the time budget): wall-clock limits make
+the stopping point depend on the machine's load.  A wall-clock cap (``deadline``, a
+``time.perf_counter()`` value; by default twice the budget plus a second) guards against a
+deterministic-time unit running slow; when it fires the result is marked
+``deterministic: False`` in the stats.  On this project's shared 2-core
+machine one deterministic second took 1-6 wall seconds depending on load.
+
+>>> from hetero_solve.problem import make_problem
+>>> from hetero_solve.exact.bounds import lower_bounds
+>>> from hetero_solve.exact.encoding import Encoding
+>>> p = make_problem(4, [(0, 2), (1, 3)], [[0], [1], [1], [0]])
+>>> R = [(a[0],) for a in p.allowed]
+>>> r = solve(Encoding(p, R, 4, lower_bounds(p, R)), {"partitions": 1})
+>>> r.value, r.optimal
+(3, True)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ortools.sat.python import cp_model
+
+from ..solution import Solution
+from .encoding import Encoding
+
+
+@dataclass
+class EngineResult:
+    solution: Solution | None       # best found (on the encoding's problem), not normalized
+    value: int | None               # its stage objective (integer weights)
+    bound: int | None               # proven lower bound on the stage objective
+    optimal: bool
+    infeasible: bool = False        # no solution within the caps and slots
+    stats: dict = field(default_factory=dict)
+
+
+def stage_value(enc: Encoding, weights: dict[str, int], sol: Solution) -> int:
+    """The stage objective of a decoded solution, computed from the problem (not the model)."""
+    from ..problem import fallback_count, transfer_bytes
+    p = enc.problem
+    vals = {"partitions": len(set(sol.part_of)),
+            "fallback": fallback_count(p, sol.node_device()),
+            "transfer": transfer_bytes(p, sol.part_of)}
+    return sum(w * vals[t] for t, w in weights.items())
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    def __init__(self, say: Callable[[str], None] | None, label: str):
+        super().__init__()
+        self.say = say
+        self.label = label
+        self.last = 0.0
+
+    def on_solution_callback(self) -> None:
+        now = time.perf_counter()
+        if self.say is not None and now - self.last > 0.5:
+            self.last = now
+            self.say(f"{self.label}: best {self.ObjectiveValue():g}, "
+                     f"bound {self.BestObjectiveBound():g}")
+
+
+def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None = None,
+          hint: Solution | None = None, time_limit: float = 10.0, seed: int = 0,
+          workers: int = 1, progress: Callable[[str], None] | None = None,
+          label: str = "cp-sat", deadline: float | None = None) -> EngineResult:
+    """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]``."""
+    if enc.infeasible:
+        return EngineResult(None, None, None, False, infeasible=True)
+    m = cp_model.CpModel()
+    b = [None] + [m.NewBoolVar("") for _ in range(enc.nv)]
+
+    def lit(x):
+        return b[x] if x > 0 else b[-x].Not()
+
+    # 1. clauses and one device per slot
+    for c in enc.clauses:
+        m.AddBoolOr([lit(x) for x in c])
+    for g in enc.amo:
+        m.AddAtMostOne([lit(x) for x in g])
+    # 2. memory capacity per device instance
+    p = enc.problem
+    load_defs = []          # (load variable, instance literal, items) for the hint
+    for d, per_slot in enc.inst.items():
+        cap = p.devices[d].memory
+        count = p.devices[d].instances
+        loads: list[list] = [[] for _ in range(count)]
+        for j, a in enumerate(per_slot):
+            items = enc.items[j]
+            if not a or not items:
+                continue
+            total = sum(size for size, _ in items.values())
+            expr = sum(size * lit(x) for size, x in items.values())
+            for i, ai in enumerate(a):
+                load = m.NewIntVar(0, min(cap, total), "")
+                m.Add(load >= expr).OnlyEnforceIf(lit(ai))
+                loads[i].append(load)
+                load_defs.append((load, ai, list(items.values())))
+        for i in range(count):
+            if loads[i]:
+                m.Add(sum(loads[i]) <= cap)
+    # 3. redundant bounds: slots per device
+    for c, k in enumerate(enc.per_device_lb):
+        ys = [yj[c] for yj in enc.y if c in yj]
+        if k > 0 and ys:
+            m.Add(sum(lit(x) for x in ys) >= k)
+    # 4. caps from earlier stages, then the objective
+    for t, cap in (caps or {}).items():
+        lits, const = enc.term(t)
+        m.Add(sum(w * lit(x) for w, x in lits) + const <= cap)
+    obj = []
+    const = 0
+    for t, w in weights.items():
+        lits, c = enc.term(t)
+        obj += [(w * a, x) for a, x in lits]
+        const += w * c
+    m.Minimize(sum(a * lit(x) for a, x in obj) + const)
+    # 5. complete hint
+    hinted = False
+    if hint is not None:
+        val = enc.hint(hint)
+        if val is not None:
+            hinted = True
+            for x in range(1, enc.nv + 1):
+                m.AddHint(b[x], val[x])
+
+            def truth(x) -> bool:
+                return val[x] if x > 0 else not val[-x]
+
+            for load, ai, items in load_defs:    # complete: the integers too
+                m.AddHint(load, sum(size for size, x in items if truth(x)) if truth(ai) else 0)
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.num_workers = max(1, workers)
+    if workers > 1:
+        prm.interleave_search = True
+    prm.random_seed = seed
+    prm.max_deterministic_time = max(0.05, time_limit)
+    wall = 2 * max(0.05, time_limit) + 1 if deadline is None else deadline - time.perf_counter()
+    prm.max_time_in_seconds = max(0.05, wall)
+    prm.log_search_progress = False
+    t0 = time.perf_counter()
+    status = solver.Solve(m, _Progress(progress, label))
+    wall = time.perf_counter() - t0
+    stats = {"variables": enc.nv, "clauses": len(enc.clauses), "hinted": hinted,
+             "status": solver.StatusName(status), "wall": round(wall, 3),
+             "deterministic_time": round(solver.deterministic_time, 3),
+             "deterministic": not (status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
+                                   and wall >= prm.max_time_in_seconds - 0.05)}
+    if status == cp_model.INFEASIBLE:
+        return EngineResult(None, None, None, True, infeasible=True, stats=stats)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return EngineResult(None, None, None, False, stats=stats)
+    sol = enc.decode(lambda x: solver.BooleanValue(b[x]))
+    value = stage_value(enc, weights, sol)
+    optimal = status == cp_model.OPTIMAL
+    bound = value if optimal else int(-(-solver.BestObjectiveBound() // 1))
+    return EngineResult(sol, value, bound, optimal, stats=stats)
