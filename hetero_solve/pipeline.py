@@ -220,14 +220,15 @@ def _unknown_rank_boundaries(mg: ModelGraph, problem: Problem, sol: Solution) ->
 
 def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
            seed: int = 0, progress: Progress | None = None) -> Solution:
-    """Exact refinement of a heuristic answer (never worse than ``start``)."""
-    if engine == "heuristic" or problem.n == 0:
+    """Exact refinement of a heuristic answer (never worse than ``start``).  With
+    ``engine="heuristic"`` the answer is kept and only its lower bound is computed."""
+    if problem.n == 0:
         return start
-    try:
-        from .exact import refine as exact_refine
-    except ImportError:
-        if engine == "auto":
-            return start
-        raise ValueError(f"engine {engine!r} is not available in this build") from None
+    from .exact import lower_bound, refine as exact_refine
+    if engine == "heuristic":
+        if progress:
+            progress("lower bound")
+        start.lower_bound = lower_bound(problem, start)
+        return start
     return exact_refine(problem, start, engine=engine, time_limit=time_limit, seed=seed,
                         progress=progress)

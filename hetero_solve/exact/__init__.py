@@ -50,7 +50,7 @@ from .encoding import Encoding
 from .explain import explain
 from .reductions import Reduced, contract_chains
 
-__all__ = ["refine", "ENGINES"]
+__all__ = ["refine", "lower_bound", "ENGINES"]
 
 ENGINES = ("auto", "cpsat", "sat")
 FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
@@ -77,6 +77,21 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     return _Refiner(problem, start, engine, time_limit, seed, progress, workers).run()
+
+
+def lower_bound(problem: Problem, solution: Solution) -> int:
+    """A lower bound on the number of parts of every solution at least as good as ``solution``
+    on the objective terms ranked before ``partitions``, without any solver (:mod:`.bounds`).
+
+    Under the default objective an answer without fallback can only be matched by answers
+    without fallback, so each node's preferred device alone is considered; otherwise every
+    allowed device is (the bound then also covers answers that move nodes)."""
+    obj = problem.objective
+    fixed = (obj.lexicographic and "fallback" in obj.order and "partitions" in obj.order
+             and obj.order.index("fallback") < obj.order.index("partitions")
+             and evaluate(problem, solution).fallback == 0)
+    R = device_sets(problem, fixed=fixed)
+    return lower_bounds(problem, R, binding_devices(problem, R)).lb
 
 
 class _Refiner:
