@@ -73,6 +73,7 @@ FLOOR_RATIO_TARGET = 1.5
 STAGES = ("rules", "read", "check", "flatten", "shapes", "compile", "heuristic", "validate", "write")
 LOAD_STAGES = ("read", "check", "flatten", "shapes")
 MiB = 2 ** 20
+GC_OFF = False   # --gc-off: workers run with the cyclic garbage collector disabled (experiment)
 
 
 # ============================================================================================
@@ -270,6 +271,15 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
            "rss_hwm_pipeline": _rss_hwm()}
     if profile:
         res["profiles"] = rec.profiles
+    if not trace and not profile:
+        # The heuristic alone, twice more in the same process: its best of 3 is less exposed to
+        # a noisy machine than one call (same problem, same answer; nothing is cached).
+        runs = [rec.stages["heuristic"]["seconds"]]
+        for _ in range(2):
+            t = time.perf_counter()
+            heuristic(problem)
+            runs.append(time.perf_counter() - t)
+        res["heuristic_runs"] = runs
     if verify:
         import hetero_solve
         del result, problem, mg, model
@@ -308,6 +318,9 @@ def _parts_per_device(problem, sol) -> dict[str, int]:
 
 
 def worker_main(args) -> None:
+    if args.gc_off:
+        import gc
+        gc.disable()
     if args.worker == "floor":
         res = worker_floor(args.path, args.trace)
     else:
@@ -368,6 +381,7 @@ def spawn(kind: str, case: str, path: Path, *, trace=False, profile=False, verif
     if out_dir is not None:
         cmd += ["--out-dir", str(out_dir)]
     cmd += ["--trace"] * trace + ["--cprofile"] * profile + ["--verify"] * verify
+    cmd += ["--gc-off"] * GC_OFF
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     t = time.perf_counter()
@@ -439,6 +453,7 @@ def summarize(m: dict) -> dict:
             "ratio": _med(ratios), "sub": subs,
             "sub_calls": m["pipeline"][0]["sub_calls"], "info": info,
             "import_s": _med([p["import_s"] for p in m["pipeline"]]),
+            "heur_best": min(min(p["heuristic_runs"]) for p in m["pipeline"]),
             "solve_s": m["pipeline"][0].get("solve_s"),
             "solve_same": m["pipeline"][0].get("solve_same_partition")}
 
@@ -460,7 +475,8 @@ def report(results: list[dict], machine: dict, args, started: str, load_before) 
     L.append("# Pipeline benchmark")
     L.append("")
     L.append(f"Run {started} with `python benchmarks/bench_pipeline.py --sizes {args.sizes} "
-             f"--repeat {args.repeat}" + (f" --cases {args.cases}" if args.cases else "") + "`.")
+             f"--repeat {args.repeat}" + (f" --cases {args.cases}" if args.cases else "")
+             + (" --gc-off" if args.gc_off else "") + "`.")
     L.append("")
     L.append(f"- Machine: {machine.get('cpu', '?')}, {machine.get('cores')} cores, "
              f"{machine.get('ram_gib', '?')} GiB RAM; {machine.get('platform')}")
@@ -470,6 +486,8 @@ def report(results: list[dict], machine: dict, args, started: str, load_before) 
     la = [r["load_avg_after"][0] for r in results]
     L.append(f"- Load average (1 min) before the run {load_before[0]:.1f}, after each "
              f"measurement {min(la):.1f} to {max(la):.1f}.")
+    if args.gc_off:
+        L.append("- **Experiment: `--gc-off`, every worker ran with `gc.disable()`.**")
     if args.shared_note:
         L.append(f"- **Caveat: {args.shared_note}**")
     L.append("")
@@ -490,13 +508,19 @@ def report(results: list[dict], machine: dict, args, started: str, load_before) 
     # -- summary of targets
     L.append("## Targets")
     L.append("")
-    L.append("| case | size | heuristic s | <= 1 s | total s | floor s | ratio | <= 1.5 x floor |")
-    L.append("| --- | ---: | ---: | :---: | ---: | ---: | ---: | :---: |")
+    L.append("At the largest size.  `heuristic`: median of the staged calls, and the best of "
+             "all calls (3 per process: the staged one and two more on the same problem).")
+    L.append("")
+    L.append("| case | size | parts | heuristic s (best) | <= 1 s | total s | floor s | ratio | <= 1.5 x floor |")
+    L.append("| --- | ---: | ---: | ---: | :---: | ---: | ---: | ---: | :---: |")
     for case, rs in by_case.items():
         r = max(rs, key=lambda r: r["size"])
         s = summarize(r)
-        L.append(f"| {case} | {r['size']:,} | {fmt_s(s['stages']['heuristic'])} | "
-                 f"{'yes' if s['stages']['heuristic'] <= HEURISTIC_TARGET_S else '**no**'} | "
+        ok = s["stages"]["heuristic"] <= HEURISTIC_TARGET_S
+        best_ok = s["heur_best"] <= HEURISTIC_TARGET_S
+        L.append(f"| {case} | {r['size']:,} | {s['info']['parts']:,} | {fmt_s(s['stages']['heuristic'])} "
+                 f"({fmt_s(s['heur_best'])}) | "
+                 f"{'yes' if ok else ('best only' if best_ok else '**no**')} | "
                  f"{fmt_s(s['total'])} | {fmt_s(s['floor'])} | {s['ratio']:.2f} | "
                  f"{'yes' if s['ratio'] <= FLOOR_RATIO_TARGET else '**no**'} |")
     L.append("")
@@ -660,6 +684,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="also run hetero_solve.solve() and compare, up to this size (first repetition)")
     ap.add_argument("--out", default=str(RESULTS / "pipeline.md"))
     ap.add_argument("--profile-out", default=str(RESULTS / "pipeline-profile.txt"))
+    ap.add_argument("--gc-off", action="store_true",
+                    help="experiment: run every worker with gc.disable() (how much the cyclic "
+                         "garbage collector costs); noted in the results")
     ap.add_argument("--shared-note", default="",
                     help="a caveat printed in the results (e.g. 'the machine was shared')")
     # worker mode (internal)
@@ -672,6 +699,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cprofile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    global GC_OFF
+    GC_OFF = args.gc_off
     if args.worker:
         worker_main(args)
     else:
