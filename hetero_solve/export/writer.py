@@ -40,6 +40,7 @@ def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: boo
     try:
         manifest = result.manifest(files=submodels)
         if submodels:
+            result.model_graph.prefetch_folded(result.problem.const_names)
             for part in manifest["partitions"]:
                 if progress:
                     progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")

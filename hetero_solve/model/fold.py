@@ -58,47 +58,66 @@ def _small_tensor(mg: ModelGraph, name: str) -> bool:
     return mg.tensor_bytes(name) <= FOLD_LIMIT_BYTES
 
 
-def evaluate_folded(mg: ModelGraph) -> dict[str, np.ndarray]:
-    """Values of every folded node's outputs, computed in one onnxruntime session (the
-    reference evaluator when onnxruntime cannot run the ops or the opset)."""
-    if not mg.folded:
-        return {}
-    model = _folding_model(mg)
-    names = [o.name for o in model.graph.output]
-    try:
-        import onnxruntime as ort
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        values = sess.run(names, {})
-    except Exception:
-        from onnx.reference import ReferenceEvaluator
-        values = ReferenceEvaluator(model).run(names, {})
-    return {n: np.asarray(v) for n, v in zip(names, values)}
-
-
-def _folding_model(mg: ModelGraph) -> onnx.ModelProto:
+def evaluate_folded(mg: ModelGraph, wanted: set[str] | None = None) -> dict[str, np.ndarray]:
+    """Values of the folded tensors ``wanted`` (default: every folded output), computing only
+    them and the folded nodes they depend on.  Results accumulate in ``mg``'s cache, so each
+    value is computed once however often it is asked for."""
+    cache = mg._folded_values
+    if cache is None:
+        cache = mg._folded_values = {}
+    folded = set(mg.folded)
+    if wanted is None:
+        wanted = {o for i in mg.folded for o in mg.outputs[i] if o}
+    todo = [x for x in wanted if x not in cache]
+    if not todo:
+        return {x: cache[x] for x in wanted}
+    # The folded nodes the wanted values depend on (Shape needs no input value).
+    needed: set[int] = set()
+    stack = [mg.producer[x] for x in todo if mg.producer.get(x) in folded]
+    while stack:
+        i = stack.pop()
+        if i in needed:
+            continue
+        needed.add(i)
+        if mg.op_types[i] == "Shape":
+            continue
+        for x in mg.inputs[i]:
+            j = mg.producer.get(x)
+            if j is not None and j in folded and x not in cache:
+                stack.append(j)
+    order = sorted(needed)
     nodes = mg.model.graph.node
-    needed: set[str] = set()
-    body: list[onnx.NodeProto] = []
-    for i in mg.folded:
+    known: dict[str, np.ndarray] = dict(cache)
+    body = []
+    for i in order:
         node = nodes[i]
-        if mg.op_types[i] == "Shape":  # its input may not be computable here; its value is known
-            body.append(helper.make_node("Constant", [], [node.output[0]],
-                                         value=onnx.numpy_helper.from_array(_static_shape(mg, node))))
+        if mg.op_types[i] == "Shape":   # its value is the static shape: no evaluation
+            known[node.output[0]] = _static_shape(mg, node)
             continue
         body.append(node)
-        needed.update(x for x in node.input if x)
-    produced = {o for n in body for o in n.output}
-    constants = [nodes[i] for i in mg.constant_nodes if nodes[i].output[0] in needed]
-    inits = [t for name, t in mg.initializers.items() if name in needed and name not in produced]
-    sparse = [t for t in mg.model.graph.sparse_initializer if t.values.name in needed]
-    outputs = [helper.make_tensor_value_info(o, mg.tensor_type(o).elem_type, None)
-               for i in mg.folded for o in mg.outputs[i] if o]
-    graph = helper.make_graph(constants + body, "fold", [], outputs, initializer=inits,
-                              sparse_initializer=sparse)
+        for x in node.input:
+            if x and x not in known and mg.producer.get(x) not in needed:
+                known[x] = mg.constant_value(x)   # an initializer or a Constant's value
+    from .evaluate import evaluate_nodes
+    values = evaluate_nodes(body, known, mg.opset, lambda ns, ins, outs: _onnx_model(mg, ns, ins, outs))
+    for i in order:
+        for o in mg.outputs[i]:
+            if o:
+                cache[o] = values[o] if o in values else known[o]
+    return {x: cache[x] for x in wanted}
+
+
+def _onnx_model(mg: ModelGraph, nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray],
+                outputs: list[str]) -> onnx.ModelProto:
+    """A model computing ``outputs`` from ``nodes``, with ``inputs`` as initializers."""
+    graph = helper.make_graph(
+        nodes, "fold", [],
+        [helper.make_tensor_value_info(o, mg.tensor_type(o).elem_type, None) for o in outputs],
+        initializer=[onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in inputs.items()])
     model = helper.make_model(graph, opset_imports=list(mg.model.opset_import))
     model.ir_version = mg.model.ir_version
+    if mg.model.functions:
+        model.functions.extend(mg.model.functions)
     return model
 
 

@@ -48,18 +48,19 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True) -> None:
         mg.folded = folded
         if not grown:
             break
-        rerun = _has_dynamic_consumers(mg)
-        if not rerun and all(mg.tensor_type(o).static for i in folded for o in mg.outputs[i] if o):
+        dynamic_inputs = _folded_inputs_of_dynamic_nodes(mg)
+        open_folded = {o for i in folded for o in mg.outputs[i] if o and not mg.tensor_type(o).static}
+        if not dynamic_inputs and not open_folded:
             break
-        # Folded values give their own shapes exactly, and may fix shapes inference left open
-        # downstream (a Range of constants, say): then feed them in and infer again.
-        mg._folded_values = evaluate_folded(mg)
-        if not rerun:
+        # Folded values give their own shapes exactly (open_folded), and may fix shapes inference
+        # left open downstream (a Range of constants, say): then feed them in and infer again.
+        values = evaluate_folded(mg, dynamic_inputs | open_folded)
+        if not dynamic_inputs:
             _index_types(mg, inferred)
             break
         base = base or _inference_base(mg)
-        inferred = _infer(mg, _with_folded(base, mg, mg._folded_values))
-        dropped = set(folded)
+        dropped = {i for i in folded if all(not o or o in values for o in mg.outputs[i])}
+        inferred = _infer(mg, _with_folded(base, dropped, values))
         kept = [i for i in range(len(mg.names)) if i not in dropped]
         mg._inferred_index = {i: j for j, i in enumerate(kept) if mg.has_subgraph[i]}
     else:
@@ -234,25 +235,26 @@ def _with_dims(t: TensorType, dims: dict[str, int]) -> TensorType:
     return TensorType(t.elem_type, tuple(dims.get(d, d) if isinstance(d, str) else d for d in t.shape))
 
 
-def _has_dynamic_consumers(mg: ModelGraph) -> bool:
-    """Does a direct consumer of a folded tensor have an output of unknown shape?  Only those
-    can gain from another round (their inputs just became constant values)."""
+def _folded_inputs_of_dynamic_nodes(mg: ModelGraph) -> set[str]:
+    """Folded tensors read by an unfolded node with an output of unknown shape: only those
+    nodes can gain from another round (their inputs just became constant values)."""
     folded_out = {o for i in mg.folded for o in mg.outputs[i]}
     done = set(mg.folded)
+    found: set[str] = set()
     for i, ins in enumerate(mg.inputs):
         if i in done or not any(x in folded_out for x in ins):
             continue
         if any(o and not mg.tensor_type(o).static for o in mg.outputs[i]):
-            return True
-    return False
+            found.update(x for x in ins if x in folded_out)
+    return found
 
 
-def _with_folded(base: onnx.ModelProto, mg: ModelGraph, values: dict) -> onnx.ModelProto:
+def _with_folded(base: onnx.ModelProto, dropped: set[int], values: dict) -> onnx.ModelProto:
+    """``base`` without the ``dropped`` folded nodes, their values given as initializers."""
     m = onnx.ModelProto()
     m.CopyFrom(base)
-    folded = set(mg.folded)
     del m.graph.node[:]
-    m.graph.node.extend(n for i, n in enumerate(base.graph.node) if i not in folded)
+    m.graph.node.extend(n for i, n in enumerate(base.graph.node) if i not in dropped)
     for name, value in values.items():
         m.graph.initializer.append(_light(numpy_helper.from_array(value, name)))
     return m
