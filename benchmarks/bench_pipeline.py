@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import gc
 import json
 import os
 import platform
@@ -215,7 +216,8 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
 
     sub = SubTimer()
     for attr in ("_inference_base", "_infer", "_index_types", "find_foldable", "evaluate_folded",
-                 "_has_dynamic_consumers", "_with_folded", "_constant_tensors", "_unused_dims"):
+                 "_folded_inputs_of_dynamic_nodes", "control_flow_hints", "_with_folded",
+                 "_constant_tensors", "_unused_dims"):
         sub.wrap(shapes_mod, attr, f"shapes.{attr.lstrip('_')}")
     sub.wrap(compile_mod, "resolve_pins", "compile.resolve_pins")
     sub.wrap(compile_mod, "_allowed_devices", "compile.allowed_devices")
@@ -227,8 +229,11 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
     rec = Recorder(trace, profile)
     rules = rec.run("rules", lambda: read_rules(rules_spec))
     all_dims = {**rules.dims, **dims}
-    model, shown = rec.run("read", lambda: read_model(path))
-    rec.run("check", lambda: check_model(model, shown))
+    # solve() pauses the cyclic GC for the whole pipeline; so does this measurement.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    model, shown, data = rec.run("read", lambda: read_model(path))
+    rec.run("check", lambda: check_model(model, shown, data))
     mg = rec.run("flatten", lambda: flatten(model, shown))
     mg.dims = dict(all_dims)
     rec.run("shapes", lambda: analyse_shapes(mg, fold=True))
@@ -237,8 +242,9 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
     sol = rec.run("heuristic", lambda: heuristic(problem))
 
     def validate_stage():
-        check(problem, sol)
-        return evaluate(problem, sol)
+        metrics = evaluate(problem, sol)
+        check(problem, sol, metrics=metrics)
+        return metrics
 
     metrics = rec.run("validate", validate_stage)
     s = {k: v["seconds"] for k, v in rec.stages.items()}
@@ -249,6 +255,8 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
                     list(problem.meta.get("warnings", [])),
                     explanation=sol.stats.pop("explain", None))
     rec.run("write", lambda: result.write(out_dir, submodels=False, annotated=False, dots=False))
+    if gc_was_enabled:
+        gc.enable()
 
     info = {
         "graph_nodes": len(mg.names), "placeable": problem.n, "folded": len(mg.folded),

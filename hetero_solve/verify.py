@@ -158,7 +158,7 @@ def compare(name: str, got, want, tolerance: float) -> OutputDiff:
 
 def _read(model) -> tuple[onnx.ModelProto, str]:
     from .model.load import read_model
-    proto, path = read_model(model)
+    proto, path, _ = read_model(model)
     return proto, path if path != "<model>" else "the model"
 
 

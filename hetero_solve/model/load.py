@@ -21,26 +21,62 @@ SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})
 
 
-def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
-    """The ``ModelProto`` and a display path; unreadable input raises :class:`ModelError`."""
+def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, str, bytes | None]:
+    """The ``ModelProto``, a display path, and the file's bytes when they are the whole model
+    (no external data), so the checker can reuse them.  Unreadable input raises
+    :class:`ModelError`."""
     if isinstance(source, onnx.ModelProto):
-        return source, "<model>"
+        return source, "<model>", None
     path = Path(source)
     if not path.exists():
         raise ModelError(path, "no such file")
     if path.is_dir():
         raise ModelError(path, "is a directory, expected an .onnx file")
     try:
-        model = onnx.load(str(path), load_external_data=True)
+        data = path.read_bytes()
+        model = onnx.ModelProto.FromString(data)
+        if _has_external_data(model):
+            # onnx.load's external-data pass walks every tensor of every node in Python (1 s
+            # at 100,000 nodes); only models that have external data pay for it.
+            onnx.load_external_data_for_model(model, str(path.parent))
+            data = None
     except Exception as e:  # protobuf decode errors, missing external data files
         raise ModelError(path, f"cannot read ONNX model: {_one_line(e)}") from None
-    return model, str(path)
+    return model, str(path), data
 
 
-def check_model(model: onnx.ModelProto, path: str) -> None:
-    """``onnx.checker`` with a one-line error.  Models over 2 GiB are checked by path."""
+def _has_external_data(model: onnx.ModelProto) -> bool:
+    """Does a tensor live outside the file?  Initializers, and the tensor attributes of
+    ``Constant``, subgraph and custom-domain nodes (the only nodes whose tensors can be big)."""
+    external = onnx.TensorProto.EXTERNAL
+    graphs = [model.graph]
+    while graphs:
+        g = graphs.pop()
+        if any(t.data_location == external for t in g.initializer):
+            return True
+        if any(t.values.data_location == external for t in g.sparse_initializer):
+            return True
+        for node in g.node:
+            if node.op_type == "Constant" or node.op_type in SUBGRAPH_OPS or node.domain not in STANDARD_DOMAINS:
+                for a in node.attribute:
+                    if a.type == onnx.AttributeProto.TENSOR and a.t.data_location == external:
+                        return True
+                    if a.type == onnx.AttributeProto.TENSORS and any(t.data_location == external for t in a.tensors):
+                        return True
+                    if a.type == onnx.AttributeProto.GRAPH:
+                        graphs.append(a.g)
+                    elif a.type == onnx.AttributeProto.GRAPHS:
+                        graphs.extend(a.graphs)
+    return False
+
+
+def check_model(model: onnx.ModelProto, path: str, data: bytes | None = None) -> None:
+    """``onnx.checker`` with a one-line error.  Given the file's ``data``, they are checked as
+    they are (no second serialisation); models with external data are checked by path."""
     try:
-        if model.ByteSize() > 2**31 - 1024 and path != "<model>":
+        if data is not None:
+            onnx.checker.check_model(data)
+        elif path != "<model>" and model.ByteSize() > 2**31 - 1024:
             onnx.checker.check_model(path)
         else:
             onnx.checker.check_model(model)
@@ -112,9 +148,9 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: dict[str, int]
     """
     from .shapes import analyse_shapes
 
-    model, path = read_model(source)
+    model, path, data = read_model(source)
     if check:
-        check_model(model, path)
+        check_model(model, path, data)
     mg = flatten(model, path)
     mg.dims = dict(dims or {})
     analyse_shapes(mg, fold=fold)

@@ -7,6 +7,7 @@ fragment users read in errors and in ``rules check``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import onnx
@@ -185,7 +186,9 @@ def _attr_value(attr: onnx.AttributeProto) -> Any:
     return v
 
 
+@functools.lru_cache(maxsize=4096)
 def _schema_default(op: str, name: str, opset: int, domain: str) -> Any:
+    """The op schema's default for an attribute at an opset (cached: one lookup per op)."""
     try:
         schema = onnx.defs.get_schema(op, opset, domain or "")
     except Exception:
