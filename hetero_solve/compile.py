@@ -12,7 +12,7 @@ import fnmatch
 from .errors import InfeasibleError, RuleError
 from .model.graph import ModelGraph
 from .problem import Device, Objective, Problem
-from .rules.conditions import SupportChecker
+from .rules.conditions import SupportChecker, op_refusal
 from .rules.schema import Rules
 
 
@@ -160,34 +160,40 @@ def resolve_pins(rules: Rules, mg: ModelGraph, placeable: list[int],
 
 def _allowed_devices(rules: Rules, mg: ModelGraph, placeable: list[int], pins: list[int],
                      pin_keys: list[str]) -> tuple[list[tuple[int, ...]], dict[tuple[int, int], str]]:
+    """Devices each node may use, and why the others refuse it.  Device by device: the op
+    lists decide most nodes with one lookup per op type; only nodes that need it (a ``when``
+    condition, a non-static tensor on a static-shape device, a subgraph) get a node check."""
     checker = SupportChecker(rules, mg)
     devices = rules.devices
     D = len(devices)
-    allowed: list[tuple[int, ...]] = []
-    refusals: dict[tuple[int, int], str] = {}
-    homeless: list[int] = []
-    for v, i in enumerate(placeable):
-        ok = []
-        for d in range(D):
-            reason = checker.refusal(d, i)
-            if reason is None:
-                ok.append(d)
-            else:
-                refusals[(v, d)] = reason
-        pin = pins[v]
-        if pin >= 0:
-            if pin not in ok:
-                raise InfeasibleError(
-                    f"node {mg.names[i]!r} ({mg.op_types[i]}) is pinned to {devices[pin].name} by "
-                    f"{pin_keys[v]} in {rules.path}, but {devices[pin].name} refuses it: "
-                    f"{refusals[(v, pin)]}", [mg.names[i]])
-            for d in ok:
-                if d != pin:
-                    refusals[(v, d)] = f"pinned to {devices[pin].name} by {pin_keys[v]}"
-            ok = [pin]
-        if not ok:
-            homeless.append(v)
-        allowed.append(tuple(ok))
+    ops = [mg.op_types[i] for i in placeable]
+    has_sub = mg.has_subgraph
+    reasons: list[list[str | None]] = []
+    for d, dev in enumerate(devices):
+        by_op = {op: op_refusal(dev, op) for op in set(ops)}
+        r = [by_op[op] for op in ops]
+        nonstatic = mg.nonstatic_tensors() if dev.static_shapes else set()
+        for v, i in enumerate(placeable):
+            if r[v] is None and (ops[v] in dev.when or has_sub[i] or (nonstatic and (
+                    any(x in nonstatic for x in mg.inputs[i]) or any(x in nonstatic for x in mg.outputs[i])))):
+                r[v] = checker.refusal(d, i)
+        reasons.append(r)
+    allowed = [tuple(d for d in range(D) if reasons[d][v] is None) for v in range(len(placeable))]
+    refusals = {(v, d): why for d in range(D) for v, why in enumerate(reasons[d]) if why is not None}
+    for v, pin in enumerate(pins):
+        if pin < 0:
+            continue
+        i = placeable[v]
+        if pin not in allowed[v]:
+            raise InfeasibleError(
+                f"node {mg.names[i]!r} ({mg.op_types[i]}) is pinned to {devices[pin].name} by "
+                f"{pin_keys[v]} in {rules.path}, but {devices[pin].name} refuses it: "
+                f"{refusals[(v, pin)]}", [mg.names[i]])
+        for d in allowed[v]:
+            if d != pin:
+                refusals[(v, d)] = f"pinned to {devices[pin].name} by {pin_keys[v]}"
+        allowed[v] = (pin,)
+    homeless = [v for v, a in enumerate(allowed) if not a]
     if homeless:
         v = homeless[0]
         i = placeable[v]

@@ -21,16 +21,31 @@ STRIP_ELEMENTS = 4096
 MAX_ROUNDS = 5
 
 
-def analyse_shapes(mg: ModelGraph, *, fold: bool = True) -> None:
-    """Fill ``mg``'s tensor types, ``folded`` and ``constant_tensors`` in place."""
+def first_inference(model: onnx.ModelProto, dims: dict[str, int]) -> onnx.ModelProto:
+    """Shape inference with data propagation after ``dims`` are substituted (raises on
+    failure).  Runs on the model itself, restored afterwards, unless large initializers call
+    for the light copy."""
+    if sum(len(t.raw_data) for t in model.graph.initializer) < LIGHT_COPY_BYTES:
+        with _dims_substituted(model, dims):
+            return onnx.shape_inference.infer_shapes(model, data_prop=True)
+    return onnx.shape_inference.infer_shapes(_inference_base_of(model, dims), data_prop=True)
+
+
+def first_inference_bytes(model: onnx.ModelProto, dims: dict[str, int]) -> bytes:
+    """:func:`first_inference`, serialised (what a forked process sends back)."""
+    return first_inference(model, dims).SerializeToString()
+
+
+def analyse_shapes(mg: ModelGraph, *, fold: bool = True, inferred: onnx.ModelProto | None = None) -> None:
+    """Fill ``mg``'s tensor types, ``folded`` and ``constant_tensors`` in place.  ``inferred``:
+    the first inference when it was already run (in a forked process)."""
     _unused_dims(mg)
     folded: list[int] = []
-    light = _initializer_bytes(mg) < LIGHT_COPY_BYTES
-    if light:   # infer on the model itself (dims substituted, then restored): no copy
-        with _dims_substituted(mg.model, mg.dims):
-            inferred = _infer(mg, mg.model)
-    else:
-        inferred = _infer(mg, _inference_base(mg))
+    if inferred is None:
+        try:
+            inferred = first_inference(mg.model, mg.dims)
+        except Exception as e:  # a custom op without inference, an inconsistent declared shape
+            inferred = _inference_failed(mg, mg.model, e)
     _index_types(mg, inferred)
     base: onnx.ModelProto | None = None
     hints = control_flow_hints(mg)
@@ -71,8 +86,11 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True) -> None:
 
 
 def _inference_base(mg: ModelGraph) -> onnx.ModelProto:
+    return _inference_base_of(mg.model, mg.dims)
+
+
+def _inference_base_of(src: onnx.ModelProto, dims: dict[str, int]) -> onnx.ModelProto:
     """A copy of the model with big initializers emptied and ``dims`` substituted."""
-    src = mg.model
     m = onnx.ModelProto()
     m.ir_version = src.ir_version
     m.opset_import.extend(src.opset_import)
@@ -86,15 +104,11 @@ def _inference_base(mg: ModelGraph) -> onnx.ModelProto:
     g.sparse_initializer.extend(src.graph.sparse_initializer)
     for t in src.graph.initializer:
         g.initializer.append(_light(t))
-    _substitute_all(m, mg.dims)
+    _substitute_all(m, dims)
     return m
 
 
 LIGHT_COPY_BYTES = 1 << 30
-
-
-def _initializer_bytes(mg: ModelGraph) -> int:
-    return sum(len(t.raw_data) for t in mg.model.graph.initializer)
 
 
 def _dim_protos(model: onnx.ModelProto):
@@ -168,9 +182,13 @@ def _infer(mg: ModelGraph, model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception as e:  # a custom op without inference, an inconsistent declared shape
-        first = " ".join(str(e).split())[:300]
-        mg.warnings.append(f"shape inference failed, using the shapes the model declares: {first}")
-        return model
+        return _inference_failed(mg, model, e)
+
+
+def _inference_failed(mg: ModelGraph, model: onnx.ModelProto, e: Exception) -> onnx.ModelProto:
+    first = " ".join(str(e).split())[:300]
+    mg.warnings.append(f"shape inference failed, using the shapes the model declares: {first}")
+    return model
 
 
 def _index_types(mg: ModelGraph, inferred: onnx.ModelProto) -> None:
