@@ -25,7 +25,8 @@ from .model import ModelGraph, load_model
 from .problem import Objective, Problem
 from .rules import Rules, load_rules
 from .solution import Metrics, Solution, evaluate, quotient_edges
-from .validate import check
+from .errors import InfeasibleError
+from .validate import check, validate
 
 ENGINES = ("auto", "heuristic", "cpsat", "sat")
 Progress = Callable[[str], None]
@@ -191,7 +192,10 @@ def _solve(model, rules, *, dims, engine, time_limit, seed, objective, progress)
     problem = compile_problem(mg, rule_set, objective=objective)
     lap("compile")
     say("greedy heuristic")
-    sol = heuristic(problem)
+    try:
+        sol = heuristic(problem)
+    except InfeasibleError as failure:
+        sol = _exact_rescue(problem, failure, engine, time_limit, seed, say)
     lap("heuristic")
     sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed, progress=say)
     lap("exact")
@@ -202,6 +206,41 @@ def _solve(model, rules, *, dims, engine, time_limit, seed, objective, progress)
     warnings = list(problem.meta.get("warnings", [])) + _unknown_rank_boundaries(mg, problem, sol)
     return Result(mg, rule_set, problem, sol, metrics, seconds, warnings,
                   explanation=sol.stats.pop("explain", None))
+
+
+def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, time_limit: float,
+                  seed: int, say: Progress) -> Solution:
+    """The greedy packs memory in one pass and can miss a packing that exists (bin packing);
+    the exact solver, started from one node per part, searches for one.  If it finds none
+    within the time limit the greedy's error stands."""
+    if engine == "heuristic" or not problem.has_memory_limits():
+        raise failure
+    say("the heuristic could not fit the memory limits: searching with the exact solver")
+    order = sorted(range(problem.n), key=_topological_rank(problem))
+    start = Solution(part_of=[0] * problem.n, part_device=[problem.allowed[v][0] for v in order],
+                     part_instance=[0] * problem.n, algorithm="one node per part")
+    for k, v in enumerate(order):
+        start.part_of[v] = k
+    sol = refine(problem, start, engine=engine, time_limit=time_limit, seed=seed, progress=say)
+    if validate(problem, sol):
+        raise failure
+    problem.meta.setdefault("warnings", []).append(
+        f"the greedy heuristic could not fit the memory limits ({failure}); the exact solver "
+        f"found this partition")
+    sol.stats["heuristic_partitions"] = None
+    return sol
+
+
+def _topological_rank(problem: Problem):
+    indeg = [len(p) for p in problem.pred]
+    order = [v for v in range(problem.n) if indeg[v] == 0]
+    for v in order:
+        for w in problem.succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                order.append(w)
+    rank = {v: k for k, v in enumerate(order)}
+    return rank.__getitem__
 
 
 def _unknown_rank_boundaries(mg: ModelGraph, problem: Problem, sol: Solution) -> list[str]:

@@ -137,3 +137,19 @@ def test_greedy_memory_tracker_agrees_with_the_definition_on_random_problems():
             except hs.InfeasibleError:
                 continue
             assert hs.validate(p, sol) == [], (trial, direction)
+
+
+def test_when_the_greedy_cannot_pack_memory_the_exact_solver_does():
+    """Independent weights 4, 5, 5, 6 on two 10-byte instances: greedy packs {4,5} then
+    {5} and has no room for 6; {4,6} + {5,5} fits.  The pipeline falls back to the exact
+    solver; with the heuristic alone, the greedy's error stands."""
+    from hetero_solve.pipeline import _exact_rescue
+    p = hs.make_problem(4, [], [[0]] * 4, [hs.Device("ACC", 10, 2)], tensor_bytes=0, const_bytes=[4, 5, 5, 6])
+    with pytest.raises(hs.InfeasibleError) as failure:
+        hs.heuristic(p)
+    sol = _exact_rescue(p, failure.value, "auto", 5.0, 0, lambda _m: None)
+    assert hs.validate(p, sol) == []
+    assert sorted(map(sorted, sol.parts())) == [[0, 3], [1, 2]]
+    assert "could not fit the memory limits" in p.meta["warnings"][-1]
+    with pytest.raises(hs.InfeasibleError):
+        _exact_rescue(p, failure.value, "heuristic", 5.0, 0, lambda _m: None)
