@@ -178,7 +178,12 @@ def _allowed_devices(rules: Rules, mg: ModelGraph, placeable: list[int], pins: l
                     any(x in nonstatic for x in mg.inputs[i]) or any(x in nonstatic for x in mg.outputs[i])))):
                 r[v] = checker.refusal(d, i)
         reasons.append(r)
-    allowed = [tuple(d for d in range(D) if reasons[d][v] is None) for v in range(len(placeable))]
+    masks = [0] * len(placeable)
+    for d in range(D):   # one bit per device that takes the node; then one lookup per node
+        bit = 1 << d
+        masks = [m | bit if why is None else m for m, why in zip(masks, reasons[d])]
+    table = {m: tuple(d for d in range(D) if m >> d & 1) for m in set(masks)}
+    allowed = [table[m] for m in masks]
     refusals = {(v, d): why for d in range(D) for v, why in enumerate(reasons[d]) if why is not None}
     for v, pin in enumerate(pins):
         if pin < 0:

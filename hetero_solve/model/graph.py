@@ -107,6 +107,7 @@ class ModelGraph:
     _inferred_index: dict[int, int] = field(default_factory=dict, repr=False)
     _parsed: dict[bytes, TensorType] = field(default_factory=dict, repr=False)
     _nonstatic: set[str] | None = field(default=None, repr=False)
+    _interned: dict[tuple, TensorType] = field(default_factory=dict, repr=False)
 
     # -- basic facts -------------------------------------------------------------------------
     @property
@@ -145,17 +146,26 @@ class ModelGraph:
             if src is None:
                 t = UNKNOWN_TYPE
             elif isinstance(src, onnx.TensorProto):
-                t = TensorType(src.data_type, tuple(int(d) for d in src.dims))
+                t = self._intern(src.data_type, tuple(int(d) for d in src.dims))
             elif isinstance(src, np.ndarray):
-                t = TensorType(onnx.helper.np_dtype_to_tensor_dtype(src.dtype), tuple(src.shape))
+                t = self._intern(onnx.helper.np_dtype_to_tensor_dtype(src.dtype), tuple(src.shape))
             else:
                 # Models repeat few distinct types: parse each once.  Serialising a TypeProto
                 # costs a fifth of walking its fields from Python.
                 key = src.type.SerializeToString()
                 t = self._parsed.get(key)
                 if t is None:
-                    t = self._parsed[key] = type_of_value_info(src)
+                    parsed = type_of_value_info(src)
+                    t = self._parsed[key] = self._intern(parsed.elem_type, parsed.shape)
             self._types[name] = t
+        return t
+
+    def _intern(self, elem_type: int, shape: Shape) -> TensorType:
+        """One shared object per distinct type, so that types compare by identity."""
+        key = (elem_type, shape)
+        t = self._interned.get(key)
+        if t is None:
+            t = self._interned[key] = TensorType(elem_type, shape)
         return t
 
     def tensor_bytes(self, name: str) -> int:

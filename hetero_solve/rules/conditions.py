@@ -28,6 +28,7 @@ class SupportChecker:
         self.rules = rules
         self.mg = mg
         self._op_cache: dict[tuple[int, str], str | None] = {}
+        self._node_cache: dict[tuple, str | None] = {}
 
     def refusal(self, d: int, i: int) -> str | None:
         """Why device ``d`` refuses main-graph node ``i`` (None = it takes it)."""
@@ -50,10 +51,28 @@ class SupportChecker:
                                      or any(x in nonstatic for x in mg.outputs[i])):
                 return None
         opset = mg.opsets.get(mg.domains[i] or "", mg.opset)
+        inputs, outputs = mg.inputs[i], mg.outputs[i]
+        attrs = None
+        if cond is not None and cond.attributes:
+            attrs = {a.name: a for a in mg.model.graph.node[i].attribute}
+        # Whether the device takes the node depends only on the op, the types of its tensors
+        # (interned TensorType objects) and the attributes the condition names: layers repeat a
+        # few signatures.  Only acceptances are cached: a refusal names the node's own tensors.
+        key = None
+        if not mg.has_subgraph[i]:
+            tt = mg.tensor_type
+            key = (d, op, mg.domains[i], tuple(id(tt(x)) if x else 0 for x in inputs),
+                   tuple(id(tt(x)) if x else 0 for x in outputs),
+                   tuple(attrs[a].SerializeToString() if a in attrs else None for a in cond.attributes)
+                   if attrs is not None else ())
+            if key in self._node_cache:
+                return self._node_cache[key]
         value_idx = self.rules.value_input_indices(op, opset) if cond is not None else ()
-        reason = node_refusal(dev, op, mg.inputs[i], mg.outputs[i],
-                              lambda: mg.model.graph.node[i].attribute, mg.tensor_type, opset,
-                              value_idx, mg.domains[i])
+        reason = node_refusal(dev, op, inputs, outputs,
+                              lambda: attrs.values() if attrs is not None else mg.model.graph.node[i].attribute,
+                              mg.tensor_type, opset, value_idx, mg.domains[i])
+        if key is not None and reason is None:
+            self._node_cache[key] = None
         if reason is None and mg.has_subgraph[i]:
             reason = self._body_refusal(d, i)
         return reason
