@@ -22,7 +22,7 @@ from .compile import compile_problem
 from .export.submodels import build_part_model, part_boundary
 from .export.writer import part_file, write_result
 from .model import ModelGraph, load_model
-from .problem import Objective, Problem
+from .problem import Objective, Problem, topological_order
 from .rules import Rules, load_rules
 from .solution import Metrics, Solution, evaluate, quotient_edges
 from .errors import InfeasibleError
@@ -216,7 +216,7 @@ def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, time_
     if engine == "heuristic" or not problem.has_memory_limits():
         raise failure
     say("the heuristic could not fit the memory limits: searching with the exact solver")
-    order = sorted(range(problem.n), key=_topological_rank(problem))
+    order = topological_order(problem.succ, problem.pred)
     start = Solution(part_of=[0] * problem.n, part_device=[problem.allowed[v][0] for v in order],
                      part_instance=[0] * problem.n, algorithm="one node per part")
     for k, v in enumerate(order):
@@ -229,18 +229,6 @@ def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, time_
         f"found this partition")
     sol.stats["heuristic_partitions"] = None
     return sol
-
-
-def _topological_rank(problem: Problem):
-    indeg = [len(p) for p in problem.pred]
-    order = [v for v in range(problem.n) if indeg[v] == 0]
-    for v in order:
-        for w in problem.succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                order.append(w)
-    rank = {v: k for k, v in enumerate(order)}
-    return rank.__getitem__
 
 
 def _unknown_rank_boundaries(mg: ModelGraph, problem: Problem, sol: Solution) -> list[str]:

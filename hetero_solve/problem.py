@@ -199,6 +199,21 @@ def fallback_count(problem: Problem, node_device: Sequence[int]) -> int:
     return sum(1 for v, d in enumerate(node_device) if d != problem.allowed[v][0])
 
 
+def topological_order(succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]]) -> list[int]:
+    """Kahn's order of a DAG given as successor and predecessor lists (pass them swapped for
+    the reversed graph).  Raises ``ValueError`` on a cycle."""
+    indeg = [len(p) for p in pred]
+    order = [v for v in range(len(succ)) if indeg[v] == 0]
+    for v in order:  # the list grows while it is walked
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                order.append(w)
+    if len(order) != len(succ):
+        raise ValueError("the graph has a cycle")
+    return order
+
+
 # -- building problems by hand (tests, benchmarks, generators) -------------------------------
 
 def make_problem(n: int, edges: Iterable[tuple[int, int]], allowed: Sequence[Iterable[int]],

@@ -29,7 +29,7 @@ Reference: the maximal-extension step is the ``grow`` of OpenVINO's subgraph sel
 from __future__ import annotations
 
 from ..errors import InfeasibleError
-from ..problem import Problem
+from ..problem import Problem, topological_order
 from ..solution import Solution, evaluate
 from ..units import format_bytes
 
@@ -64,7 +64,7 @@ class _Shared:
     memory alone in a part."""
 
     def __init__(self, problem: Problem):
-        self.order = _topological(problem.succ, problem.pred)
+        self.order = topological_order(problem.succ, problem.pred)
         self.sep = _separated(problem)
         self.alone = standalone_memory(problem) if problem.has_memory_limits() else []
 
@@ -245,20 +245,6 @@ def _bottom_levels(problem: Problem, nxt, order: list[int], dev, enforce, direct
                 best = b
         level[v] = best
     return level
-
-
-def _topological(nxt, prv) -> list[int]:
-    n = len(nxt)
-    indeg = [len(p) for p in prv]
-    order = [v for v in range(n) if indeg[v] == 0]
-    for v in order:  # the list grows while we walk it
-        for w in nxt[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                order.append(w)
-    if len(order) != n:
-        raise ValueError("the graph has a cycle")
-    return order
 
 
 def _spill(problem: Problem, v: int, dev: list[int], free, tracker: "_PartMemory") -> None:

@@ -23,7 +23,7 @@
 
 from __future__ import annotations
 
-from ..problem import Problem
+from ..problem import Problem, topological_order as _topological_order
 
 
 def min_part_memory(problem: Problem, v: int) -> int:
@@ -83,17 +83,7 @@ def binding_devices(problem: Problem, R: list[tuple[int, ...]]) -> list[int]:
 def topological_order(problem: Problem) -> list[int]:
     """Kahn's order (compiled problems are already in graph order; generated ones need not
     be)."""
-    n = problem.n
-    indeg = [len(p) for p in problem.pred]
-    order = [v for v in range(n) if indeg[v] == 0]
-    for v in order:
-        for w in problem.succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                order.append(w)
-    if len(order) != n:
-        raise ValueError("the graph has a cycle")
-    return order
+    return _topological_order(problem.succ, problem.pred)
 
 
 def is_value_edge(problem: Problem, u: int, v: int) -> bool:
