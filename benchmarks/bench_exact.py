@@ -160,9 +160,8 @@ def main() -> None:
         load = os.getloadavg()
         path.write_text(
             "# Exact refinement: generated graphs\n\n"
-            f"Machine: {info}; at end {load[0]:.1f}.  The machine was shared with other "
-            "engineers' jobs while this ran, so seconds are noisy (CP-SAT's deterministic "
-            "seconds, `det. s`, are not).\n\n"
+            f"Machine: {info}; at end {load[0]:.1f}.  Seconds are wall-clock and move with the "
+            "load average; CP-SAT's deterministic seconds (`det. s`) do not.\n\n"
             "Command: `python benchmarks/bench_exact.py --write` (default objective "
             "`[fallback, partitions, transfer]`, seed 1, time limit 30 s up to 5,000 nodes and "
             "60 s at 20,000).  `status` is the whole objective's; `parts proven` says how the "
