@@ -19,7 +19,8 @@ import onnx
 
 from .algorithms.greedy import heuristic
 from .compile import compile_problem
-from .export.submodels import build_part_model, part_boundary
+from .export.submodels import (DIRECT_FILE, build_direct_model, build_part_model,
+                               direct_outputs, part_boundary)
 from .export.writer import part_file, write_result
 from .model import ModelGraph, load_model
 from .problem import Objective, Problem, topological_order
@@ -67,6 +68,11 @@ class Result:
                 "inputs": ins, "outputs": outs, "memory": self.metrics.part_memory[k],
                 "file": part_file(k, dev) if files else None})
         stats = dict(sol.stats)
+        extra = {}
+        names, inputs = direct_outputs(mg)
+        if names:   # constant or passed-through graph outputs: no part makes them, this model does
+            extra["direct_outputs"] = {"names": names, "inputs": inputs,
+                                       "file": DIRECT_FILE if files else None}
         return {
             "version": 1,
             "model": mg.path, "rules": self.rules.path,
@@ -86,6 +92,7 @@ class Result:
                         for i, (d, r) in enumerate(zip(p.devices, self.rules.devices))],
             "graph_inputs": list(mg.graph_inputs),
             "graph_outputs": list(mg.graph_outputs),
+            **extra,
             "dims": dict(mg.dims),
             "warnings": list(self.warnings),
             "explain": self.explanation,
@@ -99,6 +106,12 @@ class Result:
         nodes = [v for v, q in enumerate(self.solution.part_of) if q == k]
         ins, outs = part_boundary(self.problem, self.solution, k, nodes)
         return build_part_model(self.model_graph, self.problem, self.solution, k, nodes, ins, outs)
+
+    def direct_model(self) -> onnx.ModelProto | None:
+        """The model of the graph outputs no part makes (constants, passed-through inputs),
+        or None when there are none."""
+        names, inputs = direct_outputs(self.model_graph)
+        return build_direct_model(self.model_graph, names, inputs) if names else None
 
     def annotated_model(self) -> onnx.ModelProto:
         """The original model, each placed node with ``affinity`` and ``partition`` metadata.

@@ -170,7 +170,11 @@ def part_input_specs(out_dir: str | os.PathLike, manifest: dict | None = None) -
     manifest = manifest if manifest is not None else load_manifest(out_dir)
     wanted = list(manifest["graph_inputs"])
     found: dict[str, InputSpec] = {}
-    for part in sorted(manifest["partitions"], key=lambda p: p["id"]):
+    models = sorted(manifest["partitions"], key=lambda p: p["id"])
+    direct = manifest.get("direct_outputs")
+    if direct and direct.get("inputs"):   # graph inputs passed straight to the outputs
+        models.append({"id": "direct outputs", "inputs": direct["inputs"], "file": direct["file"]})
+    for part in models:
         todo = [x for x in part["inputs"] if x in wanted and x not in found]
         if not todo:
             continue
@@ -358,6 +362,9 @@ def run_partitioned(out_dir: str | os.PathLike, feeds: Mapping[str, np.ndarray],
     warnings: list[str] = []
     warned: set[str] = set()
     opts = _session_options()
+    direct = manifest.get("direct_outputs")
+    if direct:
+        env.update(_direct_outputs(out_dir / direct["file"], direct, env, opts))
     for part in sorted(manifest["partitions"], key=lambda p: p["id"]):
         pid = part["id"]
         device = devices.get(part["device"], {"name": part["device"]})
@@ -403,6 +410,24 @@ def run_partitioned(out_dir: str | os.PathLike, feeds: Mapping[str, np.ndarray],
     return RunResult(outputs, runs, dict(feeds), warnings=warnings)
 
 
+def _direct_outputs(path: Path, direct: Mapping, env: Mapping[str, np.ndarray],
+                    opts) -> dict[str, np.ndarray]:
+    """The graph outputs no part makes (constants, passed-through inputs), from the model the
+    export writes for them."""
+    import onnxruntime as ort
+    names = list(direct["names"])
+    missing = [x for x in direct.get("inputs", []) if x not in env]
+    if missing:
+        raise RunError(f"graph output {missing[0]!r} is a graph input, which was not given")
+    if not path.is_file():
+        raise RunError(f"{path}: no such file (it makes the graph outputs {names})")
+    try:
+        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        return dict(zip(names, sess.run(names, {x: env[x] for x in direct.get("inputs", [])})))
+    except Exception as e:
+        raise RunError(f"{path}: onnxruntime cannot run it: {_one_line(e)}") from None
+
+
 def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = None,
         dims: Mapping[str, int] | None = None, *, seed: int = 0, repeat: int = 1,
         save: str | os.PathLike | None = None) -> RunResult:
@@ -421,10 +446,16 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     all_dims = check_dims(manifest.get("dims", {}), dims)
     specs = part_input_specs(out_dir, manifest)
     given = {k: np.asarray(v) for k, v in (inputs or {}).items()}
+    # An input of the original model that nothing reads (the original ignores it too).
+    read = {s.name for s in specs}
+    unread = [x for x in given if x not in read and x in manifest["graph_inputs"]]
+    for x in unread:
+        del given[x]
     check_inputs(specs, given, all_dims)
     missing = [s for s in specs if s.name not in given]
     feeds = {**given, **random_inputs(missing, all_dims, seed=seed)}
     result = run_partitioned(out_dir, feeds, repeat=repeat, manifest=manifest)
+    result.warnings.extend(f"input {x!r} is read by no node; ignored" for x in unread)
     result.random = [s.name for s in missing]
     if save is not None:
         result.saved = save_outputs(result.outputs, save)

@@ -231,3 +231,92 @@ def test_a_broken_part_is_named(mixed, tmp_path):
     res = runner.invoke(app, ["run", str(broken)])
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
     assert not (broken / "outputs").exists()
+
+
+# -- graph outputs that no part makes: initializers, Constant outputs, graph inputs ----------
+
+CONST_RULES = {"version": 1, "devices": [
+    {"name": "ACC", "ops": {"supported": ["Relu"]}},
+    {"name": "CPU", "ops": {"supported": "all"}}]}
+
+
+def constant_outputs_model(with_nodes: bool = True) -> onnx.ModelProto:
+    """Outputs: y = Relu(x) (a part makes it), w (an initializer), c (a Constant node), x (the
+    graph input itself).  Without nodes, only w, c and x: nothing to place at all."""
+    c_value = nh.from_array(np.array([[1, 2], [3, 4]], np.int64), "c")
+    nodes = [h.make_node("Constant", [], ["c"], name="const", value=c_value)]
+    outputs = [h.make_tensor_value_info("w", T.FLOAT, [3]),
+               h.make_tensor_value_info("c", T.INT64, [2, 2]),
+               h.make_tensor_value_info("x", T.FLOAT, [2, 3])]
+    if with_nodes:
+        nodes.append(h.make_node("Relu", ["x"], ["y"], name="relu"))
+        outputs.insert(0, h.make_tensor_value_info("y", T.FLOAT, [2, 3]))
+    graph = h.make_graph(nodes, "consts", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                         outputs, initializer=[nh.from_array(np.array([0.5, -1, 2], np.float32), "w")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("with_nodes", [True, False])
+def test_constant_graph_outputs_are_reproduced(tmp_path, with_nodes):
+    path = tmp_path / "consts.onnx"
+    onnx.save(constant_outputs_model(with_nodes), path)
+    out = _solve_to(path, CONST_RULES, tmp_path / "out")
+    manifest = json.loads((out / "partition.json").read_text())
+    assert manifest["direct_outputs"] == {"names": ["w", "c", "x"], "inputs": ["x"],
+                                          "file": "direct_outputs.onnx"}
+    assert len(manifest["partitions"]) == (1 if with_nodes else 0)
+    onnx.checker.check_model(onnx.load(out / "direct_outputs.onnx"), full_check=True)
+    x = np.array([[-1, 0, 1], [2, -3, 4]], np.float32)
+    got = run(out, {"x": x}).outputs
+    want = run_original(path, {"x": x})
+    assert list(got) == list(want)
+    for name in want:
+        assert got[name].dtype == want[name].dtype
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_random_inputs_cover_a_passed_through_input(tmp_path):
+    """Without nodes nothing reads x; its type comes from direct_outputs.onnx."""
+    path = tmp_path / "consts.onnx"
+    onnx.save(constant_outputs_model(with_nodes=False), path)
+    r = run(_solve_to(path, CONST_RULES, tmp_path / "out"))
+    assert r.random == ["x"] and r.outputs["x"].shape == (2, 3)
+    assert r.outputs["x"].dtype == np.float32
+
+
+def test_no_direct_outputs_key_when_parts_make_every_output(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(mixed_dtype_model(), path)
+    out = _solve_to(path, MIXED_RULES, tmp_path / "out")
+    assert "direct_outputs" not in json.loads((out / "partition.json").read_text())
+    assert not (out / "direct_outputs.onnx").exists()
+
+
+def test_missing_direct_outputs_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "consts.onnx"
+    onnx.save(constant_outputs_model(), path)
+    out = _solve_to(path, CONST_RULES, tmp_path / "out")
+    (out / "direct_outputs.onnx").unlink()
+    with pytest.raises(RunError, match=r"direct_outputs\.onnx: no such file"):
+        run(out, {"x": np.zeros((2, 3), np.float32)})
+
+
+def test_an_unused_graph_input_is_accepted_and_ignored(tmp_path):
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "unused",
+                         [h.make_tensor_value_info("x", T.FLOAT, [2]),
+                          h.make_tensor_value_info("unused", T.FLOAT, [3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [2])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "unused.onnx"
+    onnx.save(model, path)
+    out = _solve_to(path, CONST_RULES, tmp_path / "out")
+    feeds = {"x": np.array([-1, 2], np.float32), "unused": np.zeros(3, np.float32)}
+    r = run(out, feeds)
+    np.testing.assert_array_equal(r.outputs["y"], [0, 2])
+    assert any("'unused' is read by no node" in w for w in r.warnings)
+    with pytest.raises(RunError, match="unknown input 'other'"):
+        run(out, {**feeds, "other": np.zeros(1, np.float32)})

@@ -76,6 +76,35 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
     return model
 
 
+DIRECT_FILE = "direct_outputs.onnx"
+
+
+def direct_outputs(mg: ModelGraph) -> tuple[list[str], list[str]]:
+    """Graph outputs that no part makes, and the graph inputs among them: initializers and
+    ``Constant`` outputs (folding never removes a node that makes a graph output), and graph
+    inputs passed straight through."""
+    inputs = set(mg.graph_inputs)
+    names = [x for x in dict.fromkeys(mg.graph_outputs) if x in mg.constant_tensors or x in inputs]
+    return names, [x for x in names if x in inputs]
+
+
+def build_direct_model(mg: ModelGraph, names: list[str], inputs: list[str]) -> onnx.ModelProto:
+    """A model whose outputs are the graph outputs ``names`` that no part makes: a ``Constant``
+    node per constant, a graph input passed through as it is (its own output; ONNX and
+    onnxruntime allow that).  Run before the parts, it completes the original outputs."""
+    nodes = [helper.make_node("Constant", [], [x], name=f"constant_output_{k}",
+                              value=numpy_helper.from_array(mg.constant_value(x), x))
+             for k, x in enumerate(names) if x not in inputs]
+    graph = helper.make_graph(nodes, f"{mg.model.graph.name or 'model'}_direct_outputs",
+                              [value_info(mg, x) for x in inputs],
+                              [value_info(mg, x) for x in names])
+    model = helper.make_model(graph, opset_imports=list(mg.model.opset_import),
+                              producer_name="hetero-solve",
+                              doc_string=f"graph outputs of {mg.path} that no part makes")
+    model.ir_version = mg.model.ir_version
+    return model
+
+
 def value_info(mg: ModelGraph, name: str) -> onnx.ValueInfoProto:
     """The inferred type of a tensor (sequence and optional types kept as they are)."""
     src = mg._value_info.get(name)

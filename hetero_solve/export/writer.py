@@ -46,6 +46,8 @@ def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: boo
                     progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
                 model = result.part_model(part["id"])
                 _save(model, tmp / part["file"])
+            if "direct_outputs" in manifest:
+                _save(result.direct_model(), tmp / manifest["direct_outputs"]["file"])
         _write_json(tmp / "partition.json", manifest)
         _write_json(tmp / "affinity.json", result.affinity())
         if annotated:
