@@ -64,3 +64,35 @@ def test_forked_result_and_error():
     assert parallel.Forked(sum, [1, 2, 3]).result() == ("ok", 6)
     kind, message = parallel.Forked(int, "x").result()
     assert kind == "error" and "ValueError" in message
+
+
+@pytest.mark.parametrize("op", ["Resize", "Range"])
+def test_forked_inference_keeps_the_float_values_shapes_depend_on(op, forking, tmp_path):
+    """The forked inference drops weights' data; Resize scales and Range bounds (float
+    constants whose values decide a shape) must stay, or the shapes after them are lost."""
+    import numpy as np
+    from onnx import numpy_helper as nh
+    weights = nh.from_array(np.ones((8, 8, 3, 3), np.float32), "w")   # dropped: 576 floats
+    if op == "Resize":
+        nodes = [h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                 h.make_node("Resize", ["c", "", "scales"], ["y"], name="resize", mode="nearest")]
+        inits = [weights, nh.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+        want = (1, 8, 8, 8)
+    else:
+        nodes = [h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                 h.make_node("Range", ["start", "limit", "delta"], ["r"], name="range"),
+                 h.make_node("Mul", ["r", "two"], ["y"], name="mul")]
+        inits = [weights, nh.from_array(np.array(0, np.float32), "start"),
+                 nh.from_array(np.array(6, np.float32), "limit"),
+                 nh.from_array(np.array(1.5, np.float32), "delta"),
+                 nh.from_array(np.array(2, np.float32), "two")]
+        want = (4,)
+    graph = h.make_graph(nodes, op, [h.make_tensor_value_info("x", T.FLOAT, [1, 8, 4, 4])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [None] * len(want)),
+                          h.make_tensor_value_info("c", T.FLOAT, [None] * 4)], initializer=inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    mg = load_model(path)
+    assert mg.tensor_type("y").shape == want
+    assert mg.tensor_type("c").shape == (1, 8, 4, 4)

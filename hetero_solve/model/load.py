@@ -163,8 +163,9 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
     checking = inferring = None
     if fork_pays(len(model.graph.node)):
         # The checker and the first shape inference are C++ holding the GIL: run them in
-        # forked processes while this one flattens the graph (2 cores: about a third less time).
-        checking = Forked(_check_message, model, path, data) if check else None
+        # forked processes while this one flattens the graph.  The inference is the longest
+        # of the three: the checker yields to it (and to flattening) and runs on what is left.
+        checking = Forked(_check_message, model, path, data, nice=19) if check else None
         inferring = Forked(first_inference_bytes, model, dims)
     elif check:
         check_model(model, path, data)

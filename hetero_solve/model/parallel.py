@@ -26,14 +26,20 @@ def fork_pays(num_nodes: int) -> bool:
 
 
 class Forked:
-    """``fn(*args)`` computed in a child process; :meth:`result` waits for it."""
+    """``fn(*args)`` computed in a child process; :meth:`result` waits for it.  ``nice``
+    lowers the child's priority: work off the critical path yields its core to the rest."""
 
-    def __init__(self, fn: Callable[..., Any], *args: Any):
+    def __init__(self, fn: Callable[..., Any], *args: Any, nice: int = 0):
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:   # the child: compute, send, leave without running any cleanup
             try:
                 os.close(read_end)
+                if nice:
+                    try:
+                        os.nice(nice)
+                    except OSError:
+                        pass
                 try:
                     payload = pickle.dumps(("ok", fn(*args)), protocol=pickle.HIGHEST_PROTOCOL)
                 except BaseException as e:  # noqa: BLE001 - reported to the parent

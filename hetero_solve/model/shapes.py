@@ -13,11 +13,15 @@ from contextlib import contextmanager
 
 import onnx
 from onnx import numpy_helper
+from onnx import shape_inference as _onnx_inference
+
+_cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
 
 from .fold import evaluate_folded, find_foldable
 from .graph import ModelGraph, TensorType, type_of_value_info
 
 STRIP_ELEMENTS = 4096
+SMALL_FLOAT_ELEMENTS = 64
 MAX_ROUNDS = 5
 
 
@@ -32,8 +36,41 @@ def first_inference(model: onnx.ModelProto, dims: dict[str, int]) -> onnx.ModelP
 
 
 def first_inference_bytes(model: onnx.ModelProto, dims: dict[str, int]) -> bytes:
-    """:func:`first_inference`, serialised (what a forked process sends back)."""
-    return first_inference(model, dims).SerializeToString()
+    """:func:`first_inference`, serialised: what a forked process sends back.  Meant for the
+    child's own copy of the model, which it changes: initializers whose values cannot matter
+    to inference lose their data in place, and the result stays bytes from end to end, so
+    neither side serialises, parses or pipes the weights (half the child's time at 100,000
+    nodes).  Inference reads the values of small integer tensors (shapes, axes) and of a few
+    tiny floating-point ones (``Resize``/``Upsample`` scales, ``Range`` bounds): floating-point
+    tensors above ``SMALL_FLOAT_ELEMENTS`` elements are weights, and go."""
+    graph = model.graph
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer) \
+            or not hasattr(_cpp_inference, "infer_shapes"):
+        return first_inference(model, dims).SerializeToString()
+    for t in graph.initializer:
+        n = _elements(t)
+        if n > STRIP_ELEMENTS or (n > SMALL_FLOAT_ELEMENTS and t.data_type not in _INDEX_TYPES):
+            if t.HasField("raw_data"):   # the usual case: one field to clear
+                t.ClearField("raw_data")
+            else:
+                for field in _DATA_FIELDS:
+                    t.ClearField(field)
+    _substitute_all(model, dims)
+    return _cpp_inference.infer_shapes(model.SerializeToString(), False, False, True)
+
+
+_INDEX_TYPES = frozenset((onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16,
+                          onnx.TensorProto.INT8, onnx.TensorProto.UINT64, onnx.TensorProto.UINT32,
+                          onnx.TensorProto.UINT16, onnx.TensorProto.UINT8, onnx.TensorProto.BOOL))
+_DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data",
+                "uint64_data", "string_data")
+
+
+def _elements(t: onnx.TensorProto) -> int:
+    count = 1
+    for d in t.dims:
+        count *= d
+    return count
 
 
 def analyse_shapes(mg: ModelGraph, *, fold: bool = True, inferred: onnx.ModelProto | None = None) -> None:
@@ -151,10 +188,7 @@ def _dims_substituted(model: onnx.ModelProto, dims: dict[str, int]):
 
 
 def _light(t: onnx.TensorProto) -> onnx.TensorProto:
-    count = 1
-    for d in t.dims:
-        count *= d
-    if count <= STRIP_ELEMENTS or t.data_type == onnx.TensorProto.STRING:
+    if _elements(t) <= STRIP_ELEMENTS or t.data_type == onnx.TensorProto.STRING:
         if t.data_location == onnx.TensorProto.EXTERNAL:
             return numpy_helper.from_array(numpy_helper.to_array(t), t.name)
         return t
@@ -193,9 +227,7 @@ def _inference_failed(mg: ModelGraph, model: onnx.ModelProto, e: Exception) -> o
 
 def _index_types(mg: ModelGraph, inferred: onnx.ModelProto) -> None:
     g = inferred.graph
-    vi: dict = {}
-    for t in mg.model.graph.initializer:
-        vi[t.name] = t
+    vi: dict = dict(mg.initializers)
     for seq in (g.value_info, g.input, g.output):
         names = [x.name for x in seq]
         vi.update(zip(names, seq))
