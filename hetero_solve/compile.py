@@ -33,8 +33,8 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     value_pred = _value_edges(mg, rules, placeable, index)
 
     graph_outputs = set(mg.graph_outputs)
-    t_bytes = [mg.tensor_bytes(x) for x in t_names]
-    c_bytes = [mg.tensor_bytes(x) for x in c_names]
+    t_bytes = mg.bytes_of(t_names)
+    c_bytes = mg.bytes_of(c_names)
     unknown = mg.unknown_size_warning()
     if unknown:
         warnings.append(unknown)
