@@ -8,6 +8,7 @@ fragment users read in errors and in ``rules check``.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Callable
 
 import onnx
@@ -55,27 +56,31 @@ class SupportChecker:
         attrs = None
         if cond is not None and cond.attributes:
             attrs = {a.name: a for a in mg.model.graph.node[i].attribute}
+        value_idx = self.rules.value_input_indices(op, opset) if cond is not None else ()
+        attributes = (lambda: attrs.values()) if attrs is not None else \
+            (lambda: mg.model.graph.node[i].attribute)
+        if mg.has_subgraph[i]:
+            reason = node_refusal(dev, op, inputs, outputs, attributes, mg.tensor_type, opset,
+                                  value_idx, mg.domains[i])
+            return reason if reason is not None else self._body_refusal(d, i)
         # Whether the device takes the node depends only on the op, the types of its tensors
         # (interned TensorType objects) and the attributes the condition names: layers repeat a
-        # few signatures.  Only acceptances are cached: a refusal names the node's own tensors.
-        key = None
-        if not mg.has_subgraph[i]:
-            tt = mg.tensor_type
-            key = (d, op, mg.domains[i], tuple(id(tt(x)) if x else 0 for x in inputs),
-                   tuple(id(tt(x)) if x else 0 for x in outputs),
-                   tuple(attrs[a].SerializeToString() if a in attrs else None for a in cond.attributes)
-                   if attrs is not None else ())
-            if key in self._node_cache:
-                return self._node_cache[key]
-        value_idx = self.rules.value_input_indices(op, opset) if cond is not None else ()
-        reason = node_refusal(dev, op, inputs, outputs,
-                              lambda: attrs.values() if attrs is not None else mg.model.graph.node[i].attribute,
-                              mg.tensor_type, opset, value_idx, mg.domains[i])
-        if key is not None and reason is None:
-            self._node_cache[key] = None
-        if reason is None and mg.has_subgraph[i]:
-            reason = self._body_refusal(d, i)
-        return reason
+        # few signatures.  The answer is computed once per signature on placeholder tensor
+        # names (a refusal names a tensor by its position) and filled in with this node's.
+        tt = mg.tensor_type
+        key = (d, op, mg.domains[i], tuple([id(tt(x)) if x else 0 for x in inputs]),
+               tuple([id(tt(x)) if x else 0 for x in outputs]),
+               tuple(attrs[a].SerializeToString() if a in attrs else None for a in cond.attributes)
+               if attrs is not None else ())
+        template = self._node_cache.get(key, _MISSING)
+        if template is _MISSING:
+            slots_in = tuple(_slot("i", k) if x else "" for k, x in enumerate(inputs))
+            slots_out = tuple(_slot("o", k) if x else "" for k, x in enumerate(outputs))
+            types = {s: tt(x) for s, x in zip(slots_in + slots_out, inputs + outputs) if s}
+            template = node_refusal(dev, op, slots_in, slots_out, attributes, types.__getitem__,
+                                    opset, value_idx, mg.domains[i])
+            self._node_cache[key] = template
+        return None if template is None else _named(template, inputs, outputs)
 
     def _body_refusal(self, d: int, i: int) -> str | None:
         dev = self.rules.devices[d]
@@ -89,6 +94,28 @@ class SupportChecker:
             return t if t is not None else outer(name)
 
         return _graphs_refusal(dev, node, lookup, types, mg.opsets, self.rules, mg.op_types[i])
+
+
+def _slot(role: str, k: int) -> str:
+    return f"\u27e8{role}{k}\u27e9"      # a printable placeholder: repr() leaves it as it is
+
+
+_SLOT = re.compile("'\u27e8([io])(\\d+)\u27e9'|\u27e8([io])(\\d+)\u27e9")
+
+
+def _named(template: str, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> str:
+    """A cached refusal with this node's tensor names in place of the placeholders (quoted
+    where the reason quotes them)."""
+    if "\u27e8" not in template:
+        return template
+
+    def name(m: re.Match) -> str:
+        quoted = m.group(1) is not None
+        role, k = (m.group(1), m.group(2)) if quoted else (m.group(3), m.group(4))
+        x = (inputs if role == "i" else outputs)[int(k)]
+        return repr(x) if quoted else x
+
+    return _SLOT.sub(name, template)
 
 
 def op_refusal(dev: DeviceRules, op: str) -> str | None:

@@ -1,0 +1,68 @@
+"""The support check caches one answer per node signature (op, tensor types, named attributes)
+and fills the node's own tensor names into a cached refusal: every answer must equal the
+uncached check, reasons word for word, on every example model, every profile, and symbolic
+shapes left open (where static-shape devices refuse most nodes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetero_solve.model import load_model
+from hetero_solve.rules import load_rules
+from hetero_solve.rules.conditions import SupportChecker, node_refusal, op_refusal
+
+from conftest import EXAMPLE_DIMS, example_models, rule_profiles
+
+
+def _uncached(rules, mg, d: int, i: int) -> str | None:
+    dev = rules.devices[d]
+    op = mg.op_types[i]
+    reason = op_refusal(dev, op)
+    if reason is not None:
+        return reason
+    opset = mg.opsets.get(mg.domains[i] or "", mg.opset)
+    value_idx = rules.value_input_indices(op, opset) if op in dev.when else ()
+    return node_refusal(dev, op, mg.inputs[i], mg.outputs[i],
+                        lambda: mg.model.graph.node[i].attribute, mg.tensor_type, opset,
+                        value_idx, mg.domains[i])
+
+
+@pytest.mark.parametrize("dims", ["given", "open"])
+@pytest.mark.parametrize("model", example_models(), ids=lambda p: p.stem)
+def test_cached_answers_equal_the_uncached_check(model, dims):
+    mg = load_model(model, dims=EXAMPLE_DIMS[model.stem] if dims == "given" else {})
+    refused = 0
+    for profile in rule_profiles():
+        rules = load_rules(profile)
+        checker = SupportChecker(rules, mg)
+        for d in range(len(rules.devices)):
+            for i in range(len(mg.names)):
+                if mg.has_subgraph[i]:
+                    continue
+                want = _uncached(rules, mg, d, i)
+                assert checker.refusal(d, i) == want, (profile.name, mg.names[i])
+                refused += want is not None
+    assert refused > 0
+
+
+def test_a_cached_refusal_names_each_nodes_own_tensors(tmp_path):
+    """Two Relu nodes with the same signature (symbolic shapes) on a static-shape device:
+    the second answer comes from the cache and must name the second node's tensors."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    nodes = [h.make_node("Relu", ["x"], ["a"], name="r1"), h.make_node("Relu", ["a"], ["b'q"], name="r2")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["n"])],
+                         [h.make_tensor_value_info("b'q", T.FLOAT, ["n"])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    mg = load_model(path)
+    rules = load_rules({"version": 1, "devices": [
+        {"name": "NPU", "ops": {"supported": ["Relu"], "static_shapes": True}},
+        {"name": "CPU", "ops": {"supported": "all"}}]})
+    checker = SupportChecker(rules, mg)
+    first, second = checker.refusal(0, 0), checker.refusal(0, 1)
+    assert first == "input 0 'x' has a non-static shape ['n'] (NPU needs static shapes)"
+    assert second == "input 0 'a' has a non-static shape ['n'] (NPU needs static shapes)"
+    assert len(checker._node_cache) == 1
