@@ -20,7 +20,7 @@ import onnx
 from .algorithms.greedy import heuristic
 from .compile import compile_problem
 from .export.submodels import (DIRECT_FILE, build_direct_model, build_part_model,
-                               direct_outputs, part_boundary)
+                               direct_outputs, part_boundary, unused_inputs)
 from .export.writer import part_file, write_result
 from .model import ModelGraph, load_model
 from .problem import Objective, Problem, topological_order
@@ -73,6 +73,9 @@ class Result:
         if names:   # constant or passed-through graph outputs: no part makes them, this model does
             extra["direct_outputs"] = {"names": names, "inputs": inputs,
                                        "file": DIRECT_FILE if files else None}
+        unused = unused_inputs(mg)
+        if unused:   # inputs of the original that nothing reads: run accepts and ignores them
+            extra["unused_inputs"] = unused
         return {
             "version": 1,
             "model": mg.path, "rules": self.rules.path,

@@ -446,11 +446,16 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     all_dims = check_dims(manifest.get("dims", {}), dims)
     specs = part_input_specs(out_dir, manifest)
     given = {k: np.asarray(v) for k, v in (inputs or {}).items()}
-    # An input of the original model that nothing reads (the original ignores it too).
-    read = {s.name for s in specs}
-    unread = [x for x in given if x not in read and x in manifest["graph_inputs"]]
+    # An input of the original model that no node reads (the original ignores it too).
+    unread = [x for x in given if x in manifest.get("unused_inputs", [])]
     for x in unread:
         del given[x]
+    read = {s.name for s in specs}
+    folded_only = [x for x in given if x not in read and x in manifest["graph_inputs"]]
+    if folded_only:
+        raise RunError(f"input {folded_only[0]!r} is read only by nodes folded when solving (their "
+                       f"results were fixed for dims {manifest.get('dims', {})}); no part takes it: "
+                       "leave it out, or solve again with other --dim values to run other sizes")
     check_inputs(specs, given, all_dims)
     missing = [s for s in specs if s.name not in given]
     feeds = {**given, **random_inputs(missing, all_dims, seed=seed)}

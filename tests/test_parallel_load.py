@@ -54,7 +54,7 @@ def test_a_child_that_fails_falls_back_to_the_parent(forking, monkeypatch):
     def broken(model, dims):
         raise RuntimeError("child failed")
 
-    monkeypatch.setattr(shapes, "first_inference_bytes", broken)
+    monkeypatch.setattr(shapes, "forked_first_inference", broken)
     model = example_models()[0]
     mg = load_model(model, dims=EXAMPLE_DIMS[model.stem])
     assert all(mg.tensor_type(o).elem_type for outs in mg.outputs for o in outs if o)
@@ -96,3 +96,24 @@ def test_forked_inference_keeps_the_float_values_shapes_depend_on(op, forking, t
     mg = load_model(path)
     assert mg.tensor_type("y").shape == want
     assert mg.tensor_type("c").shape == (1, 8, 4, 4)
+
+
+def test_forked_inference_keeps_big_integer_tables_like_the_sequential_path(forking, tmp_path,
+                                                                              monkeypatch):
+    """Data propagation reads integer initializers of any size (Gather from a 5,000-entry
+    table): the forked child keeps them, as the sequential inference does."""
+    import numpy as np
+    from onnx import numpy_helper as nh
+    nodes = [h.make_node("Shape", ["x"], ["s"], name="shape"),
+             h.make_node("Gather", ["table", "s"], ["g"], name="gather"),   # a graph output: kept
+             h.make_node("Reshape", ["z", "g"], ["y"], name="reshape")]
+    graph = h.make_graph(nodes, "table", [h.make_tensor_value_info("x", T.FLOAT, [2, 3]),
+                                          h.make_tensor_value_info("z", T.FLOAT, [6])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [None, None]),
+                          h.make_tensor_value_info("g", T.INT64, [None])],
+                         initializer=[nh.from_array(np.arange(5000, dtype=np.int64), "table")])
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
+    forked = load_model(path).tensor_type("y").shape
+    monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
+    assert forked == load_model(path).tensor_type("y").shape == (2, 3)

@@ -320,3 +320,43 @@ def test_an_unused_graph_input_is_accepted_and_ignored(tmp_path):
     assert any("'unused' is read by no node" in w for w in r.warnings)
     with pytest.raises(RunError, match="unknown input 'other'"):
         run(out, {**feeds, "other": np.zeros(1, np.float32)})
+
+
+def test_an_input_read_only_by_folded_nodes_is_refused_clearly(tmp_path):
+    """y = ConstantOfShape(Shape(x)) folds for n=2: no part reads x.  Giving x is refused
+    (its size would be silently ignored); leaving it out runs the solved size."""
+    graph = h.make_graph([h.make_node("Shape", ["x"], ["s"], name="shape"),
+                          h.make_node("ConstantOfShape", ["s"], ["c"], name="cos"),
+                          h.make_node("Relu", ["c"], ["y"], name="relu")], "folded",
+                         [h.make_tensor_value_info("x", T.FLOAT, ["n", 3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["n", 3])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    out = _solve_to(path, CONST_RULES, tmp_path / "out", dims={"n": 2})
+    assert "unused_inputs" not in json.loads((out / "partition.json").read_text())
+    with pytest.raises(RunError, match="'x' is read only by nodes folded when solving"):
+        run(out, {"x": np.zeros((5, 3), np.float32)})
+    assert run(out).outputs["y"].shape == (2, 3)
+
+
+def test_a_sparse_initializer_output_is_exported(tmp_path):
+    """A sparse initializer as a graph output goes to direct_outputs.onnx as it is (onnxruntime
+    cannot run such a model, the original included, but solving and exporting must work)."""
+    sparse = h.make_sparse_tensor(nh.from_array(np.array([5.0], np.float32), "s"),
+                                  nh.from_array(np.array([1], np.int64), "s_idx"), [3])
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "sparse",
+                         [h.make_tensor_value_info("x", T.FLOAT, [2])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [2]),
+                          h.make_tensor_value_info("s", T.FLOAT, [3])])
+    graph.sparse_initializer.append(sparse)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    out = _solve_to(path, CONST_RULES, tmp_path / "out")
+    direct = onnx.load(out / "direct_outputs.onnx")
+    onnx.checker.check_model(direct)   # full_check's inference rejects the original too
+    assert [t.values.name for t in direct.graph.sparse_initializer] == ["s"]
+    assert [o.name for o in direct.graph.output] == ["s"]

@@ -66,3 +66,30 @@ def test_a_cached_refusal_names_each_nodes_own_tensors(tmp_path):
     assert first == "input 0 'x' has a non-static shape ['n'] (NPU needs static shapes)"
     assert second == "input 0 'a' has a non-static shape ['n'] (NPU needs static shapes)"
     assert len(checker._node_cache) == 1
+
+
+def test_a_constant_with_open_dims_is_not_taken_for_static(tmp_path):
+    """An initializer also declared as a graph input with a symbolic dim (IR >= 4: an input
+    with a default) has an open shape: a static-shape device refuses the node reading it,
+    with or without a ``when`` condition."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+    nodes = [h.make_node("Add", ["x", "c"], ["a"], name="add"),
+             h.make_node("Relu", ["a"], ["y"], name="relu")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2]),
+                                      h.make_tensor_value_info("c", T.FLOAT, ["n"])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [2])],
+                         initializer=[nh.from_array(np.ones(2, np.float32), "c")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    mg = load_model(path)
+    assert "c" in mg.nonstatic_tensors()
+    rules = load_rules({"version": 1, "devices": [
+        {"name": "NPU", "ops": {"supported": ["Add", "Relu"], "static_shapes": True}},
+        {"name": "CPU", "ops": {"supported": "all"}}]})
+    assert "'c' has a non-static shape" in SupportChecker(rules, mg).refusal(0, 0)

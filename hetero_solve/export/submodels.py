@@ -88,16 +88,44 @@ def direct_outputs(mg: ModelGraph) -> tuple[list[str], list[str]]:
     return names, [x for x in names if x in inputs]
 
 
+def unused_inputs(mg: ModelGraph) -> list[str]:
+    """Graph inputs that no node reads, folded and ``Constant`` nodes included (a folded
+    ``Shape`` reads its input: its size was fixed when solving)."""
+    read = {x for ins in mg.inputs for x in ins}
+    read.update(x for outer in mg.outer_inputs for x in outer)
+    outputs = set(mg.graph_outputs)
+    return [x for x in mg.graph_inputs if x not in read and x not in outputs]
+
+
 def build_direct_model(mg: ModelGraph, names: list[str], inputs: list[str]) -> onnx.ModelProto:
-    """A model whose outputs are the graph outputs ``names`` that no part makes: a ``Constant``
-    node per constant, a graph input passed through as it is (its own output; ONNX and
-    onnxruntime allow that).  Run before the parts, it completes the original outputs."""
-    nodes = [helper.make_node("Constant", [], [x], name=f"constant_output_{k}",
-                              value=numpy_helper.from_array(mg.constant_value(x), x))
-             for k, x in enumerate(names) if x not in inputs]
+    """A model whose outputs are the graph outputs ``names`` that no part makes, each as the
+    original holds it: an initializer (dense or sparse) is an initializer of this model and
+    an output at once, a ``Constant`` output keeps its node, and a graph input is passed
+    through as it is (its own output; ONNX and onnxruntime allow both).  Run before the parts,
+    it completes the original outputs.  Initializers stay initializers so that big ones go
+    to external data like any part's."""
+    graph_nodes = mg.model.graph.node
+    sparse_by_name = {t.values.name: t for t in mg.model.graph.sparse_initializer}
+    nodes: list[onnx.NodeProto] = []
+    initializers: list[onnx.TensorProto] = []
+    sparse: list[onnx.SparseTensorProto] = []
+    for x in names:
+        if x in inputs:
+            continue
+        if x in mg.initializers:
+            initializers.append(mg.initializers[x])
+        elif x in sparse_by_name:
+            sparse.append(sparse_by_name[x])
+        else:
+            i = mg.producer.get(x)
+            if i is not None and mg.op_types[i] == "Constant":
+                nodes.append(graph_nodes[i])
+            else:   # not expected (folding keeps graph outputs), but correct all the same
+                initializers.append(numpy_helper.from_array(mg.constant_value(x), x))
     graph = helper.make_graph(nodes, f"{mg.model.graph.name or 'model'}_direct_outputs",
                               [value_info(mg, x) for x in inputs],
-                              [value_info(mg, x) for x in names])
+                              [value_info(mg, x) for x in names],
+                              initializer=initializers, sparse_initializer=sparse)
     model = helper.make_model(graph, opset_imports=list(mg.model.opset_import),
                               producer_name="hetero-solve",
                               doc_string=f"graph outputs of {mg.path} that no part makes")

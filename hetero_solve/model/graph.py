@@ -163,6 +163,7 @@ class ModelGraph:
     def types_of(self, names: Iterable[str]) -> list[TensorType]:
         """:meth:`tensor_type` of each name, parsed in one pass: at 100,000 nodes the per-call
         overhead of the lazy path is half the cost of reading a quarter-million types."""
+        names = list(names)
         types = self._types
         todo = [x for x in dict.fromkeys(names) if x not in types]
         if todo:
@@ -231,8 +232,10 @@ class ModelGraph:
         if self._nonstatic is None:
             names = {x for ins in self.inputs for x in ins} | {x for outs in self.outputs for x in outs}
             names.discard("")
-            names -= self.constant_tensors        # constants have static shapes
-            names = list(names)
+            # A dense initializer's dims are its shape: static.  (Not every constant: a sparse
+            # initializer, or an initializer also declared as an input, may have open dims.)
+            source, tensor_proto = self._value_info.get, onnx.TensorProto
+            names = [x for x in names if type(source(x)) is not tensor_proto]
             self._nonstatic = {x for x, t in zip(names, self.types_of(names)) if not t.static}
         return self._nonstatic
 

@@ -157,7 +157,7 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
     checker and the first shape inference run in forked processes alongside flattening
     (:mod:`.parallel`)."""
     from .parallel import Forked, fork_pays
-    from .shapes import analyse_shapes, first_inference_bytes
+    from .shapes import analyse_shapes, forked_first_inference
 
     dims = dict(dims or {})
     checking = inferring = None
@@ -165,8 +165,8 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
         # The checker and the first shape inference are C++ holding the GIL: run them in
         # forked processes while this one flattens the graph.  The inference is the longest
         # of the three: the checker yields to it (and to flattening) and runs on what is left.
-        checking = Forked(_check_message, model, path, data, nice=19) if check else None
-        inferring = Forked(first_inference_bytes, model, dims)
+        checking = Forked(_check_message, model, path, data, nice=5) if check else None
+        inferring = Forked(forked_first_inference, model, dims)
     elif check:
         check_model(model, path, data)
     try:

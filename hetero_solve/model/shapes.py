@@ -35,21 +35,26 @@ def first_inference(model: onnx.ModelProto, dims: dict[str, int]) -> onnx.ModelP
     return onnx.shape_inference.infer_shapes(_inference_base_of(model, dims), data_prop=True)
 
 
-def first_inference_bytes(model: onnx.ModelProto, dims: dict[str, int]) -> bytes:
-    """:func:`first_inference`, serialised: what a forked process sends back.  Meant for the
-    child's own copy of the model, which it changes: initializers whose values cannot matter
-    to inference lose their data in place, and the result stays bytes from end to end, so
-    neither side serialises, parses or pipes the weights (half the child's time at 100,000
-    nodes).  Inference reads the values of small integer tensors (shapes, axes) and of a few
-    tiny floating-point ones (``Resize``/``Upsample`` scales, ``Range`` bounds): floating-point
-    tensors above ``SMALL_FLOAT_ELEMENTS`` elements are weights, and go."""
+def forked_first_inference(model: onnx.ModelProto, dims: dict[str, int]) -> bytes:
+    """:func:`first_inference`, serialised: what the forked process sends back.
+
+    **Destroys weights**: it must only be given a forked child's own copy of the model.
+    Floating-point initializers above ``SMALL_FLOAT_ELEMENTS`` elements lose their data in
+    place, and the result stays bytes from end to end, so neither side serialises, parses or
+    pipes the weights (half the child's time at 100,000 nodes).  Inference reads integer
+    tensors (data propagation through Gather, Concat, Slice...) and a few tiny floating-point
+    ones (``Resize``/``Upsample`` scales, ``Range`` bounds); integers are kept as
+    :func:`first_inference` keeps them (all of them, or up to ``STRIP_ELEMENTS`` elements in
+    the light copy of a model over ``LIGHT_COPY_BYTES``), so both give the same shapes."""
     graph = model.graph
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer) \
             or not hasattr(_cpp_inference, "infer_shapes"):
         return first_inference(model, dims).SerializeToString()
+    light = sum(len(t.raw_data) for t in graph.initializer) >= LIGHT_COPY_BYTES
     for t in graph.initializer:
         n = _elements(t)
-        if n > STRIP_ELEMENTS or (n > SMALL_FLOAT_ELEMENTS and t.data_type not in _INDEX_TYPES):
+        if (n > STRIP_ELEMENTS and light and t.data_type != onnx.TensorProto.STRING) or \
+                (n > SMALL_FLOAT_ELEMENTS and t.data_type in _FLOAT_TYPES):
             if t.HasField("raw_data"):   # the usual case: one field to clear
                 t.ClearField("raw_data")
             else:
@@ -59,9 +64,9 @@ def first_inference_bytes(model: onnx.ModelProto, dims: dict[str, int]) -> bytes
     return _cpp_inference.infer_shapes(model.SerializeToString(), False, False, True)
 
 
-_INDEX_TYPES = frozenset((onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16,
-                          onnx.TensorProto.INT8, onnx.TensorProto.UINT64, onnx.TensorProto.UINT32,
-                          onnx.TensorProto.UINT16, onnx.TensorProto.UINT8, onnx.TensorProto.BOOL))
+_FLOAT_TYPES = frozenset(t for t in onnx.TensorProto.DataType.values()
+                         if onnx.TensorProto.DataType.Name(t).startswith(("FLOAT", "DOUBLE", "BFLOAT",
+                                                                          "COMPLEX")))
 _DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data",
                 "uint64_data", "string_data")
 
