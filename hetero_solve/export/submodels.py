@@ -35,6 +35,30 @@ def part_boundary(problem: Problem, sol: Solution, p: int, nodes: list[int]) -> 
     return ins, outs
 
 
+def constants_as_held(mg: ModelGraph, names: list[str]) -> tuple[
+        list[onnx.NodeProto], list[onnx.TensorProto], list[onnx.SparseTensorProto]]:
+    """Constant tensors as the original model holds them, to copy into another model: its
+    ``Constant`` nodes, initializers and sparse initializers; a folded value becomes an
+    initializer."""
+    graph_nodes = mg.model.graph.node
+    sparse_by_name = {t.values.name: t for t in mg.model.graph.sparse_initializer}
+    nodes: list[onnx.NodeProto] = []
+    initializers: list[onnx.TensorProto] = []
+    sparse: list[onnx.SparseTensorProto] = []
+    for name in names:
+        if name in mg.initializers:
+            initializers.append(mg.initializers[name])
+        elif name in sparse_by_name:
+            sparse.append(sparse_by_name[name])
+        else:
+            i = mg.producer.get(name)
+            if i is not None and mg.op_types[i] == "Constant":
+                nodes.append(graph_nodes[i])
+            else:
+                initializers.append(numpy_helper.from_array(mg.constant_value(name), name))
+    return nodes, initializers, sparse
+
+
 def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, nodes: list[int],
                      inputs: list[str], outputs: list[str]) -> onnx.ModelProto:
     """The sub-model of part ``p``; ``nodes`` are problem node ids."""
@@ -46,21 +70,7 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
             if c not in seen:
                 seen.add(c)
                 const_names.append(problem.const_names[c])
-    constant_nodes: list[onnx.NodeProto] = []
-    initializers: list[onnx.TensorProto] = []
-    sparse: list[onnx.SparseTensorProto] = []
-    sparse_by_name = {t.values.name: t for t in mg.model.graph.sparse_initializer}
-    for name in const_names:
-        if name in mg.initializers:
-            initializers.append(mg.initializers[name])
-        elif name in sparse_by_name:
-            sparse.append(sparse_by_name[name])
-        else:
-            i = mg.producer.get(name)
-            if i is not None and mg.op_types[i] == "Constant":
-                constant_nodes.append(graph_nodes[i])
-            else:  # a folded value
-                initializers.append(numpy_helper.from_array(mg.constant_value(name), name))
+    constant_nodes, initializers, sparse = constants_as_held(mg, const_names)
     body = [graph_nodes[g] for g in sorted(problem.graph_index[v] for v in nodes)]
     device = problem.devices[sol.part_device[p]].name
     graph = helper.make_graph(
@@ -104,24 +114,7 @@ def build_direct_model(mg: ModelGraph, names: list[str], inputs: list[str]) -> o
     through as it is (its own output; ONNX and onnxruntime allow both).  Run before the parts,
     it completes the original outputs.  Initializers stay initializers so that big ones go
     to external data like any part's."""
-    graph_nodes = mg.model.graph.node
-    sparse_by_name = {t.values.name: t for t in mg.model.graph.sparse_initializer}
-    nodes: list[onnx.NodeProto] = []
-    initializers: list[onnx.TensorProto] = []
-    sparse: list[onnx.SparseTensorProto] = []
-    for x in names:
-        if x in inputs:
-            continue
-        if x in mg.initializers:
-            initializers.append(mg.initializers[x])
-        elif x in sparse_by_name:
-            sparse.append(sparse_by_name[x])
-        else:
-            i = mg.producer.get(x)
-            if i is not None and mg.op_types[i] == "Constant":
-                nodes.append(graph_nodes[i])
-            else:   # not expected (folding keeps graph outputs), but correct all the same
-                initializers.append(numpy_helper.from_array(mg.constant_value(x), x))
+    nodes, initializers, sparse = constants_as_held(mg, [x for x in names if x not in inputs])
     graph = helper.make_graph(nodes, f"{mg.model.graph.name or 'model'}_direct_outputs",
                               [value_info(mg, x) for x in inputs],
                               [value_info(mg, x) for x in names],
