@@ -45,3 +45,9 @@ class ValidationError(HeteroSolveError):
         head = "; ".join(str(v) for v in self.violations[:3])
         more = f" (and {len(self.violations) - 3} more)" if len(self.violations) > 3 else ""
         super().__init__(f"invalid partition: {head}{more}")
+
+
+def one_line(e: BaseException | str, limit: int = 400) -> str:
+    """An exception's message on one line, whitespace collapsed, cut at ``limit`` characters."""
+    text = " ".join(str(e).split())
+    return text[:limit] + ("..." if len(text) > limit else "")

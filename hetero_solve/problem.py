@@ -11,6 +11,7 @@ Memory of a part (SPEC section 5) and transfer (SPEC section 6) are defined here
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -199,16 +200,30 @@ def fallback_count(problem: Problem, node_device: Sequence[int]) -> int:
     return sum(1 for v, d in enumerate(node_device) if d != problem.allowed[v][0])
 
 
-def topological_order(succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]]) -> list[int]:
+def topological_order(succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]], *,
+                      smallest_first: bool = False) -> list[int]:
     """Kahn's order of a DAG given as successor and predecessor lists (pass them swapped for
-    the reversed graph).  Raises ``ValueError`` on a cycle."""
+    the reversed graph).  ``smallest_first``: among ready nodes, always the smallest index
+    (a heap; the baselines' documented tie rule), else first ready, first out (linear).
+    Raises ``ValueError`` on a cycle."""
     indeg = [len(p) for p in pred]
-    order = [v for v in range(len(succ)) if indeg[v] == 0]
-    for v in order:  # the list grows while it is walked
-        for w in succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                order.append(w)
+    ready = [v for v in range(len(succ)) if indeg[v] == 0]
+    if smallest_first:
+        order: list[int] = []
+        while ready:
+            v = heapq.heappop(ready)
+            order.append(v)
+            for w in succ[v]:
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    heapq.heappush(ready, w)
+    else:
+        order = ready
+        for v in order:  # the list grows while it is walked
+            for w in succ[v]:
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    order.append(w)
     if len(order) != len(succ):
         raise ValueError("the graph has a cycle")
     return order

@@ -27,7 +27,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import onnx
 
-from .errors import HeteroSolveError, ModelError
+from .errors import HeteroSolveError, ModelError, one_line
 
 DEFAULT_PROVIDERS = ["CPUExecutionProvider"]
 #: Random integer inputs (token ids, indices, counts) are drawn from ``[0, INT_HIGH)``: small
@@ -566,6 +566,6 @@ def _nbytes(values: Iterable) -> int:
 
 
 def _one_line(e: BaseException) -> str:
+    """:func:`one_line` without onnxruntime's ``[ONNXRuntimeError] : 1 : FAIL :`` prefix."""
     text = " ".join(str(e).split())
-    text = re.sub(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*", "", text)
-    return text[:400] + ("..." if len(text) > 400 else "")
+    return one_line(re.sub(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*", "", text))

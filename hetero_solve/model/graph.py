@@ -197,7 +197,9 @@ class ModelGraph:
     def tensor_bytes(self, name: str) -> int:
         """Element count x element size; an unknown dimension counts as 1 (and is remembered
         so that a warning can name it, SPEC section 5)."""
-        t = self.tensor_type(name)
+        return self._bytes(name, self.tensor_type(name))
+
+    def _bytes(self, name: str, t: TensorType) -> int:
         if not t.static or t.elem_type == 0:
             self._unknown_dim_tensors.add(name)
         return (t.count * element_bits(t.elem_type) + 7) // 8
@@ -217,14 +219,10 @@ class ModelGraph:
             else:
                 sizes.append(None)
                 rest.append(x)
-        unknown = self._unknown_dim_tensors
         parsed = iter(self.types_of(rest))
         for k, x in enumerate(names):
             if sizes[k] is None:
-                t = next(parsed)
-                if not t.static or t.elem_type == 0:
-                    unknown.add(x)
-                sizes[k] = (t.count * element_bits(t.elem_type) + 7) // 8
+                sizes[k] = self._bytes(x, next(parsed))
         return sizes
 
     def nonstatic_tensors(self) -> set[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import onnx
 
-from ..errors import ModelError
+from ..errors import ModelError, one_line
 from .graph import ModelGraph, subgraph_outer_inputs
 
 #: Ops whose attributes may hold subgraphs in the standard domains.  Nodes of other domains
@@ -41,7 +41,7 @@ def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelP
             onnx.load_external_data_for_model(model, str(path.parent))
             data = None
     except Exception as e:  # protobuf decode errors, missing external data files
-        raise ModelError(path, f"cannot read ONNX model: {_one_line(e)}") from None
+        raise ModelError(path, f"cannot read ONNX model: {one_line(e)}") from None
     return model, str(path), data
 
 
@@ -81,7 +81,7 @@ def check_model(model: onnx.ModelProto, path: str, data: bytes | None = None) ->
         else:
             onnx.checker.check_model(model)
     except Exception as e:
-        raise ModelError(path, f"not a valid ONNX model: {_one_line(e)}") from None
+        raise ModelError(path, f"not a valid ONNX model: {one_line(e)}") from None
 
 
 def flatten(model: onnx.ModelProto, path: str) -> ModelGraph:
@@ -198,8 +198,3 @@ def _raise_if_invalid(checking, model: onnx.ModelProto, path: str, data: bytes |
         check_model(model, path, data)
     elif done[1]:
         raise ModelError(path, done[1])
-
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return text[:400] + ("..." if len(text) > 400 else "")

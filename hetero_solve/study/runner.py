@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..algorithms.baselines import BaselineSkipped
+from ..errors import one_line
 from ..problem import Problem
 from ..solution import Solution, evaluate
 from ..validate import validate
@@ -158,8 +159,7 @@ class _RssSampler:
 
 
 def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return text[:300] + ("..." if len(text) > 300 else "")
+    return one_line(e, limit=300)
 
 
 def _jsonable(value):

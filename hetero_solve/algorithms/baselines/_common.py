@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ...problem import Problem
+from ...problem import Problem, topological_order as problem_topological_order
 from ...solution import Solution, normalize
 
 
@@ -22,23 +22,9 @@ def preferred_devices(problem: Problem) -> list[int]:
 
 
 def topological_order(problem: Problem) -> list[int]:
-    """Kahn's algorithm, ties to the smaller index (graph order is already topological for a
+    """Kahn's order, ties to the smaller index (graph order is already topological for a
     compiled problem; problems built by hand need not be)."""
-    import heapq
-    indeg = [len(p) for p in problem.pred]
-    heap = [v for v in range(problem.n) if indeg[v] == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        v = heapq.heappop(heap)
-        order.append(v)
-        for w in problem.succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, w)
-    if len(order) != problem.n:
-        raise ValueError("the problem's graph has a cycle")
-    return order
+    return problem_topological_order(problem.succ, problem.pred, smallest_first=True)
 
 
 def solution_from_clusters(problem: Problem, clusters: Sequence[Sequence[int]],
