@@ -128,7 +128,7 @@ def build_direct_model(mg: ModelGraph, names: list[str], inputs: list[str]) -> o
 
 def value_info(mg: ModelGraph, name: str) -> onnx.ValueInfoProto:
     """The inferred type of a tensor (sequence and optional types kept as they are)."""
-    src = mg._value_info.get(name)
+    src = mg.value_info_proto(name)
     if isinstance(src, onnx.ValueInfoProto) and src.type.WhichOneof("value") is not None:
         vi = onnx.ValueInfoProto()
         vi.CopyFrom(src)

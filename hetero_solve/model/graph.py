@@ -9,6 +9,7 @@ need more than their name.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -100,7 +101,9 @@ class ModelGraph:
     constant_tensors: set[str] = field(default_factory=set)
     inferred: onnx.ModelProto | None = None
     warnings: list[str] = field(default_factory=list)
-    _value_info: dict = field(default_factory=dict, repr=False)
+    _declared: dict[str, TensorType] = field(default_factory=dict, repr=False)
+    _declared_protos: tuple[list, list] = field(default=([], []), repr=False)
+    _value_info: dict | None = field(default=None, repr=False)
     _types: dict[str, TensorType] = field(default_factory=dict, repr=False)
     _folded_values: dict[str, np.ndarray] | None = field(default=None, repr=False)
     _unknown_dim_tensors: set[str] = field(default_factory=set, repr=False)
@@ -138,53 +141,56 @@ class ModelGraph:
         return tensor in self.constant_tensors
 
     # -- tensor types ------------------------------------------------------------------------
+    def index_types(self, declared: Iterable[onnx.ValueInfoProto]) -> None:
+        """Take the tensor types of ``declared`` (value infos of the inferred model, later
+        entries winning), then folded values over them.  Done in bulk: serialising each
+        ``TypeProto`` and parsing each distinct one once costs a tenth of reading types one
+        name at a time (models repeat a few dozen types over a hundred thousand tensors)."""
+        protos = list(declared)
+        names = [vi.name for vi in protos]
+        keys = [vi.type.SerializeToString() for vi in protos]
+        parsed = self._parsed
+        for key, vi in zip(keys, protos):
+            if key not in parsed:
+                t = type_of_value_info(vi)
+                parsed[key] = self._intern(t.elem_type, t.shape)
+        types = dict(zip(names, [parsed[k] for k in keys]))
+        for name, value in (self._folded_values or {}).items():
+            types[name] = self._intern(onnx.helper.np_dtype_to_tensor_dtype(value.dtype), tuple(value.shape))
+        self._declared = types
+        self._declared_protos = (names, protos)
+        self._value_info = None
+        self._types = dict(types)
+        self._nonstatic = None
+
+    def value_info_proto(self, name: str) -> onnx.ValueInfoProto | None:
+        """The inferred ``ValueInfoProto`` of a tensor, if inference declared one."""
+        if name in (self._folded_values or {}):
+            return None   # its type is the folded value's
+        if self._value_info is None:
+            self._value_info = dict(zip(*self._declared_protos))
+        return self._value_info.get(name)
+
     def tensor_type(self, name: str) -> TensorType:
-        """Inferred element type and shape (after ``dims`` and folding)."""
+        """Inferred element type and shape (after ``dims`` and folding).  A dense initializer
+        with no declared type is its own dims."""
         t = self._types.get(name)
         if t is None:
-            src = self._value_info.get(name)
-            if src is None:
-                t = UNKNOWN_TYPE
-            elif isinstance(src, onnx.TensorProto):
-                t = self._intern(src.data_type, tuple(int(d) for d in src.dims))
-            elif isinstance(src, np.ndarray):
-                t = self._intern(onnx.helper.np_dtype_to_tensor_dtype(src.dtype), tuple(src.shape))
-            else:
-                # Models repeat few distinct types: parse each once.  Serialising a TypeProto
-                # costs a fifth of walking its fields from Python.
-                key = src.type.SerializeToString()
-                t = self._parsed.get(key)
-                if t is None:
-                    parsed = type_of_value_info(src)
-                    t = self._parsed[key] = self._intern(parsed.elem_type, parsed.shape)
+            src = self.initializers.get(name)
+            t = UNKNOWN_TYPE if src is None else self._intern(src.data_type, tuple(src.dims))
             self._types[name] = t
         return t
 
     def types_of(self, names: Iterable[str]) -> list[TensorType]:
-        """:meth:`tensor_type` of each name, parsed in one pass: at 100,000 nodes the per-call
-        overhead of the lazy path is half the cost of reading a quarter-million types."""
-        names = list(names)
-        types = self._types
-        todo = [x for x in dict.fromkeys(names) if x not in types]
-        if todo:
-            source = self._value_info.get
-            parsed = self._parsed
-            intern = self._intern
-            tensor_proto, value_info = onnx.TensorProto, onnx.ValueInfoProto
-            for x in todo:
-                src = source(x)
-                kind = type(src)
-                if kind is tensor_proto:
-                    types[x] = intern(src.data_type, tuple(src.dims))
-                elif kind is value_info:
-                    key = src.type.SerializeToString()
-                    t = parsed.get(key)
-                    if t is None:
-                        t = self.tensor_type(x)   # first of its kind: the full parse
-                    types[x] = t
-                else:
-                    types[x] = self.tensor_type(x)
-        return [types[x] for x in names]
+        """:meth:`tensor_type` of each name."""
+        get, slow = self._types.get, self.tensor_type
+        return [get(x) or slow(x) for x in names]
+
+    def type_ids(self, names: Iterable[str]) -> tuple[int, ...]:
+        """The identity of each name's (interned) type, 0 for a blank optional input: equal
+        tuples mean equal types, position by position."""
+        get, slow = self._types.get, self.tensor_type
+        return tuple([id(get(x) or slow(x)) if x else 0 for x in names])
 
     def _intern(self, elem_type: int, shape: Shape) -> TensorType:
         """One shared object per distinct type, so that types compare by identity."""
@@ -205,36 +211,31 @@ class ModelGraph:
         return (t.count * element_bits(t.elem_type) + 7) // 8
 
     def bytes_of(self, names: list[str]) -> list[int]:
-        """:meth:`tensor_bytes` of each name, types parsed in one pass (:meth:`types_of`).
-        An initializer stored as raw bytes is its byte count, read without parsing its dims
-        (four times faster; the weights of a large model are a hundred thousand of them)."""
-        source = self._value_info.get
-        tensor_proto = onnx.TensorProto
-        sizes: list[int | None] = []
-        rest = []
+        """:meth:`tensor_bytes` of each name.  An initializer stored as raw bytes with no
+        declared type is its byte count, read without parsing its dims (four times faster; the
+        weights of a large model are a hundred thousand of them)."""
+        declared, init = self._declared, self.initializers
+        sizes: list[int] = []
         for x in names:
-            src = source(x)
-            if type(src) is tensor_proto and src.HasField("raw_data"):
+            src = init.get(x) if x not in declared else None
+            if src is not None and src.HasField("raw_data"):
                 sizes.append(len(src.raw_data))
             else:
-                sizes.append(None)
-                rest.append(x)
-        parsed = iter(self.types_of(rest))
-        for k, x in enumerate(names):
-            if sizes[k] is None:
-                sizes[k] = self._bytes(x, next(parsed))
+                sizes.append(self._bytes(x, self.tensor_type(x)))
         return sizes
 
     def nonstatic_tensors(self) -> set[str]:
-        """Every node input/output whose shape is not static (computed once)."""
+        """Every tensor whose shape is not static (computed once): declared with an open
+        dimension or unknown rank, or read or written by a node with no declared type.  A
+        dense initializer's dims are its shape: static (not every constant: a sparse
+        initializer, or an initializer also declared as an input, may have open dims)."""
         if self._nonstatic is None:
-            names = {x for ins in self.inputs for x in ins} | {x for outs in self.outputs for x in outs}
-            names.discard("")
-            # A dense initializer's dims are its shape: static.  (Not every constant: a sparse
-            # initializer, or an initializer also declared as an input, may have open dims.)
-            source, tensor_proto = self._value_info.get, onnx.TensorProto
-            names = [x for x in names if type(source(x)) is not tensor_proto]
-            self._nonstatic = {x for x, t in zip(names, self.types_of(names)) if not t.static}
+            declared, init = self._declared, self.initializers
+            found = {x for x, t in declared.items() if not t.static}
+            chain = itertools.chain.from_iterable
+            untyped = set(chain(self.inputs)).union(chain(self.outputs))
+            untyped.difference_update(declared.keys(), init.keys(), ("",))
+            self._nonstatic = found | untyped
         return self._nonstatic
 
     def unknown_size_warning(self) -> str | None:

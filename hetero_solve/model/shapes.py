@@ -9,6 +9,7 @@ protobuf's 2 GiB limit.
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
 
 import onnx
@@ -89,6 +90,7 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True, inferred: onnx.ModelPro
         except Exception as e:  # a custom op without inference, an inconsistent declared shape
             inferred = _inference_failed(mg, mg.model, e)
     _index_types(mg, inferred)
+    indexed = inferred
     base: onnx.ModelProto | None = None
     hints = control_flow_hints(mg)
     if hints:
@@ -96,7 +98,9 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True, inferred: onnx.ModelPro
         base.graph.value_info.extend(hints)
         inferred = _infer(mg, base)
     for _round in range(MAX_ROUNDS):
-        _index_types(mg, inferred)
+        if inferred is not indexed:   # a new inference (folded values are indexed with it)
+            _index_types(mg, inferred)
+            indexed = inferred
         if not fold:
             break
         new = find_foldable(mg)
@@ -232,15 +236,7 @@ def _inference_failed(mg: ModelGraph, model: onnx.ModelProto, e: Exception) -> o
 
 def _index_types(mg: ModelGraph, inferred: onnx.ModelProto) -> None:
     g = inferred.graph
-    vi: dict = dict(mg.initializers)
-    for seq in (g.value_info, g.input, g.output):
-        names = [x.name for x in seq]
-        vi.update(zip(names, seq))
-    values = mg._folded_values or {}
-    vi.update(values)
-    mg._value_info = vi
-    mg._types.clear()
-    mg._nonstatic = None
+    mg.index_types(itertools.chain(g.value_info, g.input, g.output))
 
 
 def control_flow_hints(mg: ModelGraph) -> list[onnx.ValueInfoProto]:

@@ -28,59 +28,87 @@ class SupportChecker:
     def __init__(self, rules: Rules, mg: ModelGraph):
         self.rules = rules
         self.mg = mg
-        self._op_cache: dict[tuple[int, str], str | None] = {}
+        self._op_cache: dict[int, dict[str, str | None]] = {}   # device -> op -> reason
         self._node_cache: dict[tuple, str | None] = {}
 
     def refusal(self, d: int, i: int) -> str | None:
         """Why device ``d`` refuses main-graph node ``i`` (None = it takes it)."""
+        return self.refusals(d, [i])[0]
+
+    def refusals(self, d: int, nodes: list[int]) -> list[str | None]:
+        """:meth:`refusal` of each main-graph node in ``nodes``, in one pass.
+
+        The op lists decide most nodes with one lookup per op type.  The rest (a ``when``
+        condition, a non-static tensor on a static-shape device) depend only on the op, the
+        types of the node's tensors (interned ``TensorType`` objects) and the attributes the
+        condition names, and layers repeat a few such signatures: each signature is checked
+        once, on placeholder tensor names (a refusal names a tensor by its position), and the
+        answer filled in with each node's own names.  Nodes with subgraphs are checked alone."""
         dev = self.rules.devices[d]
         mg = self.mg
+        ops, domains, has_sub = mg.op_types, mg.domains, mg.has_subgraph
+        all_inputs, all_outputs = mg.inputs, mg.outputs
+        by_op = self._op_cache.setdefault(d, {})
+        nonstatic = mg.nonstatic_tensors() if dev.static_shapes else ()
+        when = dev.when
+        cache = self._node_cache
+        type_ids = mg.type_ids
+        out: list[str | None] = []
+        for i in nodes:
+            op = ops[i]
+            reason = by_op.get(op, _MISSING)
+            if reason is _MISSING:
+                reason = by_op[op] = op_refusal(dev, op)
+            if reason is not None:
+                out.append(reason)
+                continue
+            inputs, outputs = all_inputs[i], all_outputs[i]
+            cond = when.get(op)
+            if cond is None and not has_sub[i] and not (nonstatic and (
+                    any(x in nonstatic for x in inputs) or any(x in nonstatic for x in outputs))):
+                out.append(None)
+                continue
+            if has_sub[i]:
+                out.append(self._node_alone(d, i))
+                continue
+            attrs = None
+            if cond is not None and cond.attributes:
+                attrs = {a.name: a for a in mg.model.graph.node[i].attribute}
+            key = (d, op, domains[i],
+                   type_ids(inputs), type_ids(outputs),
+                   tuple(attrs[a].SerializeToString() if a in attrs else None
+                         for a in cond.attributes) if attrs is not None else ())
+            found = cache.get(key, _MISSING)
+            if found is _MISSING:
+                found = cache[key] = _Template.of(self._signature_refusal(d, i, attrs))
+            out.append(None if found is None else found.fill(inputs, outputs))
+        return out
+
+    def _signature_refusal(self, d: int, i: int, attrs: dict | None) -> str | None:
+        """The check of node ``i`` on placeholder tensor names (see :meth:`refusals`)."""
+        dev, mg = self.rules.devices[d], self.mg
         op = mg.op_types[i]
-        key = (d, op)
-        reason = self._op_cache.get(key, _MISSING)
-        if reason is _MISSING:
-            reason = op_refusal(dev, op)
-            self._op_cache[key] = reason
-        if reason is not None:
-            return reason
-        cond = dev.when.get(op)
-        if cond is None and not mg.has_subgraph[i]:
-            if not dev.static_shapes:
-                return None
-            nonstatic = mg.nonstatic_tensors()
-            if not nonstatic or not (any(x in nonstatic for x in mg.inputs[i])
-                                     or any(x in nonstatic for x in mg.outputs[i])):
-                return None
         opset = mg.opsets.get(mg.domains[i] or "", mg.opset)
         inputs, outputs = mg.inputs[i], mg.outputs[i]
-        attrs = None
-        if cond is not None and cond.attributes:
-            attrs = {a.name: a for a in mg.model.graph.node[i].attribute}
-        value_idx = self.rules.value_input_indices(op, opset) if cond is not None else ()
+        value_idx = self.rules.value_input_indices(op, opset) if op in dev.when else ()
         attributes = (lambda: attrs.values()) if attrs is not None else \
             (lambda: mg.model.graph.node[i].attribute)
-        if mg.has_subgraph[i]:
-            reason = node_refusal(dev, op, inputs, outputs, attributes, mg.tensor_type, opset,
-                                  value_idx, mg.domains[i])
-            return reason if reason is not None else self._body_refusal(d, i)
-        # Whether the device takes the node depends only on the op, the types of its tensors
-        # (interned TensorType objects) and the attributes the condition names: layers repeat a
-        # few signatures.  The answer is computed once per signature on placeholder tensor
-        # names (a refusal names a tensor by its position) and filled in with this node's.
-        tt = mg.tensor_type
-        key = (d, op, mg.domains[i], tuple([id(tt(x)) if x else 0 for x in inputs]),
-               tuple([id(tt(x)) if x else 0 for x in outputs]),
-               tuple(attrs[a].SerializeToString() if a in attrs else None for a in cond.attributes)
-               if attrs is not None else ())
-        template = self._node_cache.get(key, _MISSING)
-        if template is _MISSING:
-            slots_in = tuple(_slot("i", k) if x else "" for k, x in enumerate(inputs))
-            slots_out = tuple(_slot("o", k) if x else "" for k, x in enumerate(outputs))
-            types = {s: tt(x) for s, x in zip(slots_in + slots_out, inputs + outputs) if s}
-            template = node_refusal(dev, op, slots_in, slots_out, attributes, types.__getitem__,
-                                    opset, value_idx, mg.domains[i])
-            self._node_cache[key] = template
-        return None if template is None else _named(template, inputs, outputs)
+        slots_in = tuple(_slot("i", k) if x else "" for k, x in enumerate(inputs))
+        slots_out = tuple(_slot("o", k) if x else "" for k, x in enumerate(outputs))
+        types = {s: mg.tensor_type(x) for s, x in zip(slots_in + slots_out, inputs + outputs) if s}
+        return node_refusal(dev, op, slots_in, slots_out, attributes, types.__getitem__,
+                            opset, value_idx, mg.domains[i])
+
+    def _node_alone(self, d: int, i: int) -> str | None:
+        """A node with subgraphs: its own tensors, then every node of its bodies."""
+        dev, mg = self.rules.devices[d], self.mg
+        op = mg.op_types[i]
+        opset = mg.opsets.get(mg.domains[i] or "", mg.opset)
+        value_idx = self.rules.value_input_indices(op, opset) if op in dev.when else ()
+        reason = node_refusal(dev, op, mg.inputs[i], mg.outputs[i],
+                              lambda: mg.model.graph.node[i].attribute, mg.tensor_type, opset,
+                              value_idx, mg.domains[i])
+        return reason if reason is not None else self._body_refusal(d, i)
 
     def _body_refusal(self, d: int, i: int) -> str | None:
         dev = self.rules.devices[d]
@@ -103,19 +131,34 @@ def _slot(role: str, k: int) -> str:
 _SLOT = re.compile("'\u27e8([io])(\\d+)\u27e9'|\u27e8([io])(\\d+)\u27e9")
 
 
-def _named(template: str, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> str:
-    """A cached refusal with this node's tensor names in place of the placeholders (quoted
-    where the reason quotes them)."""
-    if "\u27e8" not in template:
-        return template
+class _Template:
+    """A refusal computed on placeholder tensor names, with where each placeholder sits, so
+    that filling in a node's names is a few ``str.replace`` calls."""
 
-    def name(m: re.Match) -> str:
-        quoted = m.group(1) is not None
-        role, k = (m.group(1), m.group(2)) if quoted else (m.group(3), m.group(4))
-        x = (inputs if role == "i" else outputs)[int(k)]
-        return repr(x) if quoted else x
+    __slots__ = ("text", "slots")
 
-    return _SLOT.sub(name, template)
+    def __init__(self, text: str, slots: tuple[tuple[str, bool, int, bool], ...]):
+        self.text = text
+        self.slots = slots     # (placeholder as written, is an input, position, quoted)
+
+    @staticmethod
+    def of(text: str | None) -> "_Template | None":
+        if text is None:
+            return None
+        slots = {}
+        for m in _SLOT.finditer(text):
+            quoted = m.group(1) is not None
+            role, k = (m.group(1), m.group(2)) if quoted else (m.group(3), m.group(4))
+            slots[m.group(0)] = (m.group(0), role == "i", int(k), quoted)
+        # quoted placeholders first: the unquoted text is inside them
+        return _Template(text, tuple(sorted(slots.values(), key=lambda s: not s[3])))
+
+    def fill(self, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> str:
+        text = self.text
+        for written, is_input, k, quoted in self.slots:
+            x = (inputs if is_input else outputs)[k]
+            text = text.replace(written, repr(x) if quoted else x)
+        return text
 
 
 def op_refusal(dev: DeviceRules, op: str) -> str | None:
