@@ -8,12 +8,10 @@ constants with their sizes, data edges, and value-input edges (opset-aware).
 from __future__ import annotations
 
 import fnmatch
-from itertools import chain, compress
-
-import numpy as np
 
 from .errors import InfeasibleError, RuleError
 from .model.graph import ModelGraph
+from .model.structure import structure
 from .problem import Device, Objective, Problem
 from .rules.conditions import SupportChecker
 from .rules.schema import Rules
@@ -31,7 +29,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     pins, pin_keys = resolve_pins(rules, mg, placeable, warnings)
     allowed, refusals = _allowed_devices(rules, mg, placeable, pins, pin_keys)
 
-    struct = _structure(mg, placeable)
+    struct = structure(mg, placeable)
     t_names, c_names = struct["tensor_names"], struct["const_names"]
     value_pred = _value_edges(mg, rules, placeable, index)
 
@@ -54,69 +52,6 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         meta={"model": mg.path, "rules": rules.path, "folded": list(mg.folded),
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
               "dims": dict(mg.dims), "opset": mg.opset})
-
-
-def _structure(mg: ModelGraph, placeable: list[int]) -> dict:
-    """Tensors, constants and data edges.  At 100,000 nodes the per-edge Python overhead is
-    the cost, so the work is done on flat lists with C-level passes (``map``, ``compress``,
-    numpy), and per-node lists are cut from them by slicing."""
-    const = mg.constant_tensors
-    has_sub = mg.has_subgraph
-    inputs = mg.inputs
-    reads = [inputs[i] for i in placeable]
-    for v, i in enumerate(placeable):
-        ins = reads[v]
-        if has_sub[i] or "" in ins or len(set(ins)) < len(ins):
-            reads[v] = mg.all_inputs(i)    # outer-scope reads, no blanks, no repeats
-    outs = [mg.outputs[i] for i in placeable]
-    flat_outs = [o for o in chain.from_iterable(outs) if o]
-    out_counts = [len(os_) - os_.count("") for os_ in outs]
-
-    flat = list(chain.from_iterable(reads))
-    is_const = list(map(const.__contains__, flat))
-    not_const = [not c for c in is_const]
-    c_names = list(dict.fromkeys(compress(flat, is_const)))
-    t_names = list(dict.fromkeys(chain(compress(flat, not_const), flat_outs)))
-    cid = dict(zip(c_names, range(len(c_names))))
-    tid = dict(zip(t_names, range(len(t_names))))
-    const_ids = list(map(cid.__getitem__, compress(flat, is_const)))
-    input_ids = list(map(tid.__getitem__, compress(flat, not_const)))
-    output_ids = list(map(tid.__getitem__, flat_outs))
-
-    # Where each node's run starts in the flat lists.
-    read_ends = np.cumsum([len(r) for r in reads], dtype=np.int64)
-    consts_before = np.concatenate(([0], np.cumsum(is_const, dtype=np.int64)))
-    const_ends = consts_before[read_ends]
-    input_ends = read_ends - const_ends
-    node_consts = _cut(const_ids, const_ends)
-    node_inputs = _cut(input_ids, input_ends)
-    node_outputs = _cut(output_ids, np.cumsum(out_counts))
-
-    n, T = len(placeable), len(t_names)
-    producer = np.full(T, -1, dtype=np.int64)
-    producer[np.asarray(output_ids, dtype=np.int64)] = np.repeat(np.arange(n), out_counts)
-    readers = np.repeat(np.arange(n), np.diff(input_ends, prepend=0))
-    read_tensors = np.asarray(input_ids, dtype=np.int64)
-    order = np.argsort(read_tensors, kind="stable")          # by tensor, then node
-    consumers = _cut(readers[order].tolist(), np.cumsum(np.bincount(read_tensors, minlength=T)))
-    # Data edges: (producer, reader) pairs, distinct, sorted by reader then producer.
-    src = producer[read_tensors]
-    made = src >= 0
-    pairs = np.unique(readers[made] * n + src[made])
-    edge_to, edge_from = pairs // n, pairs % n
-    pred = _cut(edge_from.tolist(), np.cumsum(np.bincount(edge_to, minlength=n)))
-    order = np.argsort(edge_from, kind="stable")               # by producer, then reader
-    succ = _cut(edge_to[order].tolist(), np.cumsum(np.bincount(edge_from, minlength=n)))
-    return {"tensor_names": t_names, "const_names": c_names, "node_consts": node_consts,
-            "node_inputs": node_inputs, "node_outputs": node_outputs,
-            "tensor_producer": producer.tolist(), "tensor_consumers": consumers, "pred": pred,
-            "succ": succ}
-
-
-def _cut(flat: list, ends) -> list[list]:
-    """``flat`` cut into consecutive runs ending at ``ends`` (cumulative lengths)."""
-    ends = ends.tolist() if hasattr(ends, "tolist") else list(ends)
-    return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
 def _value_edges(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int]) -> list[list[int]]:

@@ -14,7 +14,7 @@ from hetero_solve.errors import ModelError
 from hetero_solve.model import load_model
 from hetero_solve.model import parallel
 
-from conftest import EXAMPLE_DIMS, example_models
+from conftest import EXAMPLE_DIMS, ROOT, example_models
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is Linux-only here")
 
@@ -117,3 +117,28 @@ def test_forked_inference_keeps_big_integer_tables_like_the_sequential_path(fork
     forked = load_model(path).tensor_type("y").shape
     monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
     assert forked == load_model(path).tensor_type("y").shape == (2, 3)
+
+
+@pytest.mark.parametrize("dims", ["given", "open"])
+@pytest.mark.parametrize("model", example_models(), ids=lambda p: p.stem)
+def test_structure_computed_during_inference_equals_the_one_after_shapes(model, dims, forking,
+                                                                         monkeypatch):
+    """On large models the graph's structure is computed while the forked inference runs,
+    before folding is known; compiling must give the same problem as the sequential path,
+    whether folding then removed nodes (the transformer with its dims) or not."""
+    import dataclasses
+
+    from hetero_solve.compile import compile_problem
+    from hetero_solve.rules import load_rules
+
+    given = EXAMPLE_DIMS[model.stem] if dims == "given" else {}
+    rules = load_rules(ROOT / "rules" / "gpu-cpu.yaml")
+    forked_mg = load_model(model, dims=given)
+    assert forked_mg._structure_ahead is not None
+    forked = compile_problem(forked_mg, rules)
+    monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
+    sequential_mg = load_model(model, dims=given)
+    assert sequential_mg._structure_ahead is None
+    sequential = compile_problem(sequential_mg, rules)
+    for f in dataclasses.fields(sequential):
+        assert getattr(forked, f.name) == getattr(sequential, f.name), f.name

@@ -32,16 +32,25 @@ def find_foldable(mg: ModelGraph) -> list[int]:
         const.update(mg.outputs[i])
     skip = set(mg.constant_nodes)
     graph_outputs = set(mg.graph_outputs)
+    ops, domains, has_sub, outputs = mg.op_types, mg.domains, mg.has_subgraph, mg.outputs
     folded: list[int] = []
-    for i, op in enumerate(mg.op_types):
-        if i in skip or mg.has_subgraph[i] or mg.domains[i] not in _STANDARD or op in NONDETERMINISTIC:
+    for i, ins in enumerate(mg.inputs):
+        # The common case first, cheaply: a node reading a tensor not known before running.
+        if ops[i] == "Shape":
+            first = next((x for x in ins if x), None)
+            if first is None or not (first in const or mg.tensor_type(first).static):
+                continue
+        else:
+            unknown = False
+            for x in ins:
+                if x and x not in const:
+                    unknown = True
+                    break
+            if unknown or not any(ins):   # no input at all: nothing to fold from
+                continue
+        if i in skip or has_sub[i] or domains[i] not in _STANDARD or ops[i] in NONDETERMINISTIC:
             continue
-        ins = [x for x in mg.inputs[i] if x]
-        if op == "Shape" and ins and mg.tensor_type(ins[0]).static:
-            pass
-        elif not ins or not all(x in const for x in ins):
-            continue
-        outs = [o for o in mg.outputs[i] if o]
+        outs = [o for o in outputs[i] if o]
         if any(o in graph_outputs for o in outs) or not all(_small_tensor(mg, o) for o in outs):
             continue
         folded.append(i)

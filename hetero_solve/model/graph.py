@@ -111,6 +111,7 @@ class ModelGraph:
     _parsed: dict[bytes, TensorType] = field(default_factory=dict, repr=False)
     _nonstatic: set[str] | None = field(default=None, repr=False)
     _interned: dict[tuple, TensorType] = field(default_factory=dict, repr=False)
+    _structure_ahead: tuple[list[int], dict] | None = field(default=None, repr=False)
 
     # -- basic facts -------------------------------------------------------------------------
     @property

@@ -157,21 +157,26 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
     checker and the first shape inference run in forked processes alongside flattening
     (:mod:`.parallel`)."""
     from .parallel import Forked, fork_pays
-    from .shapes import analyse_shapes, forked_first_inference
+    from .shapes import analyse_shapes, constants_before_folding, forked_first_inference
+    from .structure import compute_ahead
 
     dims = dict(dims or {})
     checking = inferring = None
     if fork_pays(len(model.graph.node)):
         # The checker and the first shape inference are C++ holding the GIL: run them in
         # forked processes while this one flattens the graph.  The inference is the longest
-        # of the three: the checker yields to it (and to flattening) and runs on what is left.
-        checking = Forked(_check_message, model, path, data, nice=5) if check else None
+        # of the three: the checker yields to it (and to flattening) and runs on what is left
+        # (this process waits for the inference with nothing else to do).
+        checking = Forked(_check_message, model, path, data, idle=True) if check else None
         inferring = Forked(forked_first_inference, model, dims)
     elif check:
         check_model(model, path, data)
     try:
         mg = flatten(model, path)
         mg.dims = dims
+        if inferring is not None:
+            # The inference takes longer than flattening: meanwhile, the graph's structure.
+            compute_ahead(mg, constants_before_folding(mg))
         done = inferring.result() if inferring is not None else None
         inferred = onnx.ModelProto.FromString(done[1]) if done and done[0] == "ok" else None
         analyse_shapes(mg, fold=fold, inferred=inferred)

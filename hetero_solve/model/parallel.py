@@ -25,21 +25,31 @@ def fork_pays(num_nodes: int) -> bool:
             and os.environ.get("HETERO_SOLVE_NO_FORK", "") not in ("1", "true", "yes"))
 
 
-class Forked:
-    """``fn(*args)`` computed in a child process; :meth:`result` waits for it.  ``nice``
-    lowers the child's priority: work off the critical path yields its core to the rest."""
+def _run_only_when_idle() -> None:
+    """Lower this process to the lowest priority: the scheduler runs it only on a core nothing
+    else wants (``SCHED_IDLE``), or failing that at the highest niceness."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        try:
+            os.nice(19)
+        except OSError:
+            pass
 
-    def __init__(self, fn: Callable[..., Any], *args: Any, nice: int = 0):
+
+class Forked:
+    """``fn(*args)`` computed in a child process; :meth:`result` waits for it.  ``idle``: the
+    child runs only when a core is otherwise idle (work off the critical path, such as the
+    checker, must not slow the work on it)."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any, idle: bool = False):
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:   # the child: compute, send, leave without running any cleanup
             try:
                 os.close(read_end)
-                if nice:
-                    try:
-                        os.nice(nice)
-                    except OSError:
-                        pass
+                if idle:
+                    _run_only_when_idle()
                 try:
                     payload = pickle.dumps(("ok", fn(*args)), protocol=pickle.HIGHEST_PROTOCOL)
                 except BaseException as e:  # noqa: BLE001 - reported to the parent

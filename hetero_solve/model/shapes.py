@@ -312,10 +312,16 @@ def _with_folded(base: onnx.ModelProto, dropped: set[int], values: dict) -> onnx
 
 
 def _constant_tensors(mg: ModelGraph) -> set[str]:
+    const = constants_before_folding(mg)
+    for i in mg.folded:
+        const.update(o for o in mg.outputs[i] if o)
+    return const
+
+
+def constants_before_folding(mg: ModelGraph) -> set[str]:
+    """Initializers, sparse initializers and ``Constant`` outputs."""
     const = set(mg.initializers)
     const.update(t.values.name for t in mg.model.graph.sparse_initializer)
     for i in mg.constant_nodes:
-        const.update(o for o in mg.outputs[i] if o)
-    for i in mg.folded:
         const.update(o for o in mg.outputs[i] if o)
     return const
