@@ -155,13 +155,17 @@ class ModelGraph:
             if key not in parsed:
                 t = type_of_value_info(vi)
                 parsed[key] = self._intern(t.elem_type, t.shape)
-        types = dict(zip(names, [parsed[k] for k in keys]))
-        for name, value in (self._folded_values or {}).items():
-            types[name] = self._intern(onnx.helper.np_dtype_to_tensor_dtype(value.dtype), tuple(value.shape))
-        self._declared = types
+        self._declared = dict(zip(names, [parsed[k] for k in keys]))
         self._declared_protos = (names, protos)
         self._value_info = None
-        self._types = dict(types)
+        self._types = dict(self._declared)
+        self.index_folded_types()
+
+    def index_folded_types(self) -> None:
+        """The types of the folded values computed so far, over the declared ones."""
+        for name, value in (self._folded_values or {}).items():
+            t = self._intern(onnx.helper.np_dtype_to_tensor_dtype(value.dtype), tuple(value.shape))
+            self._declared[name] = self._types[name] = t
         self._nonstatic = None
 
     def value_info_proto(self, name: str) -> onnx.ValueInfoProto | None:

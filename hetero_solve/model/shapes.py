@@ -117,7 +117,7 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True, inferred: onnx.ModelPro
         # left open downstream (a Range of constants, say): then feed them in and infer again.
         values = evaluate_folded(mg, dynamic_inputs | open_folded)
         if not dynamic_inputs:
-            _index_types(mg, inferred)
+            mg.index_folded_types()
             break
         base = base or _inference_base(mg)
         dropped = {i for i in folded if all(not o or o in values for o in mg.outputs[i])}
