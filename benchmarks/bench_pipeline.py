@@ -507,10 +507,12 @@ def report(results: list[dict], machine: dict, args, started: str, load_before) 
         L.append("- **Experiment: `--gc-off`, every worker ran with `gc.disable()`.**")
     if args.shared_note:
         L.append(f"- **Caveat: {args.shared_note}**")
-    L.append("- From 20,000 nodes the product runs onnx's checker and the first shape inference in "
-             "forked processes while it flattens the graph (hetero_solve/model/parallel.py); "
-             "those timed runs report the overlapping check + flatten + shapes under `shapes` "
-             "(`check` and `flatten` show 0).  Profiles and memory runs use the sequential path.")
+    L.append("- From 20,000 nodes the product runs onnx's checker (at idle priority) and the first "
+             "shape inference in forked processes while it flattens the graph and computes its "
+             "structure (hetero_solve/model/parallel.py, model/structure.py); those timed runs "
+             "report the overlapping check + flatten + structure + shapes under `shapes` "
+             "(`check` and `flatten` show 0; `compile` then reuses the structure when nothing "
+             "folds).  Profiles and memory runs use the sequential path.")
     L.append("")
     L.append("Times are medians of the repetitions, each repetition a fresh process (seconds). "
              "`total` = rules + load (read + check + flatten + shapes) + compile + heuristic + "
