@@ -77,6 +77,25 @@ def type_of_value_info(vi: onnx.ValueInfoProto) -> TensorType:
     return TensorType(tt.elem_type, tuple(dims))
 
 
+class TypeTable(dict):
+    """Tensor name -> :class:`TensorType`, as inference declared them.  A name it did not
+    declare falls back to its dense initializer's dims, else ``UNKNOWN_TYPE`` (and is
+    remembered): ``table[name]`` never fails, at the cost of one dict lookup."""
+
+    __slots__ = ("_initializers", "_intern")
+
+    def __init__(self, declared: dict, initializers: dict, intern):
+        super().__init__(declared)
+        self._initializers = initializers
+        self._intern = intern
+
+    def __missing__(self, name: str) -> TensorType:
+        src = self._initializers.get(name)
+        t = UNKNOWN_TYPE if src is None else self._intern(src.data_type, tuple(src.dims))
+        self[name] = t
+        return t
+
+
 @dataclass
 class ModelGraph:
     """A main graph flattened for fast analysis.  Node ``i`` is ``model.graph.node[i]``."""
@@ -104,7 +123,7 @@ class ModelGraph:
     _declared: dict[str, TensorType] = field(default_factory=dict, repr=False)
     _declared_protos: tuple[list, list] = field(default=([], []), repr=False)
     _value_info: dict | None = field(default=None, repr=False)
-    _types: dict[str, TensorType] = field(default_factory=dict, repr=False)
+    _types: TypeTable | None = field(default=None, repr=False)
     _folded_values: dict[str, np.ndarray] | None = field(default=None, repr=False)
     _unknown_dim_tensors: set[str] = field(default_factory=set, repr=False)
     _inferred_index: dict[int, int] = field(default_factory=dict, repr=False)
@@ -158,14 +177,14 @@ class ModelGraph:
         self._declared = dict(zip(names, [parsed[k] for k in keys]))
         self._declared_protos = (names, protos)
         self._value_info = None
-        self._types = dict(self._declared)
+        self._types = TypeTable(self._declared, self.initializers, self._intern)
         self.index_folded_types()
 
     def index_folded_types(self) -> None:
         """The types of the folded values computed so far, over the declared ones."""
         for name, value in (self._folded_values or {}).items():
             t = self._intern(onnx.helper.np_dtype_to_tensor_dtype(value.dtype), tuple(value.shape))
-            self._declared[name] = self._types[name] = t
+            self._declared[name] = self.types[name] = t
         self._nonstatic = None
 
     def value_info_proto(self, name: str) -> onnx.ValueInfoProto | None:
@@ -176,26 +195,28 @@ class ModelGraph:
             self._value_info = dict(zip(*self._declared_protos))
         return self._value_info.get(name)
 
+    @property
+    def types(self) -> TypeTable:
+        """Every tensor's type by name (:class:`TypeTable`; read it, do not write it)."""
+        if self._types is None:   # shapes not analysed yet: initializers only
+            self._types = TypeTable({}, self.initializers, self._intern)
+        return self._types
+
     def tensor_type(self, name: str) -> TensorType:
         """Inferred element type and shape (after ``dims`` and folding).  A dense initializer
         with no declared type is its own dims."""
-        t = self._types.get(name)
-        if t is None:
-            src = self.initializers.get(name)
-            t = UNKNOWN_TYPE if src is None else self._intern(src.data_type, tuple(src.dims))
-            self._types[name] = t
-        return t
+        return self.types[name]
 
     def types_of(self, names: Iterable[str]) -> list[TensorType]:
         """:meth:`tensor_type` of each name."""
-        get, slow = self._types.get, self.tensor_type
-        return [get(x) or slow(x) for x in names]
+        types = self.types
+        return [types[x] for x in names]
 
     def type_ids(self, names: Iterable[str]) -> tuple[int, ...]:
         """The identity of each name's (interned) type, 0 for a blank optional input: equal
         tuples mean equal types, position by position."""
-        get, slow = self._types.get, self.tensor_type
-        return tuple([id(get(x) or slow(x)) if x else 0 for x in names])
+        types = self.types
+        return tuple([id(types[x]) if x else 0 for x in names])
 
     def _intern(self, elem_type: int, shape: Shape) -> TensorType:
         """One shared object per distinct type, so that types compare by identity."""

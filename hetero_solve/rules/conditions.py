@@ -52,7 +52,7 @@ class SupportChecker:
         nonstatic = mg.nonstatic_tensors() if dev.static_shapes else ()
         when = dev.when
         cache = self._node_cache
-        type_ids = mg.type_ids
+        types = mg.types
         out: list[str | None] = []
         for i in nodes:
             op = ops[i]
@@ -74,8 +74,8 @@ class SupportChecker:
             attrs = None
             if cond is not None and cond.attributes:
                 attrs = {a.name: a for a in mg.model.graph.node[i].attribute}
-            key = (d, op, domains[i],
-                   type_ids(inputs), type_ids(outputs),
+            key = (d, op, domains[i], len(inputs),
+                   tuple([id(types[x]) if x else 0 for x in inputs + outputs]),
                    tuple(attrs[a].SerializeToString() if a in attrs else None
                          for a in cond.attributes) if attrs is not None else ())
             found = cache.get(key, _MISSING)
