@@ -59,12 +59,12 @@ def find_foldable(mg: ModelGraph) -> list[int]:
 
 
 def _small_tensor(mg: ModelGraph, name: str) -> bool:
-    t = mg.tensor_type(name)
+    t = mg.types[name]
     if t.elem_type == 0:
         return False
     if not t.static:
         return True  # size decided by values (a Range of constants): fold, it fixes the shape
-    return mg.tensor_bytes(name) <= FOLD_LIMIT_BYTES
+    return t.count <= FOLD_LIMIT_BYTES // 16 or mg.tensor_bytes(name) <= FOLD_LIMIT_BYTES
 
 
 def evaluate_folded(mg: ModelGraph, wanted: set[str] | None = None) -> dict[str, np.ndarray]:

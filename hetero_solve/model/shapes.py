@@ -291,11 +291,12 @@ def _folded_inputs_of_dynamic_nodes(mg: ModelGraph) -> set[str]:
     nodes can gain from another round (their inputs just became constant values)."""
     folded_out = {o for i in mg.folded for o in mg.outputs[i]}
     done = set(mg.folded)
+    types = mg.types
     found: set[str] = set()
     for i, ins in enumerate(mg.inputs):
-        if i in done or not any(x in folded_out for x in ins):
+        if folded_out.isdisjoint(ins) or i in done:
             continue
-        if any(o and not mg.tensor_type(o).static for o in mg.outputs[i]):
+        if any(o and not types[o].static for o in mg.outputs[i]):
             found.update(x for x in ins if x in folded_out)
     return found
 
