@@ -507,7 +507,7 @@ def report(results: list[dict], machine: dict, args, started: str, load_before) 
         L.append("- **Experiment: `--gc-off`, every worker ran with `gc.disable()`.**")
     if args.shared_note:
         L.append(f"- **Caveat: {args.shared_note}**")
-    L.append("- From 20,000 nodes the product runs onnx's checker (at idle priority) and the first "
+    L.append("- From 20,000 nodes the product runs onnx's checker (at niceness 19) and the first "
              "shape inference in forked processes while it flattens the graph and computes its "
              "structure (hetero_solve/model/parallel.py, model/structure.py); those timed runs "
              "report the overlapping check + flatten + structure + shapes under `shapes` "

@@ -26,20 +26,18 @@ def fork_pays(num_nodes: int) -> bool:
 
 
 def _run_only_when_idle() -> None:
-    """Lower this process to the lowest priority: the scheduler runs it only on a core nothing
-    else wants (``SCHED_IDLE``), or failing that at the highest niceness."""
+    """Lower this process to the lowest niceness: it gets a core nothing else wants, and about
+    1.5 % of one that something else does (never none: ``SCHED_IDLE`` could starve it for as
+    long as other work keeps both cores busy, and the parent waits for it in the end)."""
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        try:
-            os.nice(19)
-        except OSError:
-            pass
+        os.nice(19)
+    except OSError:
+        pass
 
 
 class Forked:
     """``fn(*args)`` computed in a child process; :meth:`result` waits for it.  ``idle``: the
-    child runs only when a core is otherwise idle (work off the critical path, such as the
+    child runs mostly when a core is otherwise idle (work off the critical path, such as the
     checker, must not slow the work on it)."""
 
     def __init__(self, fn: Callable[..., Any], *args: Any, idle: bool = False):
