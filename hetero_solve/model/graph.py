@@ -130,7 +130,7 @@ class ModelGraph:
     _parsed: dict[bytes, TensorType] = field(default_factory=dict, repr=False)
     _nonstatic: set[str] | None = field(default=None, repr=False)
     _interned: dict[tuple, TensorType] = field(default_factory=dict, repr=False)
-    _structure_ahead: tuple[list[int], dict] | None = field(default=None, repr=False)
+    _structure_ahead: tuple | None = field(default=None, repr=False)   # model/structure.py
 
     # -- basic facts -------------------------------------------------------------------------
     @property

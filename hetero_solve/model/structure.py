@@ -1,93 +1,147 @@
 """Tensors, constants and data edges of a loaded graph's placeable nodes: the lists a
 :class:`~hetero_solve.problem.Problem` is built from.
 
-On large models they are computed ahead, while the forked shape inference runs
-(:func:`hetero_solve.model.load.analyse_model`), with the constants known before inference;
-:func:`structure` reuses that answer when folding changed nothing.
+Two phases, because at 100,000 nodes the per-name Python work is the cost:
+
+1. :func:`name_refs`: every tensor name each node reads or writes, as ids of one table of
+   distinct names (string hashing and dict lookups; independent of shapes and folding);
+2. :func:`node_structure`: given which nodes are placed and which names are constants,
+   everything else from those id arrays with numpy, per-node lists cut out by slicing.
+
+On large models phase 1 (and phase 2 as if nothing folds) runs while the forked shape
+inference does (:func:`hetero_solve.model.load.analyse_model`): :func:`structure` then reuses
+the whole answer when nothing folded, and phase 1 when folding removed nodes.
 """
 
 from __future__ import annotations
 
-from itertools import chain, compress
+from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
 from .graph import ModelGraph
 
 
+@dataclass
+class NameRefs:
+    """The tensors of ``nodes`` as ids into ``names``: node ``k``'s reads are the next
+    ``read_counts[k]`` entries of ``reads`` (distinct, outer-scope reads included, no blanks),
+    its outputs the next ``write_counts[k]`` of ``writes`` (no blanks)."""
+
+    nodes: list[int]
+    names: list[str]
+    reads: np.ndarray
+    read_counts: np.ndarray
+    writes: np.ndarray
+    write_counts: np.ndarray
+
+
+def name_refs(mg: ModelGraph, nodes: list[int]) -> NameRefs:
+    has_sub = mg.has_subgraph
+    inputs = mg.inputs
+    reads = [inputs[i] for i in nodes]
+    for k, i in enumerate(nodes):
+        ins = reads[k]
+        if has_sub[i] or "" in ins or len(set(ins)) < len(ins):
+            reads[k] = mg.all_inputs(i)    # outer-scope reads, no blanks, no repeats
+    outs = [mg.outputs[i] for i in nodes]
+    flat_reads = list(chain.from_iterable(reads))
+    flat_writes = [o for o in chain.from_iterable(outs) if o]
+    names = list(dict.fromkeys(chain(flat_reads, flat_writes)))
+    ids = dict(zip(names, range(len(names))))
+    return NameRefs(
+        nodes=nodes, names=names,
+        reads=np.fromiter(map(ids.__getitem__, flat_reads), np.int64, len(flat_reads)),
+        read_counts=np.fromiter(map(len, reads), np.int64, len(reads)),
+        writes=np.fromiter(map(ids.__getitem__, flat_writes), np.int64, len(flat_writes)),
+        write_counts=np.fromiter((len(os_) - os_.count("") for os_ in outs), np.int64, len(outs)))
+
+
+def node_structure(refs: NameRefs, placeable: list[int], const: set[str]) -> dict:
+    """Tensors (non-constant, numbered by first appearance: reads in node order, then
+    outputs), constants (numbered by first appearance among reads), per-node lists, producer
+    and consumers, and deduplicated data edges, for ``placeable`` (a subsequence of
+    ``refs.nodes``) when ``const`` are the constant names."""
+    reads, read_counts = refs.reads, refs.read_counts
+    writes, write_counts = refs.writes, refs.write_counts
+    if len(placeable) != len(refs.nodes):   # folded nodes dropped
+        keep = np.isin(np.asarray(refs.nodes, dtype=np.int64), np.asarray(placeable, dtype=np.int64))
+        reads, read_counts = reads[np.repeat(keep, read_counts)], read_counts[keep]
+        writes, write_counts = writes[np.repeat(keep, write_counts)], write_counts[keep]
+    names = refs.names
+    is_const = np.fromiter(map(const.__contains__, names), bool, len(names))
+
+    read_const = is_const[reads]
+    const_reads = reads[read_const]
+    input_reads = reads[~read_const]
+    c_order = _first_appearance(const_reads)
+    t_order = _first_appearance(np.concatenate([input_reads, writes]))
+    local = np.empty(len(names), dtype=np.int64)
+    local[c_order] = np.arange(len(c_order))
+    const_ids = local[const_reads]
+    local[t_order] = np.arange(len(t_order))
+    input_ids, output_ids = local[input_reads], local[writes]
+
+    read_ends = np.cumsum(read_counts)
+    consts_before = np.concatenate(([0], np.cumsum(read_const, dtype=np.int64)))
+    const_ends = consts_before[read_ends]
+    input_ends = read_ends - const_ends
+
+    n, T = len(read_counts), len(t_order)
+    producer = np.full(T, -1, dtype=np.int64)
+    producer[output_ids] = np.repeat(np.arange(n), write_counts)
+    readers = np.repeat(np.arange(n), np.diff(input_ends, prepend=0))
+    by_tensor = np.argsort(input_ids, kind="stable")                 # by tensor, then node
+    # Data edges: (producer, reader) pairs, distinct, sorted by reader then producer.
+    src = producer[input_ids]
+    made = src >= 0
+    pairs = np.unique(readers[made] * max(n, 1) + src[made])
+    edge_to, edge_from = pairs // max(n, 1), pairs % max(n, 1)
+    by_producer = np.argsort(edge_from, kind="stable")               # by producer, then reader
+    return {
+        "tensor_names": [names[g] for g in t_order.tolist()],
+        "const_names": [names[g] for g in c_order.tolist()],
+        "node_consts": _cut(const_ids, const_ends),
+        "node_inputs": _cut(input_ids, input_ends),
+        "node_outputs": _cut(output_ids, np.cumsum(write_counts)),
+        "tensor_producer": producer.tolist(),
+        "tensor_consumers": _cut(readers[by_tensor], np.cumsum(np.bincount(input_ids, minlength=T))),
+        "pred": _cut(edge_from, np.cumsum(np.bincount(edge_to, minlength=n))),
+        "succ": _cut(edge_to[by_producer], np.cumsum(np.bincount(edge_from, minlength=n))),
+    }
+
+
+def _first_appearance(ids: np.ndarray) -> np.ndarray:
+    """The distinct values of ``ids`` in the order they first appear."""
+    distinct, first = np.unique(ids, return_index=True)
+    return distinct[np.argsort(first, kind="stable")]
+
+
+def _cut(flat: np.ndarray, ends: np.ndarray) -> list[list[int]]:
+    """``flat`` cut into consecutive runs ending at ``ends`` (cumulative lengths)."""
+    values = flat.tolist()
+    ends = ends.tolist()
+    return [values[a:b] for a, b in zip([0] + ends[:-1], ends)]
+
+
 def structure(mg: ModelGraph, placeable: list[int]) -> dict:
-    """:func:`node_structure` of ``placeable`` with the model's constants (after folding)."""
+    """:func:`node_structure` of ``placeable`` with the model's constants (after folding),
+    from what :func:`compute_ahead` prepared when it ran."""
     ahead = mg._structure_ahead
     mg._structure_ahead = None
-    if ahead is not None and not mg.folded and ahead[0] == placeable:
-        return ahead[1]
-    return node_structure(mg, placeable, mg.constant_tensors)
+    if ahead is not None:
+        refs, unfolded = ahead
+        if not mg.folded and refs.nodes == placeable:
+            return unfolded
+        if set(placeable) <= set(refs.nodes):
+            return node_structure(refs, placeable, mg.constant_tensors)
+    return node_structure(name_refs(mg, placeable), placeable, mg.constant_tensors)
 
 
 def compute_ahead(mg: ModelGraph, constants: set[str]) -> None:
-    """Compute the structure before shapes are known, as if nothing folds (the usual case for
-    models without shape chains), for :func:`structure` to reuse."""
-    placeable = mg.placeable()
-    mg._structure_ahead = (placeable, node_structure(mg, placeable, constants))
-
-
-def node_structure(mg: ModelGraph, placeable: list[int], const: set[str]) -> dict:
-    """Tensors, constants and data edges.  At 100,000 nodes the per-edge Python overhead is
-    the cost, so the work is done on flat lists with C-level passes (``map``, ``compress``,
-    numpy), and per-node lists are cut from them by slicing."""
-    has_sub = mg.has_subgraph
-    inputs = mg.inputs
-    reads = [inputs[i] for i in placeable]
-    for v, i in enumerate(placeable):
-        ins = reads[v]
-        if has_sub[i] or "" in ins or len(set(ins)) < len(ins):
-            reads[v] = mg.all_inputs(i)    # outer-scope reads, no blanks, no repeats
-    outs = [mg.outputs[i] for i in placeable]
-    flat_outs = [o for o in chain.from_iterable(outs) if o]
-    out_counts = [len(os_) - os_.count("") for os_ in outs]
-
-    flat = list(chain.from_iterable(reads))
-    is_const = list(map(const.__contains__, flat))
-    not_const = [not c for c in is_const]
-    c_names = list(dict.fromkeys(compress(flat, is_const)))
-    t_names = list(dict.fromkeys(chain(compress(flat, not_const), flat_outs)))
-    cid = dict(zip(c_names, range(len(c_names))))
-    tid = dict(zip(t_names, range(len(t_names))))
-    const_ids = list(map(cid.__getitem__, compress(flat, is_const)))
-    input_ids = list(map(tid.__getitem__, compress(flat, not_const)))
-    output_ids = list(map(tid.__getitem__, flat_outs))
-
-    # Where each node's run starts in the flat lists.
-    read_ends = np.cumsum([len(r) for r in reads], dtype=np.int64)
-    consts_before = np.concatenate(([0], np.cumsum(is_const, dtype=np.int64)))
-    const_ends = consts_before[read_ends]
-    input_ends = read_ends - const_ends
-    node_consts = _cut(const_ids, const_ends)
-    node_inputs = _cut(input_ids, input_ends)
-    node_outputs = _cut(output_ids, np.cumsum(out_counts))
-
-    n, T = len(placeable), len(t_names)
-    producer = np.full(T, -1, dtype=np.int64)
-    producer[np.asarray(output_ids, dtype=np.int64)] = np.repeat(np.arange(n), out_counts)
-    readers = np.repeat(np.arange(n), np.diff(input_ends, prepend=0))
-    read_tensors = np.asarray(input_ids, dtype=np.int64)
-    order = np.argsort(read_tensors, kind="stable")          # by tensor, then node
-    consumers = _cut(readers[order].tolist(), np.cumsum(np.bincount(read_tensors, minlength=T)))
-    # Data edges: (producer, reader) pairs, distinct, sorted by reader then producer.
-    src = producer[read_tensors]
-    made = src >= 0
-    pairs = np.unique(readers[made] * n + src[made])
-    edge_to, edge_from = pairs // n, pairs % n
-    pred = _cut(edge_from.tolist(), np.cumsum(np.bincount(edge_to, minlength=n)))
-    order = np.argsort(edge_from, kind="stable")               # by producer, then reader
-    succ = _cut(edge_to[order].tolist(), np.cumsum(np.bincount(edge_from, minlength=n)))
-    return {"tensor_names": t_names, "const_names": c_names, "node_consts": node_consts,
-            "node_inputs": node_inputs, "node_outputs": node_outputs,
-            "tensor_producer": producer.tolist(), "tensor_consumers": consumers, "pred": pred,
-            "succ": succ}
-
-
-def _cut(flat: list, ends) -> list[list]:
-    """``flat`` cut into consecutive runs ending at ``ends`` (cumulative lengths)."""
-    ends = ends.tolist() if hasattr(ends, "tolist") else list(ends)
-    return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
+    """Before shapes are known: the name ids of every non-``Constant`` node, and the
+    structure as if nothing folds (``constants``: those known before folding)."""
+    nodes = mg.placeable()
+    refs = name_refs(mg, nodes)
+    mg._structure_ahead = (refs, node_structure(refs, nodes, constants))
