@@ -142,3 +142,28 @@ def test_structure_computed_during_inference_equals_the_one_after_shapes(model, 
     sequential = compile_problem(sequential_mg, rules)
     for f in dataclasses.fields(sequential):
         assert getattr(forked, f.name) == getattr(sequential, f.name), f.name
+
+
+def test_forked_inference_strips_exactly_the_float_tensors_above_64_elements():
+    """Weights are stripped by their raw byte length (no dims product): the boundary must be
+    the element count's, whatever the element size, and tensors held in typed fields
+    (float_data) go by their dims."""
+    import numpy as np
+    from onnx import numpy_helper as nh
+    from hetero_solve.model.shapes import SMALL_FLOAT_ELEMENTS, forked_first_inference
+
+    inits = []
+    for dtype in (np.float32, np.float16, np.float64):
+        for n in (SMALL_FLOAT_ELEMENTS, SMALL_FLOAT_ELEMENTS + 1):
+            inits.append(nh.from_array(np.ones(n, dtype), f"{np.dtype(dtype).name}_{n}"))
+    for n in (SMALL_FLOAT_ELEMENTS, SMALL_FLOAT_ELEMENTS + 1):   # typed field, not raw bytes
+        inits.append(h.make_tensor(f"typed_{n}", T.FLOAT, [n], [1.0] * n, raw=False))
+    inits.append(nh.from_array(np.arange(5000, dtype=np.int64), "ints"))   # integers stay
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [2])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [2])], initializer=inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    out = onnx.ModelProto.FromString(forked_first_inference(model, {}))
+    kept = {t.name: bool(t.raw_data or t.float_data or t.int64_data) for t in out.graph.initializer}
+    want = {t.name: not t.name.endswith(str(SMALL_FLOAT_ELEMENTS + 1)) for t in inits}
+    assert kept == want

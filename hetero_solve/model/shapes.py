@@ -18,6 +18,7 @@ from onnx import shape_inference as _onnx_inference
 
 _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
 
+from ..units import element_bits
 from .fold import evaluate_folded, find_foldable
 from .graph import ModelGraph, TensorType, type_of_value_info
 
@@ -53,9 +54,16 @@ def forked_first_inference(model: onnx.ModelProto, dims: dict[str, int]) -> byte
         return first_inference(model, dims).SerializeToString()
     light = sum(len(t.raw_data) for t in graph.initializer) >= LIGHT_COPY_BYTES
     for t in graph.initializer:
-        n = _elements(t)
-        if (n > STRIP_ELEMENTS and light and t.data_type != onnx.TensorProto.STRING) or \
-                (n > SMALL_FLOAT_ELEMENTS and t.data_type in _FLOAT_TYPES):
+        dtype = t.data_type
+        if dtype in _FLOAT_TYPES:
+            # Weights are raw bytes: their element count is their length, no dims to multiply
+            # (a hundred thousand initializers: 1 s in Python for the dims alone).
+            raw, bits = len(t.raw_data), element_bits(dtype)
+            strip = raw * 8 > SMALL_FLOAT_ELEMENTS * bits if raw and bits \
+                else _elements(t) > SMALL_FLOAT_ELEMENTS
+        else:
+            strip = light and dtype != onnx.TensorProto.STRING and _elements(t) > STRIP_ELEMENTS
+        if strip:
             if t.HasField("raw_data"):   # the usual case: one field to clear
                 t.ClearField("raw_data")
             else:
