@@ -50,9 +50,8 @@ class Result:
 
     def affinity(self) -> dict[str, str]:
         """Node name -> device name for every placed node (OpenVINO's QueryNetwork map)."""
-        devs = self.problem.devices
-        nd = self.solution.node_device()
-        return {self.problem.names[v]: devs[nd[v]].name for v in range(self.problem.n)}
+        device_names = [d.name for d in self.problem.devices]
+        return dict(zip(self.problem.names, [device_names[d] for d in self.solution.node_device()]))
 
     def manifest(self, files: bool = True) -> dict:
         """The content of ``partition.json`` (SPEC section 7)."""

@@ -9,6 +9,8 @@ nodes, folded values), with inputs and outputs typed from shape inference.
 
 from __future__ import annotations
 
+from itertools import chain
+
 import onnx
 from onnx import helper, numpy_helper
 
@@ -101,8 +103,8 @@ def direct_outputs(mg: ModelGraph) -> tuple[list[str], list[str]]:
 def unused_inputs(mg: ModelGraph) -> list[str]:
     """Graph inputs that no node reads, folded and ``Constant`` nodes included (a folded
     ``Shape`` reads its input: its size was fixed when solving)."""
-    read = {x for ins in mg.inputs for x in ins}
-    read.update(x for outer in mg.outer_inputs for x in outer)
+    read = set(chain.from_iterable(mg.inputs))
+    read.update(chain.from_iterable(mg.outer_inputs))
     outputs = set(mg.graph_outputs)
     return [x for x in mg.graph_inputs if x not in read and x not in outputs]
 
