@@ -240,7 +240,7 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
         # flattens.  The three stages overlap, so all their time is reported under "shapes".
         rec.run("check", lambda: None)
         rec.run("flatten", lambda: None)
-        mg = rec.run("shapes", lambda: analyse_model(model, shown, data, all_dims))
+        mg = rec.run("shapes", lambda: analyse_model(model, shown, data, all_dims, defer_check=True))
     else:
         rec.run("check", lambda: check_model(model, shown, data))
         mg = rec.run("flatten", lambda: flatten(model, shown))
@@ -253,6 +253,7 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
     def validate_stage():
         metrics = evaluate(problem, sol)
         check(problem, sol, metrics=metrics)
+        mg.ensure_valid()   # as solve() does: the forked checker's answer, waited for last
         return metrics
 
     metrics = rec.run("validate", validate_stage)
@@ -511,8 +512,9 @@ def report(results: list[dict], machine: dict, args, started: str, load_before) 
              "shape inference in forked processes while it flattens the graph and computes its "
              "structure (hetero_solve/model/parallel.py, model/structure.py); those timed runs "
              "report the overlapping check + flatten + structure + shapes under `shapes` "
-             "(`check` and `flatten` show 0; `compile` then reuses the structure when nothing "
-             "folds).  Profiles and memory runs use the sequential path.")
+             "(`check` and `flatten` show 0; `compile` then reuses the structure; any wait for "
+             "the checker's answer is in `validate`, where `solve()` takes it).  Profiles and "
+             "memory runs use the sequential path.")
     L.append("")
     L.append("Times are medians of the repetitions, each repetition a fresh process (seconds). "
              "`total` = rules + load (read + check + flatten + shapes) + compile + heuristic + "

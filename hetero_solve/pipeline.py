@@ -201,22 +201,28 @@ def _solve(model, rules, *, dims, engine, time_limit, seed, objective, progress)
         mg = model
     else:
         say("loading the model and inferring shapes")
-        mg = load_model(model, dims=all_dims)
+        # The checker (forked, lowest priority, on large models) is waited for at the end.
+        mg = load_model(model, dims=all_dims, defer_check=True)
     lap("load")
-    say(f"compiling rules for {len(mg.names)} nodes")
-    problem = compile_problem(mg, rule_set, objective=objective)
-    lap("compile")
-    say("greedy heuristic")
     try:
-        sol = heuristic(problem)
-    except InfeasibleError as failure:
-        sol = _exact_rescue(problem, failure, engine, time_limit, seed, say)
-    lap("heuristic")
-    sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed, progress=say)
-    lap("exact")
-    say("validating")
-    metrics = evaluate(problem, sol)
-    check(problem, sol, metrics=metrics)
+        say(f"compiling rules for {len(mg.names)} nodes")
+        problem = compile_problem(mg, rule_set, objective=objective)
+        lap("compile")
+        say("greedy heuristic")
+        try:
+            sol = heuristic(problem)
+        except InfeasibleError as failure:
+            sol = _exact_rescue(problem, failure, engine, time_limit, seed, say)
+        lap("heuristic")
+        sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed, progress=say)
+        lap("exact")
+        say("validating")
+        metrics = evaluate(problem, sol)
+        check(problem, sol, metrics=metrics)
+    except Exception:
+        mg.ensure_valid()   # an invalid model explains the failure
+        raise
+    mg.ensure_valid()
     lap("validate")
     warnings = list(problem.meta.get("warnings", [])) + _unknown_rank_boundaries(mg, problem, sol)
     return Result(mg, rule_set, problem, sol, metrics, seconds, warnings,

@@ -167,3 +167,35 @@ def test_forked_inference_strips_exactly_the_float_tensors_above_64_elements():
     kept = {t.name: bool(t.raw_data or t.float_data or t.int64_data) for t in out.graph.initializer}
     want = {t.name: not t.name.endswith(str(SMALL_FLOAT_ELEMENTS + 1)) for t in inits}
     assert kept == want
+
+
+def _invalid_model(tmp_path):
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"], alpha=1.0)], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2])], [h.make_tensor_value_info("y", T.FLOAT, [2])])
+    path = tmp_path / "bad.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_deferred_check_still_rejects_an_invalid_model(tmp_path, forking):
+    """solve() does not wait for the forked checker after loading, but must still refuse an
+    invalid model before returning (and so before anything is written)."""
+    import hetero_solve
+    path = _invalid_model(tmp_path)
+    mg = load_model(path, defer_check=True)          # returns while the checker may run
+    with pytest.raises(ModelError, match="Unrecognized attribute: alpha"):
+        mg.ensure_valid()
+    mg.ensure_valid()                                 # answered once; no second wait
+    with pytest.raises(ModelError, match="Unrecognized attribute: alpha"):
+        hetero_solve.solve(path, ROOT / "rules" / "gpu-cpu.yaml", engine="heuristic")
+
+
+def test_the_cli_writes_nothing_for_an_invalid_model_checked_late(tmp_path, forking, capsys):
+    from hetero_solve.cli import main
+    path = _invalid_model(tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_:
+        main([str(path), str(ROOT / "rules" / "gpu-cpu.yaml"), "--out", str(out), "-q"])
+    assert exit_.value.code == 2
+    assert "Unrecognized attribute: alpha" in capsys.readouterr().err
+    assert not out.exists()

@@ -131,6 +131,7 @@ class ModelGraph:
     _nonstatic: set[str] | None = field(default=None, repr=False)
     _interned: dict[tuple, TensorType] = field(default_factory=dict, repr=False)
     _structure_ahead: tuple | None = field(default=None, repr=False)   # model/structure.py
+    _pending_check: object = field(default=None, repr=False)          # load_model(defer_check)
 
     # -- basic facts -------------------------------------------------------------------------
     @property
@@ -151,6 +152,13 @@ class ModelGraph:
             if x not in seen:
                 seen.append(x)
         return seen
+
+    def ensure_valid(self) -> None:
+        """Wait for the checker of a model loaded with ``defer_check`` (no-op otherwise);
+        raises :class:`~hetero_solve.errors.ModelError` when it rejects the model."""
+        pending, self._pending_check = self._pending_check, None
+        if pending is not None:
+            pending()
 
     def placeable(self) -> list[int]:
         """Nodes that must be placed in a part: all but ``Constant`` and folded nodes."""

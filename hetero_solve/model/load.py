@@ -7,6 +7,7 @@ unnamed and duplicate-named nodes, outer-scope reads of subgraph nodes), then sh
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -138,26 +139,28 @@ def unique_names(raw: list[str], op_types: list[str]) -> list[str]:
 
 
 def load_model(source: str | os.PathLike | onnx.ModelProto, dims: dict[str, int] | None = None,
-               *, check: bool = True, fold: bool = True) -> ModelGraph:
+               *, check: bool = True, fold: bool = True, defer_check: bool = False) -> ModelGraph:
     """Load, check and analyse a model.
 
     ``dims`` gives values for symbolic dimensions (SPEC section 3).  With ``fold`` (default),
-    nodes computable before running are folded to constants (SPEC section 1).
+    nodes computable before running are folded to constants (SPEC section 1).  With
+    ``defer_check``, a checker still running in a forked process (large models) is not waited
+    for: the caller must call :meth:`ModelGraph.ensure_valid` before trusting the result.
 
     >>> mg = load_model("examples/resnet_like.onnx", dims={"batch": 1})  # doctest: +SKIP
     >>> mg.names[0], mg.tensor_type(mg.outputs[0][0]).shape                # doctest: +SKIP
     ('stem/conv', (1, 16, 32, 32))
     """
     model, path, data = read_model(source)
-    return analyse_model(model, path, data, dims, check=check, fold=fold)
+    return analyse_model(model, path, data, dims, check=check, fold=fold, defer_check=defer_check)
 
 
 def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
                   dims: dict[str, int] | None = None, *, check: bool = True,
-                  fold: bool = True) -> ModelGraph:
+                  fold: bool = True, defer_check: bool = False) -> ModelGraph:
     """Everything after reading: check, flatten, shapes and folding.  On large models the
     checker and the first shape inference run in forked processes alongside flattening
-    (:mod:`.parallel`)."""
+    (:mod:`.parallel`); ``defer_check``: see :func:`load_model`."""
     from .parallel import Forked, fork_pays
     from .shapes import analyse_shapes, constants_before_folding, forked_first_inference
     from .structure import compute_ahead
@@ -185,7 +188,11 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
     except Exception:
         _raise_if_invalid(checking, model, path, data)   # an invalid model explains the failure
         raise
-    _raise_if_invalid(checking, model, path, data)
+    if defer_check and checking is not None:
+        # The checker runs at the lowest priority: on a busy machine it may not be done yet.
+        mg._pending_check = functools.partial(_raise_if_invalid, checking, model, path, data)
+    else:
+        _raise_if_invalid(checking, model, path, data)
     return mg
 
 
