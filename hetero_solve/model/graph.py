@@ -55,6 +55,12 @@ class TensorType:
 UNKNOWN_TYPE = TensorType(0, None)
 
 
+def _size_of(t: TensorType) -> int:
+    """Bytes of a tensor of type ``t``: element count (an unknown dimension counts as 1) x
+    element size, rounded up to whole bytes."""
+    return (t.count * element_bits(t.elem_type) + 7) // 8
+
+
 def type_of_value_info(vi: onnx.ValueInfoProto) -> TensorType:
     """Element type and shape of a tensor ``ValueInfoProto`` (``UNKNOWN_TYPE`` otherwise)."""
     t = vi.type
@@ -242,20 +248,28 @@ class ModelGraph:
     def _bytes(self, name: str, t: TensorType) -> int:
         if not t.static or t.elem_type == 0:
             self._unknown_dim_tensors.add(name)
-        return (t.count * element_bits(t.elem_type) + 7) // 8
+        return _size_of(t)
 
     def bytes_of(self, names: list[str]) -> list[int]:
         """:meth:`tensor_bytes` of each name.  An initializer stored as raw bytes with no
         declared type is its byte count, read without parsing its dims (four times faster; the
         weights of a large model are a hundred thousand of them)."""
-        declared, init = self._declared, self.initializers
+        declared, init, types = self._declared, self.initializers, self.types
+        per_type: dict[int, int] = {}       # a model repeats few types: size each once
+        unknown = self._unknown_dim_tensors
         sizes: list[int] = []
         for x in names:
             src = init.get(x) if x not in declared else None
             if src is not None and src.HasField("raw_data"):
                 sizes.append(len(src.raw_data))
-            else:
-                sizes.append(self._bytes(x, self.tensor_type(x)))
+                continue
+            t = types[x]
+            size = per_type.get(id(t))
+            if size is None:
+                size = per_type[id(t)] = _size_of(t)
+            if not t.static or t.elem_type == 0:
+                unknown.add(x)
+            sizes.append(size)
         return sizes
 
     def nonstatic_tensors(self) -> set[str]:
