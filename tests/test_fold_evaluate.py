@@ -98,3 +98,31 @@ def test_folding_computes_only_what_is_asked(tmp_path):
     r.write(tmp_path / "out")
     read_by_parts = {x for x in r.problem.const_names if x in {o for i in mg.folded for o in mg.outputs[i]}}
     assert read_by_parts and read_by_parts <= set(mg._folded_values)
+
+
+def test_shape_of_an_initializer_declared_as_an_input_with_open_dims_folds_to_its_dims(tmp_path):
+    """IR >= 4: an initializer may also be a graph input, declared with a symbolic dim.  The
+    tool takes initializers as constants, so its Shape folds, to the initializer's own dims
+    (loading crashed reading the open declared dim; found by review)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+    from hetero_solve.model import load_model
+    nodes = [h.make_node("Shape", ["c"], ["s"], name="shape"),
+             h.make_node("Cast", ["s"], ["sf"], name="cast", to=T.FLOAT),
+             h.make_node("ReduceSum", ["sf"], ["r"], name="sum", keepdims=0),
+             h.make_node("Mul", ["x", "r"], ["y"], name="mul")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2]),
+                                      h.make_tensor_value_info("c", T.FLOAT, ["k", 3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [2])],
+                         initializer=[nh.from_array(np.ones((4, 3), np.float32), "c")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    mg = load_model(path)
+    assert [mg.names[i] for i in mg.folded] == ["shape", "cast", "sum"]
+    assert mg.constant_value("s").tolist() == [4, 3]
+    assert float(mg.constant_value("r")) == 7.0

@@ -93,3 +93,21 @@ def test_a_constant_with_open_dims_is_not_taken_for_static(tmp_path):
         {"name": "NPU", "ops": {"supported": ["Add", "Relu"], "static_shapes": True}},
         {"name": "CPU", "ops": {"supported": "all"}}]})
     assert "'c' has a non-static shape" in SupportChecker(rules, mg).refusal(0, 0)
+
+
+def test_placeholder_like_text_in_names_is_never_filled_in(tmp_path):
+    """Cached refusals are computed on placeholder tensor names; a device name or a tensor
+    name that looks like a placeholder must come out as it is (found by review)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    lookalike = "\u27e8o0\u27e9"
+    graph = h.make_graph([h.make_node("Relu", ["a" + lookalike], ["y"], name="r")], "g",
+                         [h.make_tensor_value_info("a" + lookalike, T.FLOAT, ["n"])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["n"])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    mg = load_model(model)
+    rules = load_rules({"version": 1, "devices": [
+        {"name": lookalike, "ops": {"supported": "all", "static_shapes": True}},
+        {"name": "CPU", "ops": {"supported": "all"}}]})
+    assert SupportChecker(rules, mg).refusal(0, 0) == _uncached(rules, mg, 0, 0) == (
+        f"input 0 'a{lookalike}' has a non-static shape ['n'] ({lookalike} needs static shapes)")

@@ -88,7 +88,7 @@ def evaluate_folded(mg: ModelGraph, wanted: set[str] | None = None) -> dict[str,
         if i in needed:
             continue
         needed.add(i)
-        if mg.op_types[i] == "Shape":
+        if _shape_is_known(mg, i):
             continue
         for x in mg.inputs[i]:
             j = mg.producer.get(x)
@@ -100,7 +100,7 @@ def evaluate_folded(mg: ModelGraph, wanted: set[str] | None = None) -> dict[str,
     body = []
     for i in order:
         node = nodes[i]
-        if mg.op_types[i] == "Shape":   # its value is the static shape: no evaluation
+        if _shape_is_known(mg, i):   # its value is the static shape: no evaluation
             known[node.output[0]] = _static_shape(mg, node)
             continue
         body.append(node)
@@ -128,6 +128,13 @@ def _onnx_model(mg: ModelGraph, nodes: list[onnx.NodeProto], inputs: dict[str, n
     if mg.model.functions:
         model.functions.extend(mg.model.functions)
     return model
+
+
+def _shape_is_known(mg: ModelGraph, i: int) -> bool:
+    """A ``Shape`` node whose input's declared shape is static: its value needs no input value.
+    (A ``Shape`` of a constant with open declared dims, say an initializer also declared as an
+    input, is evaluated from the constant's value like any other folded node.)"""
+    return mg.op_types[i] == "Shape" and mg.tensor_type(mg.inputs[i][0]).static
 
 
 def _static_shape(mg: ModelGraph, node: onnx.NodeProto) -> np.ndarray:

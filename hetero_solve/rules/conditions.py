@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+import secrets
 from typing import Any, Callable
 
 import onnx
@@ -29,7 +30,8 @@ class SupportChecker:
         self.rules = rules
         self.mg = mg
         self._op_cache: dict[int, dict[str, str | None]] = {}   # device -> op -> reason
-        self._node_cache: dict[tuple, str | None] = {}
+        self._node_cache: dict[tuple, _Template | None] = {}
+        self._slots = _Slots()
 
     def refusal(self, d: int, i: int) -> str | None:
         """Why device ``d`` refuses main-graph node ``i`` (None = it takes it)."""
@@ -80,7 +82,7 @@ class SupportChecker:
                          for a in cond.attributes) if attrs is not None else ())
             found = cache.get(key, _MISSING)
             if found is _MISSING:
-                found = cache[key] = _Template.of(self._signature_refusal(d, i, attrs))
+                found = cache[key] = _Template.of(self._signature_refusal(d, i, attrs), self._slots)
             out.append(None if found is None else found.fill(inputs, outputs))
         return out
 
@@ -93,8 +95,9 @@ class SupportChecker:
         value_idx = self.rules.value_input_indices(op, opset) if op in dev.when else ()
         attributes = (lambda: attrs.values()) if attrs is not None else \
             (lambda: mg.model.graph.node[i].attribute)
-        slots_in = tuple(_slot("i", k) if x else "" for k, x in enumerate(inputs))
-        slots_out = tuple(_slot("o", k) if x else "" for k, x in enumerate(outputs))
+        slot = self._slots.name
+        slots_in = tuple(slot("i", k) if x else "" for k, x in enumerate(inputs))
+        slots_out = tuple(slot("o", k) if x else "" for k, x in enumerate(outputs))
         types = {s: mg.tensor_type(x) for s, x in zip(slots_in + slots_out, inputs + outputs) if s}
         return node_refusal(dev, op, slots_in, slots_out, attributes, types.__getitem__,
                             opset, value_idx, mg.domains[i])
@@ -124,41 +127,55 @@ class SupportChecker:
         return _graphs_refusal(dev, node, lookup, types, mg.opsets, self.rules, mg.op_types[i])
 
 
-def _slot(role: str, k: int) -> str:
-    return f"\u27e8{role}{k}\u27e9"      # a printable placeholder: repr() leaves it as it is
+class _Slots:
+    """Placeholder tensor names for cached refusals: printable (``repr()`` leaves them as
+    they are) and carrying a random token, so that no device name, attribute or dimension
+    name in a reason can be taken for one."""
 
+    def __init__(self):
+        token = secrets.token_hex(6)
+        self.token = token
+        self.pattern = re.compile(f"'\u27e8([io])(\\d+):{token}\u27e9'|\u27e8([io])(\\d+):{token}\u27e9")
 
-_SLOT = re.compile("'\u27e8([io])(\\d+)\u27e9'|\u27e8([io])(\\d+)\u27e9")
+    def name(self, role: str, k: int) -> str:
+        return f"\u27e8{role}{k}:{self.token}\u27e9"
 
 
 class _Template:
-    """A refusal computed on placeholder tensor names, with where each placeholder sits, so
-    that filling in a node's names is a few ``str.replace`` calls."""
+    """A refusal computed on placeholder tensor names, cut at its placeholders, so that filling
+    in a node's names is one join (and a name put in is never scanned again)."""
 
-    __slots__ = ("text", "slots")
+    __slots__ = ("pieces",)
 
-    def __init__(self, text: str, slots: tuple[tuple[str, bool, int, bool], ...]):
-        self.text = text
-        self.slots = slots     # (placeholder as written, is an input, position, quoted)
+    def __init__(self, pieces: tuple):
+        self.pieces = pieces   # text, or (is an input, position, quoted) for a placeholder
 
     @staticmethod
-    def of(text: str | None) -> "_Template | None":
+    def of(text: str | None, slots: _Slots) -> "_Template | None":
         if text is None:
             return None
-        slots = {}
-        for m in _SLOT.finditer(text):
+        pieces: list = []
+        at = 0
+        for m in slots.pattern.finditer(text):
             quoted = m.group(1) is not None
             role, k = (m.group(1), m.group(2)) if quoted else (m.group(3), m.group(4))
-            slots[m.group(0)] = (m.group(0), role == "i", int(k), quoted)
-        # quoted placeholders first: the unquoted text is inside them
-        return _Template(text, tuple(sorted(slots.values(), key=lambda s: not s[3])))
+            pieces += [text[at:m.start()], (role == "i", int(k), quoted)]
+            at = m.end()
+        pieces.append(text[at:])
+        return _Template(tuple(pieces))
 
     def fill(self, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> str:
-        text = self.text
-        for written, is_input, k, quoted in self.slots:
-            x = (inputs if is_input else outputs)[k]
-            text = text.replace(written, repr(x) if quoted else x)
-        return text
+        if len(self.pieces) == 1:
+            return self.pieces[0]
+        out = []
+        for piece in self.pieces:
+            if type(piece) is str:
+                out.append(piece)
+            else:
+                is_input, k, quoted = piece
+                x = (inputs if is_input else outputs)[k]
+                out.append(repr(x) if quoted else x)
+        return "".join(out)
 
 
 def op_refusal(dev: DeviceRules, op: str) -> str | None:
