@@ -26,10 +26,7 @@ _STANDARD = frozenset({"", "ai.onnx"})
 
 def find_foldable(mg: ModelGraph) -> list[int]:
     """Indices of foldable nodes, in graph order (closure: folded outputs count as constants)."""
-    const = set(mg.initializers)
-    const.update(t.values.name for t in mg.model.graph.sparse_initializer)
-    for i in mg.constant_nodes:
-        const.update(mg.outputs[i])
+    const = constants_before_folding(mg)
     skip = set(mg.constant_nodes)
     graph_outputs = set(mg.graph_outputs)
     ops, domains, has_sub, outputs = mg.op_types, mg.domains, mg.has_subgraph, mg.outputs
@@ -56,6 +53,15 @@ def find_foldable(mg: ModelGraph) -> list[int]:
         folded.append(i)
         const.update(outs)
     return folded
+
+
+def constants_before_folding(mg: ModelGraph) -> set[str]:
+    """Initializers, sparse initializers and ``Constant`` outputs."""
+    const = set(mg.initializers)
+    const.update(t.values.name for t in mg.model.graph.sparse_initializer)
+    for i in mg.constant_nodes:
+        const.update(o for o in mg.outputs[i] if o)
+    return const
 
 
 def _small_tensor(mg: ModelGraph, name: str) -> bool:

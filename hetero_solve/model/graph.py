@@ -3,8 +3,8 @@
 Everything downstream (rule compilation, export, run) reads a :class:`ModelGraph`; the
 ``onnx.ModelProto`` stays untouched for export.  Per-node data are lists indexed like
 ``model.graph.node`` so that 100,000-node graphs cost a few lists, not 100,000 objects.
-Tensor types are parsed lazily from the inferred ``ValueInfoProto`` because most tensors never
-need more than their name.
+Tensor types are indexed in one pass over the inferred ``ValueInfoProto``s, each distinct type
+parsed once (:meth:`ModelGraph.index_types`).
 """
 
 from __future__ import annotations
@@ -221,17 +221,6 @@ class ModelGraph:
         with no declared type is its own dims."""
         return self.types[name]
 
-    def types_of(self, names: Iterable[str]) -> list[TensorType]:
-        """:meth:`tensor_type` of each name."""
-        types = self.types
-        return [types[x] for x in names]
-
-    def type_ids(self, names: Iterable[str]) -> tuple[int, ...]:
-        """The identity of each name's (interned) type, 0 for a blank optional input: equal
-        tuples mean equal types, position by position."""
-        types = self.types
-        return tuple([id(types[x]) if x else 0 for x in names])
-
     def _intern(self, elem_type: int, shape: Shape) -> TensorType:
         """One shared object per distinct type, so that types compare by identity."""
         key = (elem_type, shape)
@@ -243,17 +232,12 @@ class ModelGraph:
     def tensor_bytes(self, name: str) -> int:
         """Element count x element size; an unknown dimension counts as 1 (and is remembered
         so that a warning can name it, SPEC section 5)."""
-        return self._bytes(name, self.tensor_type(name))
-
-    def _bytes(self, name: str, t: TensorType) -> int:
-        if not t.static or t.elem_type == 0:
-            self._unknown_dim_tensors.add(name)
-        return _size_of(t)
+        return self.bytes_of([name])[0]
 
     def bytes_of(self, names: list[str]) -> list[int]:
         """:meth:`tensor_bytes` of each name.  An initializer stored as raw bytes with no
-        declared type is its byte count, read without parsing its dims (four times faster; the
-        weights of a large model are a hundred thousand of them)."""
+        declared type is its byte count (the same number), read without parsing its dims (four
+        times faster; the weights of a large model are a hundred thousand of them)."""
         declared, init, types = self._declared, self.initializers, self.types
         per_type: dict[int, int] = {}       # a model repeats few types: size each once
         unknown = self._unknown_dim_tensors

@@ -162,16 +162,17 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
     checker and the first shape inference run in forked processes alongside flattening
     (:mod:`.parallel`); ``defer_check``: see :func:`load_model`."""
     from .parallel import Forked, fork_pays
-    from .shapes import analyse_shapes, constants_before_folding, forked_first_inference
+    from .fold import constants_before_folding
+    from .shapes import analyse_shapes, forked_first_inference
     from .structure import compute_ahead
 
     dims = dict(dims or {})
     checking = inferring = None
     if fork_pays(len(model.graph.node)):
         # The checker and the first shape inference are C++ holding the GIL: run them in
-        # forked processes while this one flattens the graph.  The inference is the longest
-        # of the three: the checker yields to it (and to flattening) and runs on what is left
-        # (this process waits for the inference with nothing else to do).
+        # forked processes while this one flattens the graph and computes its structure.  The
+        # inference is the longest of the three: the checker yields to it (and to this
+        # process) and runs on what is left.
         checking = Forked(_check_message, model, path, data, idle=True) if check else None
         inferring = Forked(forked_first_inference, model, dims)
     elif check:

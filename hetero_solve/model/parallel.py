@@ -25,7 +25,7 @@ def fork_pays(num_nodes: int) -> bool:
             and os.environ.get("HETERO_SOLVE_NO_FORK", "") not in ("1", "true", "yes"))
 
 
-def _run_only_when_idle() -> None:
+def _lowest_priority() -> None:
     """Lower this process to the lowest niceness: it gets a core nothing else wants, and about
     1.5 % of one that something else does (never none: ``SCHED_IDLE`` could starve it for as
     long as other work keeps both cores busy, and the parent waits for it in the end)."""
@@ -47,7 +47,7 @@ class Forked:
             try:
                 os.close(read_end)
                 if idle:
-                    _run_only_when_idle()
+                    _lowest_priority()
                 try:
                     payload = pickle.dumps(("ok", fn(*args)), protocol=pickle.HIGHEST_PROTOCOL)
                 except BaseException as e:  # noqa: BLE001 - reported to the parent

@@ -19,7 +19,7 @@ from onnx import shape_inference as _onnx_inference
 _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
 
 from ..units import element_bits
-from .fold import evaluate_folded, find_foldable
+from .fold import constants_before_folding, evaluate_folded, find_foldable
 from .graph import ModelGraph, TensorType, type_of_value_info
 
 STRIP_ELEMENTS = 4096
@@ -326,11 +326,3 @@ def _constant_tensors(mg: ModelGraph) -> set[str]:
         const.update(o for o in mg.outputs[i] if o)
     return const
 
-
-def constants_before_folding(mg: ModelGraph) -> set[str]:
-    """Initializers, sparse initializers and ``Constant`` outputs."""
-    const = set(mg.initializers)
-    const.update(t.values.name for t in mg.model.graph.sparse_initializer)
-    for i in mg.constant_nodes:
-        const.update(o for o in mg.outputs[i] if o)
-    return const

@@ -86,13 +86,20 @@ class SupportChecker:
             out.append(None if found is None else found.fill(inputs, outputs))
         return out
 
-    def _signature_refusal(self, d: int, i: int, attrs: dict | None) -> str | None:
-        """The check of node ``i`` on placeholder tensor names (see :meth:`refusals`)."""
+    def _node_context(self, d: int, i: int):
+        """Device, op, opset of the node's domain, and value-input positions (read by a
+        ``when`` condition's dtype check) for :func:`node_refusal`."""
         dev, mg = self.rules.devices[d], self.mg
         op = mg.op_types[i]
         opset = mg.opsets.get(mg.domains[i] or "", mg.opset)
-        inputs, outputs = mg.inputs[i], mg.outputs[i]
         value_idx = self.rules.value_input_indices(op, opset) if op in dev.when else ()
+        return dev, op, opset, value_idx
+
+    def _signature_refusal(self, d: int, i: int, attrs: dict | None) -> str | None:
+        """The check of node ``i`` on placeholder tensor names (see :meth:`refusals`)."""
+        mg = self.mg
+        dev, op, opset, value_idx = self._node_context(d, i)
+        inputs, outputs = mg.inputs[i], mg.outputs[i]
         attributes = (lambda: attrs.values()) if attrs is not None else \
             (lambda: mg.model.graph.node[i].attribute)
         slot = self._slots.name
@@ -104,10 +111,8 @@ class SupportChecker:
 
     def _node_alone(self, d: int, i: int) -> str | None:
         """A node with subgraphs: its own tensors, then every node of its bodies."""
-        dev, mg = self.rules.devices[d], self.mg
-        op = mg.op_types[i]
-        opset = mg.opsets.get(mg.domains[i] or "", mg.opset)
-        value_idx = self.rules.value_input_indices(op, opset) if op in dev.when else ()
+        mg = self.mg
+        dev, op, opset, value_idx = self._node_context(d, i)
         reason = node_refusal(dev, op, mg.inputs[i], mg.outputs[i],
                               lambda: mg.model.graph.node[i].attribute, mg.tensor_type, opset,
                               value_idx, mg.domains[i])
