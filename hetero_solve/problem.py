@@ -185,13 +185,20 @@ def transfer_bytes(problem: Problem, part_of: Sequence[int]) -> int:
     """SPEC section 6: each produced tensor counts once per consuming part other than its
     producer's; graph inputs and constants do not count."""
     total = 0
+    tb = problem.tensor_bytes
+    consumers = problem.tensor_consumers
     for t, p in enumerate(problem.tensor_producer):
         if p < 0:
             continue
+        cons = consumers[t]
         home = part_of[p]
-        parts = {part_of[c] for c in problem.tensor_consumers[t]}
+        if len(cons) == 1:      # most tensors: no set needed
+            if part_of[cons[0]] != home:
+                total += tb[t]
+            continue
+        parts = {part_of[c] for c in cons}
         parts.discard(home)
-        total += problem.tensor_bytes[t] * len(parts)
+        total += tb[t] * len(parts)
     return total
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from .problem import Problem, fallback_count, part_memories
+from .problem import Problem, fallback_count, part_memories, transfer_bytes
 
 
 @dataclass
@@ -108,6 +108,17 @@ def evaluate(problem: Problem, sol: Solution) -> Metrics:
     return Metrics(fallback=fallback_count(problem, sol.node_device()),
                    partitions=len(set(sol.part_of)), transfer=transfer, part_memory=mem,
                    instance_memory=inst)
+
+
+def objective_term(problem: Problem, sol: Solution, term: str) -> int:
+    """One term of SPEC section 6 alone (what :func:`evaluate` gives, without part memories)."""
+    if term == "fallback":
+        return fallback_count(problem, sol.node_device())
+    if term == "partitions":
+        return len(set(sol.part_of))
+    if term == "transfer":
+        return transfer_bytes(problem, sol.part_of)
+    raise ValueError(f"unknown objective term {term!r}")
 
 
 def objective_key(problem: Problem, sol: Solution) -> tuple:

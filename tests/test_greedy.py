@@ -34,6 +34,49 @@ def test_greedy_is_valid_on_random_problems(seed):
     assert best.num_parts == min(greedy(p, direction=d).num_parts for d in ("forward", "backward"))
 
 
+OBJECTIVES = [hs.Objective(), hs.Objective(order=("transfer", "partitions")),
+              hs.Objective(order=("partitions",)),
+              hs.Objective(weights={"partitions": 1.0, "transfer": 0.01, "fallback": 2.0})]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_heuristic_picks_the_better_pass_under_each_objective(seed):
+    """heuristic() compares the passes term by term (transfer only on a tie) and skips the
+    backward pass after a one-part, no-fallback forward pass: it must pick what a full
+    evaluation of both passes picks (the larger-parts tie rule, then forward)."""
+    from hetero_solve.algorithms.greedy import _larger_parts_first
+    from hetero_solve.solution import evaluate
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(2, 60))
+    p = random_problem(rng, n, devices=int(rng.integers(1, 4)), p_value=0.05)
+    if seed % 3 == 0:      # memory limits: fallback and spills make the passes differ more
+        p = make_problem(n, [(u, v) for u, vs in enumerate(p.succ) for v in vs],
+                         [[0, 1]] * n, [Device("ACC", memory=int(rng.integers(3, 12))), Device("CPU")],
+                         tensor_bytes=[int(x) for x in rng.integers(1, 4, n)])
+    for objective in OBJECTIVES:
+        p.objective = objective
+        passes = [greedy(p, direction=d) for d in ("forward", "backward")]
+        keys = [objective.key(evaluate(p, s).as_dict()) + _larger_parts_first(s) for s in passes]
+        expected = passes[0] if keys[0] <= keys[1] else passes[1]
+        got = heuristic(p)
+        assert (got.part_of, got.part_device, got.part_instance) == \
+            (expected.part_of, expected.part_device, expected.part_instance)
+
+
+def test_heuristic_stops_after_a_perfect_forward_pass(monkeypatch):
+    """One part, nothing off its preferred device: the backward pass cannot do better."""
+    import sys
+    g = sys.modules["hetero_solve.algorithms.greedy"]   # the package exports the function
+    calls = []
+    real = g.greedy
+    monkeypatch.setattr(g, "greedy", lambda *a, **k: calls.append(k["direction"]) or real(*a, **k))
+    p = make_problem(5, [(0, 1), (1, 2), (1, 3), (3, 4)], [[0, 1]] * 5)
+    assert heuristic(p).num_parts == 1 and calls == ["forward"]
+    calls.clear()
+    p = make_problem(3, [(0, 1), (1, 2)], [[0], [1], [0]])      # three parts: both passes run
+    assert heuristic(p).num_parts == 3 and calls == ["forward", "backward"]
+
+
 def test_two_devices_alternating_chain_is_exact():
     """A chain alternating devices needs exactly one part per run."""
     n = 10

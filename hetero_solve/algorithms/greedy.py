@@ -29,8 +29,8 @@ Reference: the maximal-extension step is the ``grow`` of OpenVINO's subgraph sel
 from __future__ import annotations
 
 from ..errors import InfeasibleError
-from ..problem import Problem, topological_order
-from ..solution import Solution, evaluate
+from ..problem import Problem, fallback_count, topological_order
+from ..solution import Solution, objective_term
 from ..units import format_bytes
 
 
@@ -38,18 +38,42 @@ def heuristic(problem: Problem) -> Solution:
     """Best of the forward and backward greedy passes under the problem's objective.
 
     Ties go to the answer whose largest parts are larger (OpenVINO keeps the largest subgraph;
-    it also reproduces seed 000's worked example)."""
+    it also reproduces seed 000's worked example).  When the forward pass already gives one
+    part with every node on its preferred device, nothing can beat it and the backward pass
+    is skipped."""
     shared = _Shared(problem)
-    candidates = []
-    for direction in ("forward", "backward"):
-        sol = greedy(problem, direction=direction, _shared=shared)
-        candidates.append((problem.objective.key(evaluate(problem, sol).as_dict()), sol))
-    if candidates[0][0] == candidates[1][0]:
-        candidates = [(key + _larger_parts_first(sol), sol) for key, sol in candidates]
-    best = min(candidates, key=lambda c: c[0])[1]
+    best = greedy(problem, direction="forward", _shared=shared)
+    if not _cannot_improve(problem, best):
+        backward = greedy(problem, direction="backward", _shared=shared)
+        best = _better(problem, best, backward)
     best.algorithm = "heuristic"
     best.stats["heuristic_partitions"] = best.num_parts
     return best
+
+
+def _cannot_improve(problem: Problem, sol: Solution) -> bool:
+    """One part, no fallback: every objective term is at its minimum (weights are >= 0)."""
+    obj = problem.objective
+    if not obj.lexicographic and any(w < 0 for w in obj.weights.values()):
+        return False
+    return sol.num_parts <= 1 and fallback_count(problem, sol.node_device()) == 0
+
+
+def _better(problem: Problem, a: Solution, b: Solution) -> Solution:
+    """The better of two solutions (``a`` on a full tie).  A lexicographic objective is
+    compared term by term, so the transfer (a pass over every tensor) is only computed when
+    the counts before it tie."""
+    obj = problem.objective
+    if obj.lexicographic:
+        for term in obj.order:
+            ka, kb = objective_term(problem, a, term), objective_term(problem, b, term)
+            if ka != kb:
+                return a if ka < kb else b
+    else:
+        ka, kb = (obj.key({t: objective_term(problem, s, t) for t in obj.weights}) for s in (a, b))
+        if ka != kb:
+            return a if ka < kb else b
+    return a if _larger_parts_first(a) <= _larger_parts_first(b) else b
 
 
 def _larger_parts_first(sol: Solution) -> tuple[int, ...]:
