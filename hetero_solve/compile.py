@@ -12,7 +12,7 @@ import fnmatch
 from .errors import InfeasibleError, RuleError
 from .model.graph import ModelGraph
 from .model.structure import structure
-from .problem import Device, Objective, Problem
+from .problem import Device, Objective, Problem, Refusals
 from .rules.conditions import SupportChecker
 from .rules.schema import Rules
 
@@ -119,21 +119,21 @@ def resolve_pins(rules: Rules, mg: ModelGraph, placeable: list[int],
 
 
 def _allowed_devices(rules: Rules, mg: ModelGraph, placeable: list[int], pins: list[int],
-                     pin_keys: list[str]) -> tuple[list[tuple[int, ...]], dict[tuple[int, int], str]]:
+                     pin_keys: list[str]) -> tuple[list[tuple[int, ...]], Refusals]:
     """Devices each node may use, and why the others refuse it.  Device by device: the op
     lists decide most nodes with one lookup per op type; only nodes that need it (a ``when``
     condition, a non-static tensor on a static-shape device, a subgraph) get a node check."""
     checker = SupportChecker(rules, mg)
     devices = rules.devices
     D = len(devices)
-    reasons = [checker.refusals(d, placeable) for d in range(D)]
+    reasons = [checker.lazy_refusals(d, placeable) for d in range(D)]
     masks = [0] * len(placeable)
     for d in range(D):   # one bit per device that takes the node; then one lookup per node
         bit = 1 << d
         masks = [m | bit if why is None else m for m, why in zip(masks, reasons[d])]
     table = {m: tuple(d for d in range(D) if m >> d & 1) for m in set(masks)}
     allowed = [table[m] for m in masks]
-    refusals = {(v, d): why for d in range(D) for v, why in enumerate(reasons[d]) if why is not None}
+    refusals = Refusals(reasons)
     for v, pin in enumerate(pins):
         if pin < 0:
             continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, MutableMapping, Sequence
 
 OBJECTIVE_TERMS = ("fallback", "partitions", "transfer")
 
@@ -48,6 +48,48 @@ class Objective:
         return "weighted " + " + ".join(f"{w}*{t}" for t, w in self.weights.items())
 
 
+class Refusals(MutableMapping):
+    """``(node, device) -> why the device refuses the node``, kept as compile found it: one
+    row per device in node order, each entry ``None`` (taken), a text, or a
+    ``(format, *args)`` tuple whose call gives the text.  A text is made when it is read;
+    only errors and explanations read them, and a static-shape device can refuse 70,000
+    nodes of a large model.  Entries set later (pins) override the rows."""
+
+    def __init__(self, rows: list[list]):
+        self._rows = rows
+        self._set: dict[tuple[int, int], str] = {}
+
+    def __getitem__(self, key: tuple[int, int]) -> str:
+        found = self._set.get(key)
+        if found is not None:
+            return found
+        v, d = key
+        entry = self._rows[d][v] if 0 <= d < len(self._rows) and 0 <= v < len(self._rows[d]) else None
+        if entry is None:
+            raise KeyError(key)
+        return entry if type(entry) is str else entry[0](*entry[1:])
+
+    def __setitem__(self, key: tuple[int, int], why: str) -> None:
+        self._set[key] = why
+
+    def __delitem__(self, key: tuple[int, int]) -> None:
+        self[key]   # noqa: B018 - KeyError when absent
+        self._set.pop(key, None)
+        v, d = key
+        if 0 <= d < len(self._rows) and 0 <= v < len(self._rows[d]):
+            self._rows[d][v] = None
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        yield from self._set
+        for d, row in enumerate(self._rows):
+            for v, entry in enumerate(row):
+                if entry is not None and (v, d) not in self._set:
+                    yield v, d
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 @dataclass
 class Problem:
     devices: list[Device]
@@ -72,7 +114,7 @@ class Problem:
     objective: Objective = field(default_factory=Objective)
     pinned: list[int] = field(default_factory=list)     # device index, or -1
     graph_index: list[int] = field(default_factory=list)  # node -> index in model.graph.node
-    refusals: dict[tuple[int, int], str] = field(default_factory=dict)  # (node, device) -> why
+    refusals: MutableMapping[tuple[int, int], str] = field(default_factory=dict)  # (node, device) -> why
     meta: dict = field(default_factory=dict)
 
     @property

@@ -45,9 +45,12 @@ def test_cached_answers_equal_the_uncached_check(model, dims):
     assert refused > 0
 
 
-def test_a_cached_refusal_names_each_nodes_own_tensors(tmp_path):
+@pytest.mark.parametrize("when", [False, True])
+def test_a_cached_refusal_names_each_nodes_own_tensors(tmp_path, when):
     """Two Relu nodes with the same signature (symbolic shapes) on a static-shape device:
-    the second answer comes from the cache and must name the second node's tensors."""
+    each answer must name the node's own tensors, both when it is made from the first
+    non-static tensor directly (no ``when`` condition) and when the second comes from the
+    signature cache (a ``when`` condition)."""
     import onnx
     from onnx import TensorProto as T
     from onnx import helper as h
@@ -58,14 +61,16 @@ def test_a_cached_refusal_names_each_nodes_own_tensors(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     mg = load_model(path)
+    npu = {"supported": ["Relu"], "static_shapes": True}
+    if when:
+        npu["when"] = {"Relu": {"max_rank": 4}}
     rules = load_rules({"version": 1, "devices": [
-        {"name": "NPU", "ops": {"supported": ["Relu"], "static_shapes": True}},
-        {"name": "CPU", "ops": {"supported": "all"}}]})
+        {"name": "NPU", "ops": npu}, {"name": "CPU", "ops": {"supported": "all"}}]})
     checker = SupportChecker(rules, mg)
     first, second = checker.refusal(0, 0), checker.refusal(0, 1)
     assert first == "input 0 'x' has a non-static shape ['n'] (NPU needs static shapes)"
     assert second == "input 0 'a' has a non-static shape ['n'] (NPU needs static shapes)"
-    assert len(checker._node_cache) == 1
+    assert len(checker._node_cache) == (1 if when else 0)
 
 
 def test_a_constant_with_open_dims_is_not_taken_for_static(tmp_path):
@@ -111,3 +116,43 @@ def test_placeholder_like_text_in_names_is_never_filled_in(tmp_path):
         {"name": "CPU", "ops": {"supported": "all"}}]})
     assert SupportChecker(rules, mg).refusal(0, 0) == _uncached(rules, mg, 0, 0) == (
         f"input 0 'a{lookalike}' has a non-static shape ['n'] ({lookalike} needs static shapes)")
+
+
+@pytest.mark.parametrize("model", example_models(), ids=lambda p: p.stem)
+def test_compiled_refusals_are_the_checkers_reasons(model):
+    """compile_problem keeps reasons unformatted (problem.Refusals); read back, they are the
+    checker's texts word for word, plus the pins' own."""
+    from hetero_solve.compile import compile_problem
+    from hetero_solve.errors import HeteroSolveError
+    mg = load_model(model)   # symbolic dims left open: static-shape devices refuse a lot
+    compiled = 0
+    for profile in rule_profiles():
+        rules = load_rules(profile)
+        try:
+            p = compile_problem(mg, rules)
+        except HeteroSolveError:
+            continue
+        compiled += 1
+        checker = SupportChecker(rules, mg)
+        want = {(v, d): why for d in range(len(rules.devices)) for v, g in enumerate(p.graph_index)
+                if (why := checker.refusal(d, g)) is not None}
+        got = dict(p.refusals)
+        assert len(p.refusals) == len(got)
+        assert {k: w for k, w in got.items() if not w.startswith("pinned to ")} == want
+        for v, d in want:
+            assert p.why_not(v, d) == want[(v, d)]
+    assert compiled > 0
+
+
+def test_refusals_mapping():
+    from hetero_solve.problem import Refusals
+    r = Refusals([[None, "op", (str.upper, "lazy")], [None, None, None]])
+    assert dict(r) == {(1, 0): "op", (2, 0): "LAZY"} and len(r) == 2
+    assert (0, 0) not in r and r.get((5, 7)) is None and r.get((2, 0)) == "LAZY"
+    r[(0, 1)] = "pinned to X"
+    r[(1, 0)] = "overridden"
+    assert dict(r) == {(0, 1): "pinned to X", (1, 0): "overridden", (2, 0): "LAZY"}
+    del r[(1, 0)]
+    assert (1, 0) not in r and len(r) == 2
+    with pytest.raises(KeyError):
+        del r[(0, 0)]

@@ -38,14 +38,22 @@ class SupportChecker:
         return self.refusals(d, [i])[0]
 
     def refusals(self, d: int, nodes: list[int]) -> list[str | None]:
-        """:meth:`refusal` of each main-graph node in ``nodes``, in one pass.
+        """:meth:`refusal` of each main-graph node in ``nodes``, in one pass."""
+        return [reason_text(e) for e in self.lazy_refusals(d, nodes)]
 
-        The op lists decide most nodes with one lookup per op type.  The rest (a ``when``
-        condition, a non-static tensor on a static-shape device) depend only on the op, the
-        types of the node's tensors (interned ``TensorType`` objects) and the attributes the
-        condition names, and layers repeat a few such signatures: each signature is checked
-        once, on placeholder tensor names (a refusal names a tensor by its position), and the
-        answer filled in with each node's own names.  Nodes with subgraphs are checked alone."""
+    def lazy_refusals(self, d: int, nodes: list[int]) -> list:
+        """:meth:`refusals` with the texts not yet made: each entry is ``None`` (taken), a
+        text, or a ``(format, *args)`` tuple that :func:`reason_text` makes into one.  Only
+        errors and explanations read reasons, and a static-shape device can refuse 70,000
+        nodes of a large model.
+
+        The op lists decide most nodes with one lookup per op type.  A node with no ``when``
+        condition is refused for its first non-static tensor.  The rest (a ``when``
+        condition) depend only on the op, the types of the node's tensors (interned
+        ``TensorType`` objects) and the attributes the condition names, and layers repeat a
+        few such signatures: each signature is checked once, on placeholder tensor names (a
+        refusal names a tensor by its position), and the answer filled in with each node's
+        own names.  Nodes with subgraphs are checked alone."""
         dev = self.rules.devices[d]
         mg = self.mg
         ops, domains, has_sub = mg.op_types, mg.domains, mg.has_subgraph
@@ -55,7 +63,7 @@ class SupportChecker:
         when = dev.when
         cache = self._node_cache
         types = mg.types
-        out: list[str | None] = []
+        out: list = []
         for i in nodes:
             op = ops[i]
             reason = by_op.get(op, _MISSING)
@@ -66,9 +74,19 @@ class SupportChecker:
                 continue
             inputs, outputs = all_inputs[i], all_outputs[i]
             cond = when.get(op)
-            if cond is None and not has_sub[i] and not (nonstatic and (
-                    any(x in nonstatic for x in inputs) or any(x in nonstatic for x in outputs))):
-                out.append(None)
+            if cond is None and not has_sub[i]:
+                entry = None
+                if nonstatic:   # what node_refusal's static-shape check says, without a node
+                    for k, x in enumerate(inputs):
+                        if x in nonstatic:
+                            entry = (_static_refusal, "input", k, x, types[x], dev.name)
+                            break
+                    else:
+                        for k, x in enumerate(outputs):
+                            if x in nonstatic:
+                                entry = (_static_refusal, "output", k, x, types[x], dev.name)
+                                break
+                out.append(entry)
                 continue
             if has_sub[i]:
                 out.append(self._node_alone(d, i))
@@ -83,7 +101,7 @@ class SupportChecker:
             found = cache.get(key, _MISSING)
             if found is _MISSING:
                 found = cache[key] = _Template.of(self._signature_refusal(d, i, attrs), self._slots)
-            out.append(None if found is None else found.fill(inputs, outputs))
+            out.append(None if found is None else (found.fill, inputs, outputs))
         return out
 
     def _node_context(self, d: int, i: int):
@@ -205,18 +223,22 @@ def node_refusal(dev: DeviceRules, op: str, inputs: tuple[str, ...], outputs: tu
         if reason:
             return reason
     if dev.static_shapes:
-        for name in inputs:
-            if name and not type_of(name).static:
-                break
-        else:
-            if all(not name or type_of(name).static for name in outputs):
-                return None
-        for role, name in _tensors(inputs, outputs, ()):
-            t = type_of(name)
-            if not t.static:
-                shape = "unknown" if t.shape is None else list(t.shape)
-                return f"{role} {name!r} has a non-static shape {shape} ({dev.name} needs static shapes)"
+        for role, names in (("input", inputs), ("output", outputs)):
+            for k, name in enumerate(names):
+                if name and not (t := type_of(name)).static:
+                    return _static_refusal(role, k, name, t, dev.name)
     return None
+
+
+def _static_refusal(role: str, k: int, name: str, t: TensorType, device: str) -> str:
+    """The first tensor of a node (inputs, then outputs) whose shape is not static."""
+    shape = "unknown" if t.shape is None else list(t.shape)
+    return f"{role} {k} {name!r} has a non-static shape {shape} ({device} needs static shapes)"
+
+
+def reason_text(entry) -> str | None:
+    """The text of a :meth:`SupportChecker.lazy_refusals` entry."""
+    return entry if entry is None or type(entry) is str else entry[0](*entry[1:])
 
 
 def _condition_refusal(dev: DeviceRules, cond: OpCondition, op: str, inputs: tuple[str, ...],
@@ -327,4 +349,4 @@ def _show(v: Any) -> str:
     return repr(v) if isinstance(v, str) else str(v)
 
 
-__all__ = ["SupportChecker", "op_refusal", "node_refusal", "UNKNOWN_TYPE"]
+__all__ = ["SupportChecker", "op_refusal", "node_refusal", "reason_text", "UNKNOWN_TYPE"]
