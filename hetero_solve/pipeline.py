@@ -20,7 +20,7 @@ import onnx
 from .algorithms.greedy import heuristic
 from .compile import compile_problem
 from .export.submodels import (DIRECT_FILE, build_direct_model, build_part_model,
-                               direct_outputs, part_boundary, unused_inputs)
+                               direct_outputs, part_boundaries, part_boundary, unused_inputs)
 from .export.writer import part_file, write_result
 from .model import ModelGraph, load_model
 from .problem import Objective, Problem, topological_order
@@ -57,8 +57,9 @@ class Result:
         """The content of ``partition.json`` (SPEC section 7)."""
         p, sol, mg = self.problem, self.solution, self.model_graph
         parts = []
+        boundaries = part_boundaries(p, sol.part_of)
         for k, nodes in enumerate(sol.parts()):
-            ins, outs = part_boundary(p, sol, k, nodes)
+            ins, outs = boundaries.get(k, ([], []))
             dev = p.devices[sol.part_device[k]].name
             graph_nodes = sorted(p.graph_index[v] for v in nodes)
             parts.append({
@@ -104,8 +105,10 @@ class Result:
                        "stages": {k: round(v, 4) for k, v in self.seconds.items()}, **stats},
         }
 
-    def part_model(self, k: int) -> onnx.ModelProto:
-        nodes = [v for v, q in enumerate(self.solution.part_of) if q == k]
+    def part_model(self, k: int, nodes: list[int] | None = None) -> onnx.ModelProto:
+        """The sub-model of part ``k`` (``nodes``: its nodes, when known, saves a scan)."""
+        if nodes is None:
+            nodes = [v for v, q in enumerate(self.solution.part_of) if q == k]
         ins, outs = part_boundary(self.problem, self.solution, k, nodes)
         return build_part_model(self.model_graph, self.problem, self.solution, k, nodes, ins, outs)
 

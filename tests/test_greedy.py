@@ -116,3 +116,4 @@ def test_one_pass_metrics_match_the_definitions(seed):
     mem, transfer = part_memories(p, part_of, k)
     assert mem == [part_memory(p, [v for v in range(n) if part_of[v] == q]) for q in range(k)]
     assert transfer == transfer_bytes(p, part_of)
+

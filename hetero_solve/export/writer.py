@@ -41,10 +41,11 @@ def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: boo
         manifest = result.manifest(files=submodels)
         if submodels:
             result.model_graph.prefetch_folded(result.problem.const_names)
+            nodes_of = result.parts()   # one scan, not one per part
             for part in manifest["partitions"]:
                 if progress:
                     progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
-                model = result.part_model(part["id"])
+                model = result.part_model(part["id"], nodes_of[part["id"]])
                 _save(model, tmp / part["file"])
             if "direct_outputs" in manifest:
                 _save(result.direct_model(), tmp / manifest["direct_outputs"]["file"])
