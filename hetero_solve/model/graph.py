@@ -18,6 +18,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..units import element_bits
+from . import wire
 
 #: Shape of a tensor: ``None`` when the rank is unknown, else one entry per dimension,
 #: an ``int`` when known, a ``str`` (symbolic name) or ``None`` when not.
@@ -63,7 +64,11 @@ def _size_of(t: TensorType) -> int:
 
 def type_of_value_info(vi: onnx.ValueInfoProto) -> TensorType:
     """Element type and shape of a tensor ``ValueInfoProto`` (``UNKNOWN_TYPE`` otherwise)."""
-    t = vi.type
+    return type_of_proto(vi.type)
+
+
+def type_of_proto(t: onnx.TypeProto) -> TensorType:
+    """Element type and shape of a tensor ``TypeProto`` (``UNKNOWN_TYPE`` otherwise)."""
     if t.HasField("tensor_type"):
         tt = t.tensor_type
     elif t.HasField("sparse_tensor_type"):
@@ -124,10 +129,10 @@ class ModelGraph:
     dims: dict[str, int] = field(default_factory=dict)
     folded: list[int] = field(default_factory=list)
     constant_tensors: set[str] = field(default_factory=set)
-    inferred: onnx.ModelProto | None = None
+    _inferred: onnx.ModelProto | bytes | None = field(default=None, repr=False)
     warnings: list[str] = field(default_factory=list)
     _declared: dict[str, TensorType] = field(default_factory=dict, repr=False)
-    _declared_protos: tuple[list, list] = field(default=([], []), repr=False)
+    _declared_bytes: tuple[list, list] = field(default=([], []), repr=False)
     _value_info: dict | None = field(default=None, repr=False)
     _types: TypeTable | None = field(default=None, repr=False)
     _folded_values: dict[str, np.ndarray] | None = field(default=None, repr=False)
@@ -159,6 +164,18 @@ class ModelGraph:
                 seen.append(x)
         return seen
 
+    @property
+    def inferred(self) -> onnx.ModelProto | None:
+        """The model as shape inference returned it (parsed when first read: loading needs
+        only its types, :mod:`.wire`)."""
+        if isinstance(self._inferred, bytes):
+            self._inferred = onnx.ModelProto.FromString(self._inferred)
+        return self._inferred
+
+    @inferred.setter
+    def inferred(self, model: onnx.ModelProto | bytes | None) -> None:
+        self._inferred = model
+
     def ensure_valid(self) -> None:
         """Wait for the checker of a model loaded with ``defer_check`` (no-op otherwise);
         raises :class:`~hetero_solve.errors.ModelError` when it rejects the model."""
@@ -175,21 +192,17 @@ class ModelGraph:
         return tensor in self.constant_tensors
 
     # -- tensor types ------------------------------------------------------------------------
-    def index_types(self, declared: Iterable[onnx.ValueInfoProto]) -> None:
-        """Take the tensor types of ``declared`` (value infos of the inferred model, later
-        entries winning), then folded values over them.  Done in bulk: serialising each
-        ``TypeProto`` and parsing each distinct one once costs a tenth of reading types one
-        name at a time (models repeat a few dozen types over a hundred thousand tensors)."""
-        protos = list(declared)
-        names = [vi.name for vi in protos]
-        keys = [vi.type.SerializeToString() for vi in protos]
+    def index_types(self, names: list[str], type_bytes: list[bytes]) -> None:
+        """Take the declared tensor types (serialised ``TypeProto`` per name, from
+        :func:`.wire.declared_types`; later entries win), then folded values over them.
+        Done in bulk: each distinct type is parsed once (models repeat a few dozen types over
+        a hundred thousand tensors)."""
         parsed = self._parsed
-        for key, vi in zip(keys, protos):
-            if key not in parsed:
-                t = type_of_value_info(vi)
-                parsed[key] = self._intern(t.elem_type, t.shape)
-        self._declared = dict(zip(names, [parsed[k] for k in keys]))
-        self._declared_protos = (names, protos)
+        for key in set(type_bytes).difference(parsed):
+            t = type_of_proto(onnx.TypeProto.FromString(key))
+            parsed[key] = self._intern(t.elem_type, t.shape)
+        self._declared = dict(zip(names, map(parsed.__getitem__, type_bytes)))
+        self._declared_bytes = (names, type_bytes)
         self._value_info = None
         self._types = TypeTable(self._declared, self.initializers, self._intern)
         self.index_folded_types()
@@ -206,8 +219,9 @@ class ModelGraph:
         if name in (self._folded_values or {}):
             return None   # its type is the folded value's
         if self._value_info is None:
-            self._value_info = dict(zip(*self._declared_protos))
-        return self._value_info.get(name)
+            self._value_info = dict(zip(*self._declared_bytes))
+        type_bytes = self._value_info.get(name)
+        return None if type_bytes is None else wire.value_info(name, type_bytes)
 
     @property
     def types(self) -> TypeTable:

@@ -184,7 +184,7 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
             # The inference takes longer than flattening: meanwhile, the graph's structure.
             compute_ahead(mg, constants_before_folding(mg))
         done = inferring.result() if inferring is not None else None
-        inferred = onnx.ModelProto.FromString(done[1]) if done and done[0] == "ok" else None
+        inferred = done[1] if done and done[0] == "ok" else None   # bytes: parsed when needed
         analyse_shapes(mg, fold=fold, inferred=inferred)
     except Exception:
         _raise_if_invalid(checking, model, path, data)   # an invalid model explains the failure

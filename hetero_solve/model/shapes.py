@@ -9,7 +9,6 @@ protobuf's 2 GiB limit.
 
 from __future__ import annotations
 
-import itertools
 from contextlib import contextmanager
 
 import onnx
@@ -21,6 +20,7 @@ _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-
 from ..units import element_bits
 from .fold import constants_before_folding, evaluate_folded, find_foldable
 from .graph import ModelGraph, TensorType, type_of_value_info
+from .wire import declared_types
 
 STRIP_ELEMENTS = 4096
 SMALL_FLOAT_ELEMENTS = 64
@@ -87,9 +87,10 @@ def _elements(t: onnx.TensorProto) -> int:
     return count
 
 
-def analyse_shapes(mg: ModelGraph, *, fold: bool = True, inferred: onnx.ModelProto | None = None) -> None:
+def analyse_shapes(mg: ModelGraph, *, fold: bool = True,
+                   inferred: onnx.ModelProto | bytes | None = None) -> None:
     """Fill ``mg``'s tensor types, ``folded`` and ``constant_tensors`` in place.  ``inferred``:
-    the first inference when it was already run (in a forked process)."""
+    the first inference when it was already run (serialised, by a forked process)."""
     _unused_dims(mg)
     folded: list[int] = []
     if inferred is None:
@@ -242,9 +243,8 @@ def _inference_failed(mg: ModelGraph, model: onnx.ModelProto, e: Exception) -> o
     return model
 
 
-def _index_types(mg: ModelGraph, inferred: onnx.ModelProto) -> None:
-    g = inferred.graph
-    mg.index_types(itertools.chain(g.value_info, g.input, g.output))
+def _index_types(mg: ModelGraph, inferred: onnx.ModelProto | bytes) -> None:
+    mg.index_types(*declared_types(inferred))
 
 
 def control_flow_hints(mg: ModelGraph) -> list[onnx.ValueInfoProto]:
