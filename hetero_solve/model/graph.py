@@ -89,22 +89,19 @@ def type_of_proto(t: onnx.TypeProto) -> TensorType:
 
 
 class TypeTable(dict):
-    """Tensor name -> :class:`TensorType`, as inference declared them.  A name it did not
-    declare falls back to its dense initializer's dims, else ``UNKNOWN_TYPE`` (and is
-    remembered): ``table[name]`` never fails, at the cost of one dict lookup."""
+    """Tensor name -> :class:`TensorType`: dense initializers by their own dims, overridden by
+    what inference declared.  Any other name is ``UNKNOWN_TYPE`` (and is remembered):
+    ``table[name]`` never fails, at the cost of one dict lookup."""
 
-    __slots__ = ("_initializers", "_intern")
+    __slots__ = ()
 
-    def __init__(self, declared: dict, initializers: dict, intern):
-        super().__init__(declared)
-        self._initializers = initializers
-        self._intern = intern
+    def __init__(self, initializers: dict[str, TensorType], declared: dict[str, TensorType]):
+        super().__init__(initializers)
+        self.update(declared)
 
     def __missing__(self, name: str) -> TensorType:
-        src = self._initializers.get(name)
-        t = UNKNOWN_TYPE if src is None else self._intern(src.data_type, tuple(src.dims))
-        self[name] = t
-        return t
+        self[name] = UNKNOWN_TYPE
+        return UNKNOWN_TYPE
 
 
 @dataclass
@@ -140,6 +137,9 @@ class ModelGraph:
     _inferred_index: dict[int, int] = field(default_factory=dict, repr=False)
     _parsed: dict[bytes, TensorType] = field(default_factory=dict, repr=False)
     _nonstatic: set[str] | None = field(default=None, repr=False)
+    _raw_bytes: dict[str, int] | None = field(default=None, repr=False)
+    _initializer_types: dict[str, TensorType] | None = field(default=None, repr=False)
+    _untyped_candidates: set[str] | None = field(default=None, repr=False)
     _interned: dict[tuple, TensorType] = field(default_factory=dict, repr=False)
     _structure_ahead: tuple | None = field(default=None, repr=False)   # model/structure.py
     _pending_check: object = field(default=None, repr=False)          # load_model(defer_check)
@@ -204,7 +204,7 @@ class ModelGraph:
         self._declared = dict(zip(names, map(parsed.__getitem__, type_bytes)))
         self._declared_bytes = (names, type_bytes)
         self._value_info = None
-        self._types = TypeTable(self._declared, self.initializers, self._intern)
+        self._types = TypeTable(self.initializer_types(), self._declared)
         self.index_folded_types()
 
     def index_folded_types(self) -> None:
@@ -227,7 +227,7 @@ class ModelGraph:
     def types(self) -> TypeTable:
         """Every tensor's type by name (:class:`TypeTable`; read it, do not write it)."""
         if self._types is None:   # shapes not analysed yet: initializers only
-            self._types = TypeTable({}, self.initializers, self._intern)
+            self._types = TypeTable(self.initializer_types(), {})
         return self._types
 
     def tensor_type(self, name: str) -> TensorType:
@@ -251,24 +251,54 @@ class ModelGraph:
     def bytes_of(self, names: list[str]) -> list[int]:
         """:meth:`tensor_bytes` of each name.  An initializer stored as raw bytes with no
         declared type is its byte count (the same number), read without parsing its dims (four
-        times faster; the weights of a large model are a hundred thousand of them)."""
-        declared, init, types = self._declared, self.initializers, self.types
-        per_type: dict[int, int] = {}       # a model repeats few types: size each once
-        unknown = self._unknown_dim_tensors
-        sizes: list[int] = []
-        for x in names:
-            src = init.get(x) if x not in declared else None
-            if src is not None and src.HasField("raw_data"):
-                sizes.append(len(src.raw_data))
-                continue
-            t = types[x]
-            size = per_type.get(id(t))
-            if size is None:
-                size = per_type[id(t)] = _size_of(t)
-            if not t.static or t.elem_type == 0:
-                unknown.add(x)
-            sizes.append(size)
+        times faster; the weights of a large model are a hundred thousand of them).  The rest
+        are sized once per distinct type (a model repeats few)."""
+        declared = self._declared
+        raw = self.raw_initializer_bytes()
+        if not raw.keys().isdisjoint(declared.keys()):   # a declared type wins
+            raw = {x: b for x, b in raw.items() if x not in declared}
+        sizes = list(map(raw.get, names))
+        rest = [k for k, b in enumerate(sizes) if b is None]
+        if rest:
+            types = self.types
+            rest_types = [types[names[k]] for k in rest]
+            distinct = {id(t): t for t in rest_types}
+            size_of = {i: _size_of(t) for i, t in distinct.items()}
+            open_ids = {i for i, t in distinct.items() if not t.static or t.elem_type == 0}
+            unknown = self._unknown_dim_tensors
+            for k, t in zip(rest, rest_types):
+                i = id(t)
+                sizes[k] = size_of[i]
+                if i in open_ids:
+                    unknown.add(names[k])
         return sizes
+
+    def initializer_types(self) -> dict[str, TensorType]:
+        """Each dense initializer's type from its own dims (computed once; shapes do not
+        change it, so large models compute it while their shapes are inferred)."""
+        if self._initializer_types is None:
+            intern = self._intern
+            self._initializer_types = {name: intern(t.data_type, tuple(t.dims))
+                                       for name, t in self.initializers.items()}
+        return self._initializer_types
+
+    def raw_initializer_bytes(self) -> dict[str, int]:
+        """Byte count of each initializer stored as raw bytes (computed once; shapes do not
+        change it, so large models compute it while their shapes are inferred)."""
+        if self._raw_bytes is None:
+            self._raw_bytes = {t.name: len(t.raw_data) for t in self.initializers.values()
+                               if t.HasField("raw_data")}
+        return self._raw_bytes
+
+    def tensors_needing_a_type(self) -> set[str]:
+        """Every tensor a node reads or writes but initializers (computed once, independent
+        of shapes): those inference does not declare have no type."""
+        if self._untyped_candidates is None:
+            chain = itertools.chain.from_iterable
+            names = set(chain(self.inputs)).union(chain(self.outputs))
+            names.difference_update(self.initializers.keys(), ("",))
+            self._untyped_candidates = names
+        return self._untyped_candidates
 
     def nonstatic_tensors(self) -> set[str]:
         """Every tensor whose shape is not static (computed once): declared with an open
@@ -276,12 +306,11 @@ class ModelGraph:
         dense initializer's dims are its shape: static (not every constant: a sparse
         initializer, or an initializer also declared as an input, may have open dims)."""
         if self._nonstatic is None:
-            declared, init = self._declared, self.initializers
+            declared = self._declared
             found = {x for x, t in declared.items() if not t.static}
-            chain = itertools.chain.from_iterable
-            untyped = set(chain(self.inputs)).union(chain(self.outputs))
-            untyped.difference_update(declared.keys(), init.keys(), ("",))
-            self._nonstatic = found | untyped
+            found.update(self.tensors_needing_a_type().difference(declared.keys()))
+            found.discard("")
+            self._nonstatic = found
         return self._nonstatic
 
     def unknown_size_warning(self) -> str | None:

@@ -140,8 +140,12 @@ def structure(mg: ModelGraph, placeable: list[int]) -> dict:
 
 
 def compute_ahead(mg: ModelGraph, constants: set[str]) -> None:
-    """Before shapes are known: the name ids of every non-``Constant`` node, and the
-    structure as if nothing folds (``constants``: those known before folding)."""
+    """Before shapes are known: the name ids of every non-``Constant`` node, the structure
+    as if nothing folds (``constants``: those known before folding), and the model graph's
+    own shape-independent caches."""
+    mg.raw_initializer_bytes()
+    mg.initializer_types()
+    mg.tensors_needing_a_type()
     nodes = mg.placeable()
     refs = name_refs(mg, nodes)
     mg._structure_ahead = (refs, node_structure(refs, nodes, constants))

@@ -63,7 +63,15 @@ class SupportChecker:
         when = dev.when
         cache = self._node_cache
         types = mg.types
-        out: list = []
+        if not when and not nonstatic:   # the op lists alone decide, but for subgraph bodies
+            for op in set(map(ops.__getitem__, nodes)).difference(by_op):
+                by_op[op] = op_refusal(dev, op)
+            out = list(map(by_op.__getitem__, map(ops.__getitem__, nodes)))
+            for k, i in enumerate(nodes):
+                if has_sub[i] and out[k] is None:
+                    out[k] = self._node_alone(d, i)
+            return out
+        out = []
         for i in nodes:
             op = ops[i]
             reason = by_op.get(op, _MISSING)
