@@ -224,7 +224,7 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
     sub.wrap(compile_mod, "resolve_pins", "compile.resolve_pins")
     sub.wrap(compile_mod, "_allowed_devices", "compile.allowed_devices")
     sub.wrap(greedy_mod, "greedy", "heuristic.greedy")
-    sub.wrap(greedy_mod, "evaluate", "heuristic.evaluate")
+    sub.wrap(greedy_mod, "objective_term", "heuristic.objective_term")
     sub.wrap(writer_mod, "_write_json", "write.json_dump")
 
     _model, rules_spec, dims, _ = CASES[case]

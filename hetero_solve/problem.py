@@ -48,6 +48,11 @@ class Objective:
         return "weighted " + " + ".join(f"{w}*{t}" for t, w in self.weights.items())
 
 
+def reason_text(entry) -> str | None:
+    """The text of a :class:`Refusals` entry: ``None``, a text, or ``(format, *args)``."""
+    return entry if entry is None or type(entry) is str else entry[0](*entry[1:])
+
+
 class Refusals(MutableMapping):
     """``(node, device) -> why the device refuses the node``, kept as compile found it: one
     row per device in node order, each entry ``None`` (taken), a text, or a
@@ -67,7 +72,7 @@ class Refusals(MutableMapping):
         entry = self._rows[d][v] if 0 <= d < len(self._rows) and 0 <= v < len(self._rows[d]) else None
         if entry is None:
             raise KeyError(key)
-        return entry if type(entry) is str else entry[0](*entry[1:])
+        return reason_text(entry)
 
     def __setitem__(self, key: tuple[int, int], why: str) -> None:
         self._set[key] = why

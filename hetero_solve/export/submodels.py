@@ -121,10 +121,14 @@ def direct_outputs(mg: ModelGraph) -> tuple[list[str], list[str]]:
 def unused_inputs(mg: ModelGraph) -> list[str]:
     """Graph inputs that no node reads, folded and ``Constant`` nodes included (a folded
     ``Shape`` reads its input: its size was fixed when solving)."""
-    read = set(chain.from_iterable(mg.inputs))
-    read.update(chain.from_iterable(mg.outer_inputs))
-    outputs = set(mg.graph_outputs)
-    return [x for x in mg.graph_inputs if x not in read and x not in outputs]
+    unread = set(mg.graph_inputs).difference(mg.graph_outputs)
+    # Stop as soon as every input is seen read: usually within the first few nodes.
+    for x in chain(chain.from_iterable(mg.inputs), chain.from_iterable(mg.outer_inputs)):
+        if x in unread:
+            unread.discard(x)
+            if not unread:
+                return []
+    return [x for x in mg.graph_inputs if x in unread]
 
 
 def build_direct_model(mg: ModelGraph, names: list[str], inputs: list[str]) -> onnx.ModelProto:

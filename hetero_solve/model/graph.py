@@ -3,12 +3,13 @@
 Everything downstream (rule compilation, export, run) reads a :class:`ModelGraph`; the
 ``onnx.ModelProto`` stays untouched for export.  Per-node data are lists indexed like
 ``model.graph.node`` so that 100,000-node graphs cost a few lists, not 100,000 objects.
-Tensor types are indexed in one pass over the inferred ``ValueInfoProto``s, each distinct type
-parsed once (:meth:`ModelGraph.index_types`).
+Tensor types are indexed in one pass over the inferred (name, serialised ``TypeProto``) pairs,
+each distinct type parsed once (:meth:`ModelGraph.index_types`, :mod:`.wire`).
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -314,11 +315,12 @@ class ModelGraph:
         return self._nonstatic
 
     def unknown_size_warning(self) -> str | None:
-        names = sorted(self._unknown_dim_tensors)
-        if not names:
+        unknown = self._unknown_dim_tensors
+        if not unknown:
             return None
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        return (f"{len(names)} tensor(s) have unknown dimensions or type, counted as 1 element "
+        first = heapq.nsmallest(5, unknown)   # the first five by name, without sorting them all
+        shown = ", ".join(first) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        return (f"{len(unknown)} tensor(s) have unknown dimensions or type, counted as 1 element "
                 f"in memory and transfer sizes (give --dim NAME=VALUE): {shown}")
 
     def inferred_node(self, i: int) -> onnx.NodeProto:

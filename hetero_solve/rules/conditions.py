@@ -17,6 +17,7 @@ import onnx.defs
 from onnx import helper
 
 from ..model.graph import ModelGraph, TensorType, UNKNOWN_TYPE, type_of_value_info
+from ..problem import reason_text
 from ..units import dtype_name
 from .schema import DeviceRules, OpCondition, Rules
 
@@ -43,7 +44,8 @@ class SupportChecker:
 
     def lazy_refusals(self, d: int, nodes: list[int]) -> list:
         """:meth:`refusals` with the texts not yet made: each entry is ``None`` (taken), a
-        text, or a ``(format, *args)`` tuple that :func:`reason_text` makes into one.  Only
+        text, or a ``(format, *args)`` tuple that :func:`~hetero_solve.problem.reason_text`
+        makes into one (what :class:`~hetero_solve.problem.Refusals` holds).  Only
         errors and explanations read reasons, and a static-shape device can refuse 70,000
         nodes of a large model.
 
@@ -244,11 +246,6 @@ def _static_refusal(role: str, k: int, name: str, t: TensorType, device: str) ->
     return f"{role} {k} {name!r} has a non-static shape {shape} ({device} needs static shapes)"
 
 
-def reason_text(entry) -> str | None:
-    """The text of a :meth:`SupportChecker.lazy_refusals` entry."""
-    return entry if entry is None or type(entry) is str else entry[0](*entry[1:])
-
-
 def _condition_refusal(dev: DeviceRules, cond: OpCondition, op: str, inputs: tuple[str, ...],
                        outputs: tuple[str, ...], attributes: Callable[[], Any],
                        type_of: Callable[[str], TensorType], opset: int,
@@ -357,4 +354,4 @@ def _show(v: Any) -> str:
     return repr(v) if isinstance(v, str) else str(v)
 
 
-__all__ = ["SupportChecker", "op_refusal", "node_refusal", "reason_text", "UNKNOWN_TYPE"]
+__all__ = ["SupportChecker", "op_refusal", "node_refusal", "UNKNOWN_TYPE"]
