@@ -59,13 +59,18 @@ def _value_edges(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict
     inputs are known values and make none), at the opset of the node's domain."""
     const = mg.constant_tensors
     producer_of = mg.producer
-    cache: dict[tuple[str, str], tuple[int, ...]] = {}
+    ops, domains = mg.op_types, mg.domains
+    value_idx: dict[tuple[str, str], tuple[int, ...]] = {}
+    for key in set(zip(domains, ops)):     # a few hundred distinct (domain, op) at most
+        idx = rules.value_input_indices(key[1], mg.opsets.get(key[0] or "", mg.opset))
+        if idx:
+            value_idx[key] = idx
+    value_ops = {op for _, op in value_idx}
     value_pred: list[list[int]] = [[] for _ in placeable]
     for v, i in enumerate(placeable):
-        key = (mg.domains[i], mg.op_types[i])
-        idx = cache.get(key)
-        if idx is None:
-            idx = cache[key] = rules.value_input_indices(key[1], mg.opsets.get(key[0] or "", mg.opset))
+        if ops[i] not in value_ops:        # most nodes: one set lookup
+            continue
+        idx = value_idx.get((domains[i], ops[i]))
         if not idx:
             continue
         inputs = mg.inputs[i]

@@ -28,6 +28,8 @@ Reference: the maximal-extension step is the ``grow`` of OpenVINO's subgraph sel
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from ..errors import InfeasibleError
 from ..problem import Problem, fallback_count, topological_order
 from ..solution import Solution, objective_term
@@ -90,7 +92,9 @@ class _Shared:
     def __init__(self, problem: Problem):
         self.order = topological_order(problem.succ, problem.pred)
         self.sep = _separated(problem)
-        self.alone = standalone_memory(problem) if problem.has_memory_limits() else []
+        # Memory of each node alone, computed when first needed: only nodes headed for a
+        # device with a memory limit are ever asked.
+        self.alone: list[int | None] = [None] * problem.n if problem.has_memory_limits() else []
 
 
 def greedy(problem: Problem, *, direction: str = "forward",
@@ -125,7 +129,10 @@ def greedy(problem: Problem, *, direction: str = "forward",
         alone, so that it can join a part being built on the next device right away."""
         d = dev[v]
         while most_free[d] is not None:
-            if alone[v] <= most_free[d]:
+            need = alone[v]
+            if need is None:
+                need = alone[v] = standalone_memory(problem, v)
+            if need <= most_free[d]:
                 break
             allowed = problem.allowed[v]
             pos = allowed.index(d)
@@ -207,23 +214,20 @@ def greedy(problem: Problem, *, direction: str = "forward",
     return Solution(part_of, part_device, part_instance, algorithm=f"greedy-{direction}")
 
 
-def standalone_memory(problem: Problem) -> list[int]:
-    """Memory of each node alone in a part: its constants, inputs, and the outputs that are
+def standalone_memory(problem: Problem, v: int) -> int:
+    """Memory of node ``v`` alone in a part: its constants, inputs, and the outputs that are
     graph outputs or read by anyone (all readers are outside a one-node part)."""
     cb, tb = problem.const_bytes, problem.tensor_bytes
     is_out, cons = problem.tensor_is_output, problem.tensor_consumers
-    out = []
-    for consts, ins, outs in zip(problem.node_consts, problem.node_inputs, problem.node_outputs):
-        m = 0
-        for c in consts:          # distinct per node (compile dedupes a node's reads)
-            m += cb[c]
-        for t in ins:
+    m = 0
+    for c in problem.node_consts[v]:   # distinct per node (compile dedupes a node's reads)
+        m += cb[c]
+    for t in problem.node_inputs[v]:
+        m += tb[t]
+    for t in problem.node_outputs[v]:
+        if is_out[t] or cons[t]:
             m += tb[t]
-        for t in outs:
-            if is_out[t] or cons[t]:
-                m += tb[t]
-        out.append(m)
-    return out
+    return m
 
 
 def _next_device(ready: list[list[int]], top: list[int]) -> int:
@@ -235,9 +239,11 @@ def _next_device(ready: list[list[int]], top: list[int]) -> int:
     return best
 
 
-def _separated(problem: Problem) -> list[list[int]]:
+def _separated(problem: Problem) -> Sequence[Sequence[int]]:
     """Nodes that may not share a part with ``v`` on an enforcing device: the makers of v's
     value inputs and the nodes whose value inputs v makes."""
+    if not any(problem.value_pred):
+        return [()] * problem.n       # read-only: one shared empty tuple
     sep: list[list[int]] = [[] for _ in range(problem.n)]
     for v, us in enumerate(problem.value_pred):
         for u in us:
