@@ -216,3 +216,57 @@ def test_types_read_from_bytes_equal_the_parsed_model(model):
     assert [value_info(n, t) for n, t in zip(names, types)] == \
         [vi for vi in list(g.value_info) + list(g.input) + list(g.output)]
     assert len(names) > 0
+
+
+def _fold_cases():
+    """(model, folded when shapes are known) for the fold prediction: it assumes every shape
+    static and every output small, and must be caught when either is false."""
+    import numpy as np
+    from onnx import numpy_helper as nh
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
+    # A Shape of a static tensor: the prediction holds.
+    holds = h.make_model(h.make_graph(
+        [h.make_node("Shape", ["x"], ["s"], name="shape"),
+         h.make_node("Reshape", ["x", "s"], ["y"], name="reshape")], "g", [x],
+        [h.make_tensor_value_info("y", T.FLOAT, [2, 3])]), opset_imports=[h.make_opsetid("", 17)])
+    # NonZero's output has a data-dependent dimension: its Shape does not fold.
+    dynamic = h.make_model(h.make_graph(
+        [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+         h.make_node("Shape", ["nz"], ["s"], name="shape"),
+         h.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], "g", [x],
+        [h.make_tensor_value_info("y", T.FLOAT, [None, None])]), opset_imports=[h.make_opsetid("", 17)])
+    # A 4 MiB ConstantOfShape of a constant shape is too big to fold.
+    big = h.make_model(h.make_graph(
+        [h.make_node("ConstantOfShape", ["shape"], ["ones"], name="fill",
+                     value=nh.from_array(np.ones(1, np.float32))),
+         h.make_node("Add", ["xb", "ones"], ["y"], name="add")], "g",
+        [h.make_tensor_value_info("xb", T.FLOAT, [1024, 1024])],
+        [h.make_tensor_value_info("y", T.FLOAT, [1024, 1024])],
+        initializer=[nh.from_array(np.array([1024, 1024], np.int64), "shape")]),
+        opset_imports=[h.make_opsetid("", 17)])
+    return [("holds", holds, ["shape"], True), ("dynamic", dynamic, [], False),
+            ("big", big, [], False)]
+
+
+@pytest.mark.parametrize("case", _fold_cases(), ids=lambda c: c[0])
+def test_fold_prediction_is_used_only_when_it_holds(case, forking, monkeypatch):
+    """compute_ahead predicts the foldable nodes while shapes are inferred; with real shapes
+    prediction_holds must accept it exactly when the real search agrees, and loading must
+    fold what the sequential path folds either way."""
+    from hetero_solve.model import shapes
+    from hetero_solve.model.fold import find_foldable, prediction_holds
+    _name, model, folded_names, holds = case
+    onnx.checker.check_model(model)
+    asked = []
+    monkeypatch.setattr(shapes, "prediction_holds",
+                        lambda mg, p: asked.append(p) or prediction_holds(mg, p))
+    mg = load_model(model)
+    assert len(asked) == 1, "loading checks the prediction made during inference"
+    predicted = find_foldable(mg, assume_static=True)
+    assert predicted, "the prediction folds something in every case"
+    assert prediction_holds(mg, predicted) is holds
+    assert (predicted == find_foldable(mg)) is holds
+    assert [mg.names[i] for i in mg.folded] == folded_names
+    monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
+    sequential = load_model(model)
+    assert _summary(mg) == _summary(sequential)

@@ -24,8 +24,12 @@ FOLD_LIMIT_BYTES = 1 << 20
 _STANDARD = frozenset({"", "ai.onnx"})
 
 
-def find_foldable(mg: ModelGraph) -> list[int]:
-    """Indices of foldable nodes, in graph order (closure: folded outputs count as constants)."""
+def find_foldable(mg: ModelGraph, *, assume_static: bool = False) -> list[int]:
+    """Indices of foldable nodes, in graph order (closure: folded outputs count as constants).
+
+    ``assume_static``: a prediction made before shapes are known, as if every shape were
+    static and every output small; :func:`prediction_holds` tells, once they are known,
+    whether the prediction is the answer."""
     const = constants_before_folding(mg)
     skip = set(mg.constant_nodes)
     graph_outputs = set(mg.graph_outputs)
@@ -35,7 +39,7 @@ def find_foldable(mg: ModelGraph) -> list[int]:
         # The common case first, cheaply: a node reading a tensor not known before running.
         if ops[i] == "Shape":
             first = next((x for x in ins if x), None)
-            if first is None or not (first in const or mg.tensor_type(first).static):
+            if first is None or not (assume_static or first in const or mg.tensor_type(first).static):
                 continue
         else:
             unknown = False
@@ -48,11 +52,32 @@ def find_foldable(mg: ModelGraph) -> list[int]:
         if i in skip or has_sub[i] or domains[i] not in _STANDARD or ops[i] in NONDETERMINISTIC:
             continue
         outs = [o for o in outputs[i] if o]
-        if any(o in graph_outputs for o in outs) or not all(_small_tensor(mg, o) for o in outs):
+        if any(o in graph_outputs for o in outs) or not (
+                assume_static or all(_small_tensor(mg, o) for o in outs)):
             continue
         folded.append(i)
         const.update(outs)
     return folded
+
+
+def prediction_holds(mg: ModelGraph, predicted: list[int]) -> bool:
+    """Is ``predicted`` (``find_foldable(mg, assume_static=True)``, made before shapes were
+    known) what :func:`find_foldable` gives now?  Only two of its tests read shapes: a
+    ``Shape`` needs a constant or static input, every output must be small.  When both hold
+    for every predicted node, in graph order, each decision of the real search is the
+    prediction's (the other tests do not read shapes), at a fraction of its cost."""
+    const = constants_before_folding(mg)
+    ops, inputs, outputs = mg.op_types, mg.inputs, mg.outputs
+    for i in predicted:
+        if ops[i] == "Shape":
+            first = next((x for x in inputs[i] if x), None)
+            if first is None or not (first in const or mg.tensor_type(first).static):
+                return False
+        outs = [o for o in outputs[i] if o]
+        if not all(_small_tensor(mg, o) for o in outs):
+            return False
+        const.update(outs)
+    return True
 
 
 def constants_before_folding(mg: ModelGraph) -> set[str]:

@@ -18,7 +18,7 @@ from onnx import shape_inference as _onnx_inference
 _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
 
 from ..units import element_bits
-from .fold import constants_before_folding, evaluate_folded, find_foldable
+from .fold import constants_before_folding, evaluate_folded, find_foldable, prediction_holds
 from .graph import ModelGraph, TensorType, type_of_value_info
 from .wire import declared_types
 
@@ -112,7 +112,11 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True,
             indexed = inferred
         if not fold:
             break
-        new = find_foldable(mg)
+        prediction = mg._fold_prediction if _round == 0 else None
+        if prediction is not None and prediction_holds(mg, prediction[0]):
+            new = list(prediction[0])     # predicted while shapes were inferred (structure.py)
+        else:
+            new = find_foldable(mg)
         grown = len(new) > len(folded)
         folded = new
         mg.folded = folded

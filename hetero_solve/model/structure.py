@@ -128,11 +128,13 @@ def _cut(flat: np.ndarray, ends: np.ndarray) -> list[list[int]]:
 def structure(mg: ModelGraph, placeable: list[int]) -> dict:
     """:func:`node_structure` of ``placeable`` with the model's constants (after folding),
     from what :func:`compute_ahead` prepared when it ran."""
-    ahead = mg._structure_ahead
-    mg._structure_ahead = None
+    ahead, mg._structure_ahead = mg._structure_ahead, None
+    predicted, mg._fold_prediction = mg._fold_prediction, None
+    if predicted is not None and predicted[0] == mg.folded and predicted[1] == placeable:
+        return predicted[2]      # folding went as predicted: the constants are the same too
     if ahead is not None:
         refs, unfolded = ahead
-        if not mg.folded and refs.nodes == placeable:
+        if unfolded is not None and not mg.folded and refs.nodes == placeable:
             return unfolded
         if set(placeable) <= set(refs.nodes):
             return node_structure(refs, placeable, mg.constant_tensors)
@@ -140,12 +142,38 @@ def structure(mg: ModelGraph, placeable: list[int]) -> dict:
 
 
 def compute_ahead(mg: ModelGraph, constants: set[str]) -> None:
-    """Before shapes are known: the name ids of every non-``Constant`` node, the structure
-    as if nothing folds (``constants``: those known before folding), and the model graph's
-    own shape-independent caches."""
+    """Before shapes are known: the name ids of every non-``Constant`` node, the model
+    graph's shape-independent caches, and the structure as folding will most likely leave it.
+
+    When every graph input's shape is static once ``dims`` are given, every shape most likely
+    is, and the foldable nodes are predicted as if it were (``mg._fold_prediction``: the
+    nodes, the placeable rest, their structure; checked against the real shapes by
+    :func:`.fold.prediction_holds`).  Otherwise nothing is predicted to fold."""
+    from .fold import find_foldable
     mg.raw_initializer_bytes()
     mg.initializer_types()
     mg.tensors_needing_a_type()
     nodes = mg.placeable()
     refs = name_refs(mg, nodes)
-    mg._structure_ahead = (refs, node_structure(refs, nodes, constants))
+    folded = find_foldable(mg, assume_static=True) if _inputs_static(mg) else []
+    if folded:
+        dropped = set(folded)
+        rest = [i for i in nodes if i not in dropped]
+        const = set(constants)
+        const.update(o for i in folded for o in mg.outputs[i] if o)
+        mg._fold_prediction = (folded, rest, node_structure(refs, rest, const))
+        mg._structure_ahead = (refs, None)
+    else:
+        mg._structure_ahead = (refs, node_structure(refs, nodes, constants))
+
+
+def _inputs_static(mg: ModelGraph) -> bool:
+    """Does every declared graph input have a static shape once ``mg.dims`` are given?"""
+    for vi in mg.model.graph.input:
+        t = vi.type
+        if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+            return False
+        for d in t.tensor_type.shape.dim:
+            if not (d.HasField("dim_value") or (d.HasField("dim_param") and d.dim_param in mg.dims)):
+                return False
+    return True
