@@ -50,7 +50,7 @@ def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: boo
             if "direct_outputs" in manifest:
                 _save(result.direct_model(), tmp / manifest["direct_outputs"]["file"])
         _write_json(tmp / "partition.json", manifest)
-        _write_json(tmp / "affinity.json", result.affinity())
+        _write_names(tmp / "affinity.json", result.affinity())
         if annotated:
             if progress:
                 progress("writing the annotated model")
@@ -81,12 +81,6 @@ def _write_json(path: Path, data: dict) -> None:
     one, seconds at 100,000 nodes)."""
     dumps = json.dumps
     items = list(data.items())
-    if all(isinstance(v, str) for v in data.values()):   # affinity.json: name -> device
-        enc = json.encoder.encode_basestring_ascii     # the C function json.dumps ends in
-        body = ",\n".join([f" {enc(k)}: {enc(v)}" for k, v in items])
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("{\n" + body + "\n}\n")
-        return
     lines = ["{"]
     for k, (key, value) in enumerate(items):
         comma = "," if k + 1 < len(items) else ""
@@ -99,6 +93,18 @@ def _write_json(path: Path, data: dict) -> None:
     lines.append("}")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def _write_names(path: Path, data: dict[str, str]) -> None:
+    """A flat name -> name mapping (affinity.json), one entry per line, as json.dumps with
+    ``indent=1`` would write it."""
+    if not data:
+        path.write_text("{}\n", encoding="utf-8")
+        return
+    enc = json.encoder.encode_basestring_ascii     # the C function json.dumps ends in
+    body = ",\n".join([f" {enc(k)}: {enc(v)}" for k, v in data.items()])
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("{\n" + body + "\n}\n")
 
 
 def _replace(tmp: Path, out: Path) -> None:
