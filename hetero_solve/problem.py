@@ -60,9 +60,14 @@ class Refusals(MutableMapping):
     only errors and explanations read them, and a static-shape device can refuse 70,000
     nodes of a large model.  Entries set later (pins) override the rows."""
 
-    def __init__(self, rows: list[list]):
+    def __init__(self, rows: list[list], overrides: dict[tuple[int, int], str] | None = None):
         self._rows = rows
-        self._set: dict[tuple[int, int], str] = {}
+        self._set: dict[tuple[int, int], str] = dict(overrides or {})
+
+    def __reduce__(self):
+        # Pickled (a study ships problems to workers) as texts: an entry may refer to the
+        # model it was found in.
+        return Refusals, ([[reason_text(e) for e in row] for row in self._rows], self._set)
 
     def __getitem__(self, key: tuple[int, int]) -> str:
         found = self._set.get(key)

@@ -46,11 +46,10 @@ def test_cached_answers_equal_the_uncached_check(model, dims):
 
 
 @pytest.mark.parametrize("when", [False, True])
-def test_a_cached_refusal_names_each_nodes_own_tensors(tmp_path, when):
-    """Two Relu nodes with the same signature (symbolic shapes) on a static-shape device:
-    each answer must name the node's own tensors, both when it is made from the first
-    non-static tensor directly (no ``when`` condition) and when the second comes from the
-    signature cache (a ``when`` condition)."""
+def test_a_static_shape_refusal_names_each_nodes_own_tensors(tmp_path, when):
+    """Two Relu nodes with symbolic shapes on a static-shape device: each reason names the
+    node's own tensors, with or without a ``when`` condition (which passes here, so the
+    static-shape reason is the one given)."""
     import onnx
     from onnx import TensorProto as T
     from onnx import helper as h
@@ -70,7 +69,31 @@ def test_a_cached_refusal_names_each_nodes_own_tensors(tmp_path, when):
     first, second = checker.refusal(0, 0), checker.refusal(0, 1)
     assert first == "input 0 'x' has a non-static shape ['n'] (NPU needs static shapes)"
     assert second == "input 0 'a' has a non-static shape ['n'] (NPU needs static shapes)"
-    assert len(checker._node_cache) == (1 if when else 0)
+
+
+def test_a_cached_refusal_names_each_nodes_own_tensors(tmp_path):
+    """Two Relu nodes with the same signature (static shapes) refused by a ``when``
+    condition: the second answer comes from the signature cache and must name the second
+    node's tensors."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    nodes = [h.make_node("Relu", ["x"], ["a"], name="r1"), h.make_node("Relu", ["a"], ["b'q"], name="r2")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                         [h.make_tensor_value_info("b'q", T.FLOAT, [2, 3])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    mg = load_model(path)
+    rules = load_rules({"version": 1, "devices": [
+        {"name": "NPU", "ops": {"supported": ["Relu"], "static_shapes": True,
+                                "when": {"Relu": {"max_rank": 1}}}},
+        {"name": "CPU", "ops": {"supported": "all"}}]})
+    checker = SupportChecker(rules, mg)
+    first, second = checker.refusal(0, 0), checker.refusal(0, 1)
+    assert first == "input 0 'x' has rank 2, NPU takes at most 1 (ops.when.Relu.max_rank)"
+    assert second == "input 0 'a' has rank 2, NPU takes at most 1 (ops.when.Relu.max_rank)"
+    assert len(checker._node_cache) == 1
 
 
 def test_a_constant_with_open_dims_is_not_taken_for_static(tmp_path):
@@ -156,3 +179,34 @@ def test_refusals_mapping():
     assert (1, 0) not in r and len(r) == 2
     with pytest.raises(KeyError):
         del r[(0, 0)]
+
+
+def test_refusals_pickle_as_texts():
+    """A study pickles problems: lazy entries (which may refer to the model) become texts."""
+    import pickle
+    from hetero_solve.problem import Refusals
+    r = Refusals([[None, (lambda: "made when read",)]])
+    r[(0, 0)] = "pinned"
+    back = pickle.loads(pickle.dumps(r))
+    assert dict(back) == {(0, 0): "pinned", (1, 0): "made when read"}
+
+
+def test_a_when_condition_reason_comes_before_the_static_shape_one(tmp_path):
+    """A node a static-shape device refuses for a non-static tensor is refused at once; the
+    reason, made when read, is still the when condition's when that refuses too."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    graph = h.make_graph([h.make_node("Add", ["x", "x"], ["y"], name="add")], "g",
+                         [h.make_tensor_value_info("x", T.INT64, ["n"])],
+                         [h.make_tensor_value_info("y", T.INT64, ["n"])])
+    mg = load_model(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]))
+    rules = load_rules({"version": 1, "devices": [
+        {"name": "NPU", "ops": {"supported": ["Add"], "static_shapes": True,
+                                "when": {"Add": {"dtypes": ["float32"]}}}},
+        {"name": "CPU", "ops": {"supported": "all"}}]})
+    from hetero_solve.compile import compile_problem
+    p = compile_problem(mg, rules)
+    assert p.allowed == [(1,)]
+    assert p.why_not(0, 0) == _uncached(rules, mg, 0, 0) == \
+        "input 0 'x' is int64, NPU takes float32 (ops.when.Add.dtypes)"

@@ -49,9 +49,10 @@ class SupportChecker:
         errors and explanations read reasons, and a static-shape device can refuse 70,000
         nodes of a large model.
 
-        The op lists decide most nodes with one lookup per op type.  A node with no ``when``
-        condition is refused for its first non-static tensor.  The rest (a ``when``
-        condition) depend only on the op, the types of the node's tensors (interned
+        The op lists decide most nodes with one lookup per op type.  On a static-shape device
+        a node with a non-static tensor is refused, whatever its ``when`` condition says
+        (which of the two reasons comes first is worked out when the reason is read).  The
+        rest (a ``when`` condition, static tensors) depend only on the op, the types of the node's tensors (interned
         ``TensorType`` objects) and the attributes the condition names, and layers repeat a
         few such signatures: each signature is checked once, on placeholder tensor names (a
         refusal names a tensor by its position), and the answer filled in with each node's
@@ -82,27 +83,33 @@ class SupportChecker:
             if reason is not None:
                 out.append(reason)
                 continue
-            inputs, outputs = all_inputs[i], all_outputs[i]
-            cond = when.get(op)
-            if cond is None and not has_sub[i]:
-                entry = None
-                if nonstatic:   # what node_refusal's static-shape check says, without a node
-                    for k, x in enumerate(inputs):
-                        if x in nonstatic:
-                            entry = (_static_refusal, "input", k, x, types[x], dev.name)
-                            break
-                    else:
-                        for k, x in enumerate(outputs):
-                            if x in nonstatic:
-                                entry = (_static_refusal, "output", k, x, types[x], dev.name)
-                                break
-                out.append(entry)
-                continue
             if has_sub[i]:
                 out.append(self._node_alone(d, i))
                 continue
+            inputs, outputs = all_inputs[i], all_outputs[i]
+            cond = when.get(op)
+            if nonstatic:
+                # A non-static tensor on a static-shape device: refused whatever a when
+                # condition says (it only decides which reason comes first, worked out when
+                # the reason is read).  The first such tensor names the static-shape reason.
+                entry = None
+                for k, x in enumerate(inputs):
+                    if x in nonstatic:
+                        entry = (_static_refusal, "input", k, x, types[x], dev.name)
+                        break
+                else:
+                    for k, x in enumerate(outputs):
+                        if x in nonstatic:
+                            entry = (_static_refusal, "output", k, x, types[x], dev.name)
+                            break
+                if entry is not None:
+                    out.append(entry if cond is None else (self._node_reason, d, i))
+                    continue
+            if cond is None:
+                out.append(None)
+                continue
             attrs = None
-            if cond is not None and cond.attributes:
+            if cond.attributes:
                 attrs = {a.name: a for a in mg.model.graph.node[i].attribute}
             key = (d, op, domains[i], len(inputs),
                    tuple([id(types[x]) if x else 0 for x in inputs + outputs]),
@@ -137,13 +144,17 @@ class SupportChecker:
         return node_refusal(dev, op, slots_in, slots_out, attributes, types.__getitem__,
                             opset, value_idx, mg.domains[i])
 
-    def _node_alone(self, d: int, i: int) -> str | None:
-        """A node with subgraphs: its own tensors, then every node of its bodies."""
+    def _node_reason(self, d: int, i: int) -> str | None:
+        """Node ``i``'s reason on device ``d``, checked alone (no subgraphs)."""
         mg = self.mg
         dev, op, opset, value_idx = self._node_context(d, i)
-        reason = node_refusal(dev, op, mg.inputs[i], mg.outputs[i],
-                              lambda: mg.model.graph.node[i].attribute, mg.tensor_type, opset,
-                              value_idx, mg.domains[i])
+        return node_refusal(dev, op, mg.inputs[i], mg.outputs[i],
+                            lambda: mg.model.graph.node[i].attribute, mg.tensor_type, opset,
+                            value_idx, mg.domains[i])
+
+    def _node_alone(self, d: int, i: int) -> str | None:
+        """A node with subgraphs: its own tensors, then every node of its bodies."""
+        reason = self._node_reason(d, i)
         return reason if reason is not None else self._body_refusal(d, i)
 
     def _body_refusal(self, d: int, i: int) -> str | None:
