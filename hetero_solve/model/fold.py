@@ -67,26 +67,33 @@ def prediction_holds(mg: ModelGraph, predicted: list[int]) -> bool:
     for every predicted node, in graph order, each decision of the real search is the
     prediction's (the other tests do not read shapes), at a fraction of its cost."""
     const = constants_before_folding(mg)
-    ops, inputs, outputs = mg.op_types, mg.inputs, mg.outputs
+    ops, inputs, outputs, types = mg.op_types, mg.inputs, mg.outputs, mg.types
+    small_count = FOLD_LIMIT_BYTES // 16
     for i in predicted:
         if ops[i] == "Shape":
             first = next((x for x in inputs[i] if x), None)
-            if first is None or not (first in const or mg.tensor_type(first).static):
+            if first is None or not (first in const or types[first].static):
                 return False
-        outs = [o for o in outputs[i] if o]
-        if not all(_small_tensor(mg, o) for o in outs):
-            return False
-        const.update(outs)
+        for o in outputs[i]:
+            if o:
+                t = types[o]    # _small_tensor, inlined: 40,000 outputs on the transformer
+                if t.elem_type == 0 or (t.static and t.count > small_count
+                                        and not _small_tensor(mg, o)):
+                    return False
+                const.add(o)
     return True
 
 
 def constants_before_folding(mg: ModelGraph) -> set[str]:
-    """Initializers, sparse initializers and ``Constant`` outputs."""
-    const = set(mg.initializers)
-    const.update(t.values.name for t in mg.model.graph.sparse_initializer)
-    for i in mg.constant_nodes:
-        const.update(o for o in mg.outputs[i] if o)
-    return const
+    """Initializers, sparse initializers and ``Constant`` outputs (a new set each call, from
+    one computed once: shapes do not change it)."""
+    if mg._constants_before is None:
+        const = set(mg.initializers)
+        const.update(t.values.name for t in mg.model.graph.sparse_initializer)
+        for i in mg.constant_nodes:
+            const.update(o for o in mg.outputs[i] if o)
+        mg._constants_before = frozenset(const)
+    return set(mg._constants_before)
 
 
 def _small_tensor(mg: ModelGraph, name: str) -> bool:
