@@ -52,11 +52,11 @@ class SupportChecker:
         The op lists decide most nodes with one lookup per op type.  On a static-shape device
         a node with a non-static tensor is refused, whatever its ``when`` condition says
         (which of the two reasons comes first is worked out when the reason is read).  The
-        rest (a ``when`` condition, static tensors) depend only on the op, the types of the node's tensors (interned
-        ``TensorType`` objects) and the attributes the condition names, and layers repeat a
-        few such signatures: each signature is checked once, on placeholder tensor names (a
-        refusal names a tensor by its position), and the answer filled in with each node's
-        own names.  Nodes with subgraphs are checked alone."""
+        rest (a ``when`` condition, static tensors) depend only on the op, the types of the
+        node's tensors (interned ``TensorType`` objects) and the attributes the condition
+        names, and layers repeat a few such signatures: each signature is checked once, on
+        placeholder tensor names (a refusal names a tensor by its position), and the answer
+        filled in with each node's own names.  Nodes with subgraphs are checked alone."""
         dev = self.rules.devices[d]
         mg = self.mg
         ops, domains, has_sub = mg.op_types, mg.domains, mg.has_subgraph
