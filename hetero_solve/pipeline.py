@@ -105,11 +105,13 @@ class Result:
                        "stages": {k: round(v, 4) for k, v in self.seconds.items()}, **stats},
         }
 
-    def part_model(self, k: int, nodes: list[int] | None = None) -> onnx.ModelProto:
-        """The sub-model of part ``k`` (``nodes``: its nodes, when known, saves a scan)."""
+    def part_model(self, k: int, nodes: list[int] | None = None,
+                   boundary: tuple[list[str], list[str]] | None = None) -> onnx.ModelProto:
+        """The sub-model of part ``k``.  ``nodes`` (its nodes) and ``boundary`` (its inputs
+        and outputs, as the manifest lists them), when known, save recomputing them."""
         if nodes is None:
             nodes = [v for v, q in enumerate(self.solution.part_of) if q == k]
-        ins, outs = part_boundary(self.problem, self.solution, k, nodes)
+        ins, outs = boundary or part_boundary(self.problem, self.solution, k, nodes)
         return build_part_model(self.model_graph, self.problem, self.solution, k, nodes, ins, outs)
 
     def direct_model(self) -> onnx.ModelProto | None:

@@ -105,9 +105,9 @@ def evaluate(problem: Problem, sol: Solution) -> Metrics:
     for p, m in enumerate(mem):
         key = (sol.part_device[p], sol.part_instance[p])
         inst[key] = inst.get(key, 0) + m
-    return Metrics(fallback=fallback_count(problem, sol.node_device()),
-                   partitions=len(set(sol.part_of)), transfer=transfer, part_memory=mem,
-                   instance_memory=inst)
+    return Metrics(fallback=objective_term(problem, sol, "fallback"),
+                   partitions=objective_term(problem, sol, "partitions"), transfer=transfer,
+                   part_memory=mem, instance_memory=inst)
 
 
 def objective_term(problem: Problem, sol: Solution, term: str) -> int:

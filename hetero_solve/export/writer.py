@@ -45,7 +45,8 @@ def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: boo
             for part in manifest["partitions"]:
                 if progress:
                     progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
-                model = result.part_model(part["id"], nodes_of[part["id"]])
+                model = result.part_model(part["id"], nodes_of[part["id"]],
+                                          (part["inputs"], part["outputs"]))
                 _save(model, tmp / part["file"])
             if "direct_outputs" in manifest:
                 _save(result.direct_model(), tmp / manifest["direct_outputs"]["file"])

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .graph import ModelGraph
+from .graph import ModelGraph, TensorType
 
 NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
                               "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"})
@@ -34,6 +34,7 @@ def find_foldable(mg: ModelGraph, *, assume_static: bool = False) -> list[int]:
     skip = set(mg.constant_nodes)
     graph_outputs = set(mg.graph_outputs)
     ops, domains, has_sub, outputs = mg.op_types, mg.domains, mg.has_subgraph, mg.outputs
+    types = mg.types
     folded: list[int] = []
     for i, ins in enumerate(mg.inputs):
         # The common case first, cheaply: a node reading a tensor not known before running.
@@ -53,7 +54,7 @@ def find_foldable(mg: ModelGraph, *, assume_static: bool = False) -> list[int]:
             continue
         outs = [o for o in outputs[i] if o]
         if any(o in graph_outputs for o in outs) or not (
-                assume_static or all(_small_tensor(mg, o) for o in outs)):
+                assume_static or all(_small_tensor(mg, o, types[o]) for o in outs)):
             continue
         folded.append(i)
         const.update(outs)
@@ -68,7 +69,6 @@ def prediction_holds(mg: ModelGraph, predicted: list[int]) -> bool:
     prediction's (the other tests do not read shapes), at a fraction of its cost."""
     const = constants_before_folding(mg)
     ops, inputs, outputs, types = mg.op_types, mg.inputs, mg.outputs, mg.types
-    small_count = FOLD_LIMIT_BYTES // 16
     for i in predicted:
         if ops[i] == "Shape":
             first = next((x for x in inputs[i] if x), None)
@@ -76,9 +76,7 @@ def prediction_holds(mg: ModelGraph, predicted: list[int]) -> bool:
                 return False
         for o in outputs[i]:
             if o:
-                t = types[o]    # _small_tensor, inlined: 40,000 outputs on the transformer
-                if t.elem_type == 0 or (t.static and t.count > small_count
-                                        and not _small_tensor(mg, o)):
+                if not _small_tensor(mg, o, types[o]):
                     return False
                 const.add(o)
     return True
@@ -96,8 +94,8 @@ def constants_before_folding(mg: ModelGraph) -> set[str]:
     return set(mg._constants_before)
 
 
-def _small_tensor(mg: ModelGraph, name: str) -> bool:
-    t = mg.types[name]
+def _small_tensor(mg: ModelGraph, name: str, t: TensorType) -> bool:
+    """Is tensor ``name`` (of type ``t``) small enough to fold?"""
     if t.elem_type == 0:
         return False
     if not t.static:

@@ -162,7 +162,6 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
     checker and the first shape inference run in forked processes alongside flattening
     (:mod:`.parallel`); ``defer_check``: see :func:`load_model`."""
     from .parallel import Forked, fork_pays
-    from .fold import constants_before_folding
     from .shapes import analyse_shapes, forked_first_inference
     from .structure import compute_ahead
 
@@ -182,7 +181,7 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
         mg.dims = dims
         if inferring is not None:
             # The inference takes longer than flattening: meanwhile, the graph's structure.
-            compute_ahead(mg, constants_before_folding(mg))
+            compute_ahead(mg)
         done = inferring.result() if inferring is not None else None
         inferred = done[1] if done and done[0] == "ok" else None   # bytes: parsed when needed
         analyse_shapes(mg, fold=fold, inferred=inferred)

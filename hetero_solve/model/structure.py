@@ -141,27 +141,28 @@ def structure(mg: ModelGraph, placeable: list[int]) -> dict:
     return node_structure(name_refs(mg, placeable), placeable, mg.constant_tensors)
 
 
-def compute_ahead(mg: ModelGraph, constants: set[str]) -> None:
+def compute_ahead(mg: ModelGraph) -> None:
     """Before shapes are known: the name ids of every non-``Constant`` node, the model
-    graph's shape-independent caches, and the structure as folding will most likely leave it.
+    graph's shape-independent caches, and the structure as folding will most likely leave it
+    (the constants known before folding, and the predicted folded outputs).
 
     When every graph input's shape is static once ``dims`` are given, every shape most likely
     is, and the foldable nodes are predicted as if it were (``mg._fold_prediction``: the
     nodes, the placeable rest, their structure; checked against the real shapes by
     :func:`.fold.prediction_holds`).  Otherwise nothing is predicted to fold."""
-    from .fold import find_foldable
+    from .fold import constants_before_folding, find_foldable
     mg.raw_initializer_bytes()
     mg.initializer_types()
     mg.tensors_needing_a_type()
     nodes = mg.placeable()
     refs = name_refs(mg, nodes)
+    constants = constants_before_folding(mg)
     folded = find_foldable(mg, assume_static=True) if _inputs_static(mg) else []
     if folded:
         dropped = set(folded)
         rest = [i for i in nodes if i not in dropped]
-        const = set(constants)
-        const.update(o for i in folded for o in mg.outputs[i] if o)
-        mg._fold_prediction = (folded, rest, node_structure(refs, rest, const))
+        constants.update(o for i in folded for o in mg.outputs[i] if o)
+        mg._fold_prediction = (folded, rest, node_structure(refs, rest, constants))
         mg._structure_ahead = (refs, None)
     else:
         mg._structure_ahead = (refs, node_structure(refs, nodes, constants))

@@ -92,18 +92,11 @@ class SupportChecker:
                 # A non-static tensor on a static-shape device: refused whatever a when
                 # condition says (it only decides which reason comes first, worked out when
                 # the reason is read).  The first such tensor names the static-shape reason.
-                entry = None
-                for k, x in enumerate(inputs):
-                    if x in nonstatic:
-                        entry = (_static_refusal, "input", k, x, types[x], dev.name)
-                        break
-                else:
-                    for k, x in enumerate(outputs):
-                        if x in nonstatic:
-                            entry = (_static_refusal, "output", k, x, types[x], dev.name)
-                            break
-                if entry is not None:
-                    out.append(entry if cond is None else (self._node_reason, d, i))
+                first = _first_open(inputs, outputs, nonstatic.__contains__)
+                if first is not None:
+                    role, k, x = first
+                    out.append((_static_refusal, role, k, x, types[x], dev.name) if cond is None
+                               else (self._node_reason, d, i))
                     continue
             if cond is None:
                 out.append(None)
@@ -131,7 +124,7 @@ class SupportChecker:
         return dev, op, opset, value_idx
 
     def _signature_refusal(self, d: int, i: int, attrs: dict | None) -> str | None:
-        """The check of node ``i`` on placeholder tensor names (see :meth:`refusals`)."""
+        """The check of node ``i`` on placeholder tensor names (see :meth:`lazy_refusals`)."""
         mg = self.mg
         dev, op, opset, value_idx = self._node_context(d, i)
         inputs, outputs = mg.inputs[i], mg.outputs[i]
@@ -244,15 +237,26 @@ def node_refusal(dev: DeviceRules, op: str, inputs: tuple[str, ...], outputs: tu
         if reason:
             return reason
     if dev.static_shapes:
-        for role, names in (("input", inputs), ("output", outputs)):
-            for k, name in enumerate(names):
-                if name and not (t := type_of(name)).static:
-                    return _static_refusal(role, k, name, t, dev.name)
+        first = _first_open(inputs, outputs, lambda name: not type_of(name).static)
+        if first is not None:
+            role, k, name = first
+            return _static_refusal(role, k, name, type_of(name), dev.name)
+    return None
+
+
+def _first_open(inputs: tuple[str, ...], outputs: tuple[str, ...],
+                is_open: Callable[[str], bool]) -> tuple[str, int, str] | None:
+    """The first tensor of a node, inputs then outputs, whose shape is not static:
+    ``(role, position, name)``, or None."""
+    for role, names in (("input", inputs), ("output", outputs)):
+        for k, name in enumerate(names):
+            if name and is_open(name):
+                return role, k, name
     return None
 
 
 def _static_refusal(role: str, k: int, name: str, t: TensorType, device: str) -> str:
-    """The first tensor of a node (inputs, then outputs) whose shape is not static."""
+    """The static-shape reason, naming the node's first open tensor (:func:`_first_open`)."""
     shape = "unknown" if t.shape is None else list(t.shape)
     return f"{role} {k} {name!r} has a non-static shape {shape} ({device} needs static shapes)"
 
