@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 
+from .arrays import remember_flat
 from .errors import InfeasibleError, RuleError
 from .model.graph import ModelGraph
 from .model.structure import structure
@@ -39,7 +40,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     unknown = mg.unknown_size_warning()
     if unknown:
         warnings.append(unknown)
-    return Problem(
+    problem = Problem(
         devices=[Device(d.name, d.memory, d.instances, d.enforce_values) for d in rules.devices],
         names=names, op_types=ops, allowed=allowed, succ=struct["succ"], pred=struct["pred"],
         value_pred=value_pred, tensor_names=t_names, tensor_bytes=t_bytes,
@@ -52,6 +53,8 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         meta={"model": mg.path, "rules": rules.path, "folded": list(mg.folded),
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
               "dims": dict(mg.dims), "opset": mg.opset})
+    remember_flat(problem, struct["flat"])
+    return problem
 
 
 def _value_edges(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int]) -> list[list[int]]:

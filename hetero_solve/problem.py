@@ -15,6 +15,8 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, MutableMapping, Sequence
 
+from .arrays import arrays_of
+
 OBJECTIVE_TERMS = ("fallback", "partitions", "transfer")
 
 
@@ -131,6 +133,13 @@ class Problem:
     def n(self) -> int:
         return len(self.names)
 
+    def __getstate__(self) -> dict:
+        # The numpy views of :mod:`hetero_solve.arrays` are a cache: rebuilt where needed.
+        state = dict(self.__dict__)
+        state.pop("_arrays", None)
+        state.pop("_flat", None)
+        return state
+
     def preferred(self, v: int) -> int:
         return self.allowed[v][0]
 
@@ -188,6 +197,9 @@ def part_memory(problem: Problem, nodes: Iterable[int], member: Sequence[int] | 
 def part_memories(problem: Problem, part_of: Sequence[int], num_parts: int) -> tuple[list[int], int]:
     """Memory of every part and the transfer, in one O(V + E) pass (the same definitions as
     :func:`part_memory` and :func:`transfer_bytes`, which the tests hold it to)."""
+    arrays = arrays_of(problem)
+    if arrays is not None:
+        return arrays.part_memories(part_of, num_parts)
     mem = [0] * num_parts
     cb = problem.const_bytes
     seen_const: set[tuple[int, int]] = set()
@@ -236,6 +248,9 @@ def part_memories(problem: Problem, part_of: Sequence[int], num_parts: int) -> t
 def transfer_bytes(problem: Problem, part_of: Sequence[int]) -> int:
     """SPEC section 6: each produced tensor counts once per consuming part other than its
     producer's; graph inputs and constants do not count."""
+    arrays = arrays_of(problem)
+    if arrays is not None:
+        return arrays.transfer(part_of)
     total = 0
     tb = problem.tensor_bytes
     consumers = problem.tensor_consumers

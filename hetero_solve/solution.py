@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from .arrays import arrays_of
 from .problem import Problem, fallback_count, part_memories, transfer_bytes
 
 
@@ -51,6 +52,9 @@ class Metrics:
 
 def quotient_edges(problem: Problem, part_of: list[int]) -> set[tuple[int, int]]:
     """Edges P -> Q between different parts (SPEC section 1, condition 3)."""
+    arrays = arrays_of(problem)
+    if arrays is not None:
+        return arrays.quotient_edges(part_of)
     edges = set()
     for u, succ in enumerate(problem.succ):
         pu = part_of[u]
@@ -113,6 +117,9 @@ def evaluate(problem: Problem, sol: Solution) -> Metrics:
 def objective_term(problem: Problem, sol: Solution, term: str) -> int:
     """One term of SPEC section 6 alone (what :func:`evaluate` gives, without part memories)."""
     if term == "fallback":
+        arrays = arrays_of(problem)
+        if arrays is not None:
+            return arrays.fallback(sol.part_of, sol.part_device)
         return fallback_count(problem, sol.node_device())
     if term == "partitions":
         return len(set(sol.part_of))

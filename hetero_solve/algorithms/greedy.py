@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import InfeasibleError
-from ..problem import Problem, fallback_count, topological_order
+from ..problem import Problem, topological_order
 from ..solution import Solution, objective_term
 from ..units import format_bytes
 
@@ -58,7 +58,7 @@ def _cannot_improve(problem: Problem, sol: Solution) -> bool:
     obj = problem.objective
     if not obj.lexicographic and any(w < 0 for w in obj.weights.values()):
         return False
-    return sol.num_parts <= 1 and fallback_count(problem, sol.node_device()) == 0
+    return sol.num_parts <= 1 and objective_term(problem, sol, "fallback") == 0
 
 
 def _better(problem: Problem, a: Solution, b: Solution) -> Solution:

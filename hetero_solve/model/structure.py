@@ -20,6 +20,7 @@ from itertools import chain
 
 import numpy as np
 
+from ..arrays import distinct
 from .graph import ModelGraph
 
 
@@ -96,7 +97,7 @@ def node_structure(refs: NameRefs, placeable: list[int], const: set[str]) -> dic
     # Data edges: (producer, reader) pairs, distinct, sorted by reader then producer.
     src = producer[input_ids]
     made = src >= 0
-    pairs = np.unique(readers[made] * max(n, 1) + src[made])
+    pairs = distinct(readers[made] * max(n, 1) + src[made])
     edge_to, edge_from = pairs // max(n, 1), pairs % max(n, 1)
     by_producer = np.argsort(edge_from, kind="stable")               # by producer, then reader
     return {
@@ -109,13 +110,20 @@ def node_structure(refs: NameRefs, placeable: list[int], const: set[str]) -> dic
         "tensor_consumers": _cut(readers[by_tensor], np.cumsum(np.bincount(input_ids, minlength=T))),
         "pred": _cut(edge_from, np.cumsum(np.bincount(edge_to, minlength=n))),
         "succ": _cut(edge_to[by_producer], np.cumsum(np.bincount(edge_from, minlength=n))),
+        # The same pairs flat, for :class:`hetero_solve.arrays.ProblemArrays`.
+        "flat": {"read_tensor": input_ids, "read_node": readers,
+                 "const_node": np.repeat(np.arange(n), np.diff(const_ends, prepend=0)),
+                 "const_id": const_ids, "edge_from": edge_from, "edge_to": edge_to},
     }
 
 
 def _first_appearance(ids: np.ndarray) -> np.ndarray:
     """The distinct values of ``ids`` in the order they first appear."""
-    distinct, first = np.unique(ids, return_index=True)
-    return distinct[np.argsort(first, kind="stable")]
+    order = np.argsort(ids, kind="stable")     # equal ids keep their order: first one first
+    ids_sorted = ids[order]
+    first = np.ones(len(ids), dtype=bool)
+    first[1:] = ids_sorted[1:] != ids_sorted[:-1]
+    return ids[np.sort(order[first])]
 
 
 def _cut(flat: np.ndarray, ends: np.ndarray) -> list[list[int]]:

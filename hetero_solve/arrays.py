@@ -1,0 +1,156 @@
+"""The measures of a partition as numpy passes, for large problems.
+
+Evaluating a partition of a 100,000-node model (its transfer, fallback, part memories and
+quotient edges) walks every tensor and edge; in Python that is 15-90 ms per measure, and the
+pipeline takes several (the heuristic compares two passes, the validator and the manifest
+read the answer).  Here the problem's lists are turned once into flat arrays, "tensor t is
+read by node c" pairs and "u -> v" edge pairs, and each measure becomes a gather, a compare
+and a sort over those pairs: a few milliseconds.
+
+The definitions are :mod:`hetero_solve.problem`'s (SPEC sections 5 and 6), which call in here
+for problems of at least :data:`MIN_NODES` nodes; the tests hold both paths to the same answers.
+Below that size the Python loops are faster than building arrays.
+
+The arrays are derived from the problem when first needed and kept with it, so a problem must
+not be changed after it has been measured (nothing in the pipeline does).
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+from operator import itemgetter
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .problem import Problem
+
+MIN_NODES = 2000
+_INT64_LIMIT = 2 ** 62     # with margin: sums of byte counts stay exact in int64
+
+
+class ProblemArrays:
+    """Flat int64 views of a problem's tensors, constants and edges.  ``flat`` are the pairs
+    as compile's structure step already has them (see :func:`remember_flat`); without it they
+    are read from the problem's lists."""
+
+    def __init__(self, problem: "Problem", flat: dict[str, np.ndarray] | None = None):
+        n = problem.n
+        self.n = n
+        flat = flat or _flat_pairs(problem)
+        self.tensor_bytes = np.array(problem.tensor_bytes, dtype=np.int64)
+        # The producer of each tensor as an index into part_of extended by one slot: a graph
+        # input's producer (-1) reads that slot, which holds -1, a part no node is in.
+        self.producer = np.array(problem.tensor_producer, dtype=np.int64)
+        self.produced = self.producer >= 0
+        self.is_output = np.array(problem.tensor_is_output, dtype=bool)
+        self.read_tensor = flat["read_tensor"]      # "tensor t is read by node c" pairs
+        self.read_node = flat["read_node"]
+        self.read_producer = self.producer[self.read_tensor]
+        self.const_node = flat["const_node"]        # "node v reads constant c" pairs
+        self.const_id = flat["const_id"]
+        self.const_bytes = np.array(problem.const_bytes, dtype=np.int64)
+        self.n_consts = len(problem.const_bytes)
+        self.edge_from = flat["edge_from"]          # data edges u -> v
+        self.edge_to = flat["edge_to"]
+        self.preferred = np.fromiter(map(itemgetter(0), problem.allowed), dtype=np.int64, count=n)
+
+    def _parts(self, part_of: Sequence[int]) -> np.ndarray:
+        """``part_of`` with one extra slot holding -1 (see ``producer``)."""
+        out = np.empty(self.n + 1, dtype=np.int64)
+        out[:self.n] = part_of
+        out[self.n] = -1
+        return out
+
+    def _foreign_reads(self, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct ``(tensor, part)`` pairs where a part reads a tensor it does not make."""
+        reader_part = parts[self.read_node]
+        foreign = reader_part != parts[self.read_producer]
+        stride = int(parts.max()) + 2
+        keys = distinct(self.read_tensor[foreign] * stride + reader_part[foreign])
+        return keys // stride, keys % stride
+
+    def transfer(self, part_of: Sequence[int]) -> int:
+        """:func:`hetero_solve.problem.transfer_bytes`."""
+        tensor, _ = self._foreign_reads(self._parts(part_of))
+        tensor = tensor[self.produced[tensor]]
+        return int(self.tensor_bytes[tensor].sum())
+
+    def part_memories(self, part_of: Sequence[int], num_parts: int) -> tuple[list[int], int]:
+        """:func:`hetero_solve.problem.part_memories`."""
+        parts = self._parts(part_of)
+        mem = np.zeros(num_parts, dtype=np.int64)
+        tb = self.tensor_bytes
+        # Inputs: each part reading a tensor made elsewhere (or a graph input) holds it.
+        tensor, part = self._foreign_reads(parts)
+        np.add.at(mem, part, tb[tensor])
+        made = tensor[self.produced[tensor]]
+        transfer = int(tb[made].sum())
+        # Outputs: the maker holds a tensor that another part reads or the graph outputs.
+        leaves = self.is_output & self.produced
+        leaves[made] = True
+        made_here = np.flatnonzero(leaves)
+        np.add.at(mem, parts[self.producer[made_here]], tb[made_here])
+        # Constants: once per part that reads them.
+        if len(self.const_id):
+            keys = distinct(parts[self.const_node] * self.n_consts + self.const_id)
+            np.add.at(mem, keys // self.n_consts, self.const_bytes[keys % self.n_consts])
+        return mem.tolist(), transfer
+
+    def fallback(self, part_of: Sequence[int], part_device: Sequence[int]) -> int:
+        """:func:`hetero_solve.problem.fallback_count` of the partition's node devices."""
+        node_device = np.asarray(part_device, dtype=np.int64)[np.asarray(part_of, dtype=np.int64)]
+        return int(np.count_nonzero(node_device != self.preferred))
+
+    def quotient_edges(self, part_of: Sequence[int]) -> set[tuple[int, int]]:
+        """:func:`hetero_solve.solution.quotient_edges`."""
+        parts = np.asarray(part_of, dtype=np.int64)
+        a, b = parts[self.edge_from], parts[self.edge_to]
+        cut = a != b
+        stride = int(parts.max()) + 1 if len(parts) else 1
+        keys = distinct(a[cut] * stride + b[cut])
+        return set(zip((keys // stride).tolist(), (keys % stride).tolist()))
+
+
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """The distinct values of an int array, sorted: ``np.unique(keys)``, which takes 30-50
+    times as long on 130,000 int64 keys with numpy 2.4 (50-80 ms against 2 ms for a sort)."""
+    keys = np.sort(keys)
+    if len(keys) > 1:
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    return keys
+
+
+def _flat_pairs(problem: "Problem") -> dict[str, np.ndarray]:
+    """The pairs :class:`ProblemArrays` needs, read from the problem's lists."""
+    def pairs(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        count = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        owner = np.repeat(np.arange(len(lists), dtype=np.int64), count)
+        return owner, np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(count.sum()))
+    read_tensor, read_node = pairs(problem.tensor_consumers)
+    const_node, const_id = pairs(problem.node_consts)
+    edge_from, edge_to = pairs(problem.succ)
+    return {"read_tensor": read_tensor, "read_node": read_node, "const_node": const_node,
+            "const_id": const_id, "edge_from": edge_from, "edge_to": edge_to}
+
+
+def remember_flat(problem: "Problem", flat: dict[str, np.ndarray]) -> None:
+    """Keep the pairs compile found (the same as :func:`_flat_pairs` would read, in another
+    order) for when the problem is first measured: saves flattening its lists again."""
+    problem.__dict__["_flat"] = flat
+
+
+def arrays_of(problem: "Problem") -> ProblemArrays | None:
+    """The problem's arrays (built on first use), or None when the Python loops should run:
+    a small problem, or byte counts so large that int64 sums could overflow."""
+    if problem.n < MIN_NODES:
+        return None
+    cached = problem.__dict__.get("_arrays")
+    if cached is None:
+        most_reads = max(map(len, problem.tensor_consumers), default=0)
+        bound = (sum(problem.tensor_bytes) + sum(problem.const_bytes)) * max(1, most_reads)
+        cached = (ProblemArrays(problem, problem.__dict__.pop("_flat", None))
+                  if bound < _INT64_LIMIT else False)
+        problem.__dict__["_arrays"] = cached
+    return cached or None

@@ -1,0 +1,173 @@
+"""The numpy measures (hetero_solve.arrays) give the Python definitions' answers.
+
+Large problems (at least ``MIN_NODES`` nodes) are measured by numpy passes; these tests lower
+the threshold so that small random problems go through both paths, with graph inputs, tensors
+read by several parts, graph outputs, unread outputs and constants shared between nodes.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hetero_solve as hs
+from hetero_solve import arrays
+from hetero_solve.arrays import _flat_pairs, arrays_of, distinct
+from hetero_solve.model.structure import _first_appearance
+from hetero_solve.problem import (Device, Problem, fallback_count, part_memories, part_memory,
+                                  transfer_bytes)
+from hetero_solve.solution import Solution, evaluate, objective_term, quotient_edges
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def random_tensor_problem(rng: random.Random, n: int, devices: int = 3) -> Problem:
+    """Nodes in topological order reading distinct earlier tensors; a few graph inputs, one
+    or two outputs per node, random graph outputs, constants shared between nodes."""
+    producer = [-1] * rng.randint(1, 3)                       # graph inputs
+    node_inputs, node_outputs = [], []
+    for v in range(n):
+        k = min(len(producer), rng.randint(0, 3))
+        node_inputs.append(sorted(rng.sample(range(len(producer)), k)))
+        outs = []
+        for _ in range(rng.randint(1, 2)):
+            outs.append(len(producer))
+            producer.append(v)
+        node_outputs.append(outs)
+    T = len(producer)
+    consumers: list[list[int]] = [[] for _ in range(T)]
+    for v, ins in enumerate(node_inputs):
+        for t in ins:
+            consumers[t].append(v)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    pred: list[list[int]] = [[] for _ in range(n)]
+    for v, ins in enumerate(node_inputs):
+        for u in sorted({producer[t] for t in ins if producer[t] >= 0}):
+            succ[u].append(v)
+            pred[v].append(u)
+    C = rng.randint(0, 6)
+    allowed = [tuple(rng.sample(range(devices), rng.randint(1, devices))) for _ in range(n)]
+    return Problem(
+        devices=[Device(f"D{d}") for d in range(devices)], names=[f"n{v}" for v in range(n)],
+        op_types=["Op"] * n, allowed=allowed, succ=succ, pred=pred,
+        value_pred=[[] for _ in range(n)], tensor_names=[f"t{t}" for t in range(T)],
+        tensor_bytes=[rng.randint(1, 1000) for _ in range(T)], tensor_producer=producer,
+        tensor_consumers=consumers, tensor_is_output=[rng.random() < 0.2 for _ in range(T)],
+        node_inputs=node_inputs, node_outputs=node_outputs,
+        const_names=[f"c{c}" for c in range(C)], const_bytes=[rng.randint(1, 50) for _ in range(C)],
+        node_consts=[sorted(rng.sample(range(C), rng.randint(0, min(C, 2)))) for _ in range(n)])
+
+
+def measures(p: Problem, sol: Solution) -> tuple:
+    return (evaluate(p, sol).as_dict(), evaluate(p, sol).part_memory,
+            transfer_bytes(p, sol.part_of), quotient_edges(p, sol.part_of),
+            objective_term(p, sol, "fallback"))
+
+
+@pytest.fixture
+def numpy_path(monkeypatch):
+    monkeypatch.setattr(arrays, "MIN_NODES", 0)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_numpy_measures_equal_the_definitions(seed, monkeypatch):
+    rng = random.Random(seed)
+    n = rng.randint(1, 80)
+    p = random_tensor_problem(rng, n)
+    k = rng.randint(1, 6)
+    part_of = [rng.randrange(k) for _ in range(n)]
+    used = sorted(set(part_of))
+    part_of = [used.index(q) for q in part_of]          # parts 0..k-1, none empty
+    k = len(used)
+    sol = Solution(part_of, [rng.randrange(3) for _ in range(k)], [0] * k)
+
+    monkeypatch.setattr(arrays, "MIN_NODES", 10 ** 9)
+    python = measures(p, sol)
+    assert arrays_of(p) is None
+    monkeypatch.setattr(arrays, "MIN_NODES", 0)
+    assert arrays_of(p) is not None
+    numpy = measures(p, sol)
+    assert numpy == python
+    # ... and both are SPEC's definitions, applied part by part.
+    mem, transfer = part_memories(p, part_of, k)
+    assert mem == [part_memory(p, [v for v in range(n) if part_of[v] == q]) for q in range(k)]
+    expected_transfer = sum(p.tensor_bytes[t] * len({part_of[c] for c in p.tensor_consumers[t]}
+                                                    - {part_of[p.tensor_producer[t]]})
+                            for t in range(len(p.tensor_names)) if p.tensor_producer[t] >= 0)
+    assert transfer == expected_transfer
+    assert numpy[4] == fallback_count(p, sol.node_device())
+    assert numpy[3] == {(part_of[u], part_of[v]) for u in range(n) for v in p.succ[u]
+                        if part_of[u] != part_of[v]}
+
+
+def test_one_part_and_every_node_alone(numpy_path):
+    rng = random.Random(7)
+    p = random_tensor_problem(rng, 40)
+    for part_of in ([0] * 40, list(range(40))):
+        k = max(part_of) + 1
+        sol = Solution(part_of, [0] * k, [0] * k)
+        mem, transfer = part_memories(p, part_of, k)
+        assert mem == [part_memory(p, [v for v in range(40) if part_of[v] == q]) for q in range(k)]
+        assert quotient_edges(p, part_of) == ({(u, v) for u in range(40) for v in p.succ[u]}
+                                              if k > 1 else set())
+        assert (transfer == 0) == (k == 1)
+        assert objective_term(p, sol, "fallback") == sum(1 for a in p.allowed if a[0] != 0)
+
+
+def test_compile_hands_over_the_pairs_it_found():
+    """The flat pairs compile keeps are the problem's own lists, flattened (as sets)."""
+    rules = hs.load_rules(ROOT / "rules" / "npu-gpu-cpu.yaml")
+    mg = hs.load_model(ROOT / "examples" / "transformer_encoder.onnx")
+    p = hs.compile_problem(mg, rules)
+    kept = p.__dict__["_flat"]
+    read = _flat_pairs(p)
+    for a, b in (("read_tensor", "read_node"), ("const_node", "const_id"), ("edge_from", "edge_to")):
+        assert set(zip(kept[a].tolist(), kept[b].tolist())) == set(zip(read[a].tolist(), read[b].tolist()))
+        assert len(kept[a]) == len(read[a])                       # no pair twice
+
+
+def test_a_solved_example_measures_the_same_both_ways(monkeypatch):
+    rules = hs.load_rules(ROOT / "rules" / "npu-static.yaml")
+    mg = hs.load_model(ROOT / "examples" / "transformer_encoder.onnx", {**rules.dims, "seq": 16})
+    p = hs.compile_problem(mg, rules)
+    sol = hs.heuristic(p)
+    monkeypatch.setattr(arrays, "MIN_NODES", 0)
+    numpy = measures(p, sol)
+    assert "_flat" not in p.__dict__          # taken by the arrays
+    monkeypatch.setattr(arrays, "MIN_NODES", 10 ** 9)
+    assert measures(p, sol) == numpy
+    assert numpy[0]["partitions"] == sol.num_parts > 1
+
+
+def test_pickled_problems_leave_the_cache_behind(numpy_path):
+    p = random_tensor_problem(random.Random(3), 30)
+    part_of = [v % 4 for v in range(30)]
+    before = transfer_bytes(p, part_of)
+    assert "_arrays" in p.__dict__
+    q = pickle.loads(pickle.dumps(p))
+    assert "_arrays" not in q.__dict__ and "_flat" not in q.__dict__
+    assert q == p and transfer_bytes(q, part_of) == before
+
+
+def test_byte_counts_too_large_for_int64_use_python_integers(numpy_path):
+    p = random_tensor_problem(random.Random(5), 20)
+    p.tensor_bytes = [2 ** 62 + t for t in range(len(p.tensor_names))]
+    assert arrays_of(p) is None
+    part_of = [v % 3 for v in range(20)]
+    mem, transfer = part_memories(p, part_of, 3)
+    assert mem == [part_memory(p, [v for v in range(20) if part_of[v] == q]) for q in range(3)]
+    assert max(mem) > 2 ** 63            # exact, no wrap-around
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_distinct_and_first_appearance(seed):
+    rng = np.random.default_rng(seed)
+    for size in (0, 1, 2, 50, 5000):
+        keys = rng.integers(0, max(1, size // 3), size)
+        assert np.array_equal(distinct(keys), np.unique(keys))
+        expected = list(dict.fromkeys(keys.tolist()))
+        assert _first_appearance(keys).tolist() == expected
