@@ -35,7 +35,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     value_pred = _value_edges(mg, rules, placeable, index)
 
     graph_outputs = set(mg.graph_outputs)
-    t_bytes = mg.bytes_of(t_names)
+    t_bytes = mg.bytes_of(t_names, initializers=False)   # initializers are constants
     c_bytes = mg.bytes_of(c_names)
     unknown = mg.unknown_size_warning()
     if unknown:

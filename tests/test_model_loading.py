@@ -122,3 +122,22 @@ def test_unreadable_and_invalid_models_are_model_errors(tmp_path):
     onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path))
     with pytest.raises(hs.ModelError, match="not a valid ONNX model"):
         load_model(path)
+
+
+@pytest.mark.parametrize("example", ["transformer_encoder", "resnet_like", "control_flow"])
+@pytest.mark.parametrize("dims", [{}, {"batch": 1, "seq": 16}])
+def test_sizes_in_bulk_equal_sizes_one_by_one(example, dims):
+    """bytes_of (what compile sizes every tensor and constant with), with and without
+    looking names up among the raw initializers, against tensor_bytes name by name; the
+    tensors of unknown size are the same."""
+    mg = load_model(EXAMPLES / f"{example}.onnx", dims)
+    structure = hs.model.structure.structure(mg, mg.placeable())
+    tensors, consts = structure["tensor_names"], structure["const_names"]
+    assert consts and tensors
+    one_by_one = [mg.tensor_bytes(x) for x in tensors + consts]
+    unknown = set(mg._unknown_dim_tensors)
+    assert bool(unknown) == (not dims or example == "control_flow")
+    mg._unknown_dim_tensors.clear()
+    assert mg.bytes_of(tensors, initializers=False) + mg.bytes_of(consts) == one_by_one
+    assert mg.bytes_of(tensors + consts) == one_by_one
+    assert mg._unknown_dim_tensors == unknown

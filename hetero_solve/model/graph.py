@@ -139,6 +139,7 @@ class ModelGraph:
     _parsed: dict[bytes, TensorType] = field(default_factory=dict, repr=False)
     _nonstatic: set[str] | None = field(default=None, repr=False)
     _raw_bytes: dict[str, int] | None = field(default=None, repr=False)
+    _raw_undeclared: dict[str, int] | None = field(default=None, repr=False)
     _initializer_types: dict[str, TensorType] | None = field(default=None, repr=False)
     _untyped_candidates: set[str] | None = field(default=None, repr=False)
     _interned: dict[tuple, TensorType] = field(default_factory=dict, repr=False)
@@ -205,6 +206,7 @@ class ModelGraph:
             t = type_of_proto(onnx.TypeProto.FromString(key))
             parsed[key] = self._intern(t.elem_type, t.shape)
         self._declared = dict(zip(names, map(parsed.__getitem__, type_bytes)))
+        self._raw_undeclared = None
         self._declared_bytes = (names, type_bytes)
         self._value_info = None
         self._types = TypeTable(self.initializer_types(), self._declared)
@@ -216,6 +218,7 @@ class ModelGraph:
             t = self._intern(onnx.helper.np_dtype_to_tensor_dtype(value.dtype), tuple(value.shape))
             self._declared[name] = self.types[name] = t
         self._nonstatic = None
+        self._raw_undeclared = None
 
     def value_info_proto(self, name: str) -> onnx.ValueInfoProto | None:
         """The inferred ``ValueInfoProto`` of a tensor, if inference declared one."""
@@ -251,30 +254,45 @@ class ModelGraph:
         so that a warning can name it, SPEC section 5)."""
         return self.bytes_of([name])[0]
 
-    def bytes_of(self, names: list[str]) -> list[int]:
+    def bytes_of(self, names: list[str], *, initializers: bool = True) -> list[int]:
         """:meth:`tensor_bytes` of each name.  An initializer stored as raw bytes with no
         declared type is its byte count (the same number), read without parsing its dims (four
         times faster; the weights of a large model are a hundred thousand of them).  The rest
-        are sized once per distinct type (a model repeats few)."""
-        declared = self._declared
-        raw = self.raw_initializer_bytes()
-        if not raw.keys().isdisjoint(declared.keys()):   # a declared type wins
-            raw = {x: b for x, b in raw.items() if x not in declared}
-        sizes = list(map(raw.get, names))
-        rest = [k for k, b in enumerate(sizes) if b is None]
-        if rest:
-            types = self.types
-            rest_types = [types[names[k]] for k in rest]
-            distinct = {id(t): t for t in rest_types}
-            size_of = {i: _size_of(t) for i, t in distinct.items()}
-            open_ids = {i for i, t in distinct.items() if not t.static or t.elem_type == 0}
-            unknown = self._unknown_dim_tensors
-            for k, t in zip(rest, rest_types):
-                i = id(t)
-                sizes[k] = size_of[i]
-                if i in open_ids:
-                    unknown.add(names[k])
+        are sized once per distinct type (a model repeats few).  ``initializers=False``: the
+        caller knows that no name is an initializer (skips looking each one up)."""
+        if initializers:
+            sizes = list(map(self._raw_sizes().get, names))
+            rest = [k for k, b in enumerate(sizes) if b is None]
+        else:
+            sizes, rest = [], range(len(names))
+        if not rest:
+            return sizes
+        # Per name only C-level maps (a hundred thousand names): type, its id, its size.
+        rest_names = names if len(rest) == len(names) else [names[k] for k in rest]
+        rest_types = list(map(self.types.__getitem__, rest_names))
+        ids = list(map(id, rest_types))     # types are shared objects; their hash is slow
+        distinct = dict(zip(ids, rest_types))
+        size_of = {i: _size_of(t) for i, t in distinct.items()}
+        rest_sizes = list(map(size_of.__getitem__, ids))
+        open_ids = {i for i, t in distinct.items() if not t.static or t.elem_type == 0}
+        if open_ids:
+            self._unknown_dim_tensors.update(
+                itertools.compress(rest_names, map(open_ids.__contains__, ids)))
+        if len(rest) == len(names):
+            return rest_sizes
+        for k, b in zip(rest, rest_sizes):
+            sizes[k] = b
         return sizes
+
+    def _raw_sizes(self) -> dict[str, int]:
+        """:meth:`raw_initializer_bytes` of the initializers whose type is not declared (a
+        declared type wins)."""
+        if self._raw_undeclared is None:
+            raw, declared = self.raw_initializer_bytes(), self._declared
+            if not raw.keys().isdisjoint(declared.keys()):
+                raw = {x: b for x, b in raw.items() if x not in declared}
+            self._raw_undeclared = raw
+        return self._raw_undeclared
 
     def initializer_types(self) -> dict[str, TensorType]:
         """Each dense initializer's type from its own dims (computed once; shapes do not
