@@ -45,8 +45,13 @@ class ProblemArrays:
         self.producer = np.array(problem.tensor_producer, dtype=np.int64)
         self.produced = self.producer >= 0
         self.is_output = np.array(problem.tensor_is_output, dtype=bool)
-        self.read_tensor = flat["read_tensor"]      # "tensor t is read by node c" pairs
+        # "Node v reads tensor t" pairs in node order, then input position (the boundaries
+        # list names in that order); "node v writes tensor t" pairs likewise.
+        self.read_tensor = flat["read_tensor"]
         self.read_node = flat["read_node"]
+        self.write_tensor = flat["write_tensor"]
+        self.write_node = flat["write_node"]
+        self.tensor_names = problem.tensor_names
         self.read_producer = self.producer[self.read_tensor]
         self.const_node = flat["const_node"]        # "node v reads constant c" pairs
         self.const_id = flat["const_id"]
@@ -54,7 +59,12 @@ class ProblemArrays:
         self.n_consts = len(problem.const_bytes)
         self.edge_from = flat["edge_from"]          # data edges u -> v
         self.edge_to = flat["edge_to"]
-        self.preferred = np.fromiter(map(itemgetter(0), problem.allowed), dtype=np.int64, count=n)
+        try:
+            self.preferred = np.fromiter(map(itemgetter(0), problem.allowed), dtype=np.int64, count=n)
+        except IndexError:   # a node no device takes: -1, never a part's device
+            self.preferred = np.array([a[0] if a else -1 for a in problem.allowed], dtype=np.int64)
+        # Value-input edges u -> v (u makes a value-dependent input of v; value_pred[v] holds u).
+        self.value_to, self.value_from = _pairs(problem.value_pred)
 
     def _parts(self, part_of: Sequence[int]) -> np.ndarray:
         """``part_of`` with one extra slot holding -1 (see ``producer``)."""
@@ -88,9 +98,7 @@ class ProblemArrays:
         made = tensor[self.produced[tensor]]
         transfer = int(tb[made].sum())
         # Outputs: the maker holds a tensor that another part reads or the graph outputs.
-        leaves = self.is_output & self.produced
-        leaves[made] = True
-        made_here = np.flatnonzero(leaves)
+        made_here = np.flatnonzero(self._leaving(made))
         np.add.at(mem, parts[self.producer[made_here]], tb[made_here])
         # Constants: once per part that reads them.
         if len(self.const_id):
@@ -98,10 +106,60 @@ class ProblemArrays:
             np.add.at(mem, keys // self.n_consts, self.const_bytes[keys % self.n_consts])
         return mem.tolist(), transfer
 
+    def _leaving(self, read_elsewhere: np.ndarray) -> np.ndarray:
+        """Per tensor: does it leave the part that makes it?  (a graph output, or
+        ``read_elsewhere`` lists it: read by a part other than its maker's)."""
+        leaves = self.is_output & self.produced
+        leaves[read_elsewhere] = True
+        return leaves
+
+    def boundaries(self, part_of: Sequence[int]) -> dict[int, tuple[list[str], list[str]]]:
+        """:func:`hetero_solve.export.submodels.part_boundaries` of every part."""
+        parts = self._parts(part_of)
+        reader_part = parts[self.read_node]
+        foreign = np.flatnonzero(reader_part != parts[self.read_producer])
+        # A tensor two nodes of a part read is one input of the part, listed at its first read.
+        stride = int(parts.max()) + 2
+        keys = self.read_tensor[foreign] * stride + reader_part[foreign]
+        order = np.argsort(keys, kind="stable")
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = keys[order][1:] != keys[order][:-1]
+        foreign = foreign[np.sort(order[first])]
+        ins_tensor, ins_part = self.read_tensor[foreign], reader_part[foreign]
+        made_elsewhere = ins_tensor[self.produced[ins_tensor]]
+        leaving = self._leaving(made_elsewhere)[self.write_tensor]
+        outs_tensor = self.write_tensor[leaving]
+        outs_part = parts[self.write_node[leaving]]
+        k = stride - 1
+        names = self.tensor_names
+        ins = _group(ins_tensor, ins_part, k, names)
+        outs = _group(outs_tensor, outs_part, k, names)
+        present = np.flatnonzero(np.bincount(parts[:self.n], minlength=k)).tolist()
+        return {q: (ins[q], outs[q]) for q in present}
+
+    def _off_preferred(self, part_of: Sequence[int], part_device: Sequence[int]) -> np.ndarray:
+        node_device = np.asarray(part_device, dtype=np.int64)[np.asarray(part_of, dtype=np.int64)]
+        return node_device != self.preferred
+
     def fallback(self, part_of: Sequence[int], part_device: Sequence[int]) -> int:
         """:func:`hetero_solve.problem.fallback_count` of the partition's node devices."""
-        node_device = np.asarray(part_device, dtype=np.int64)[np.asarray(part_of, dtype=np.int64)]
-        return int(np.count_nonzero(node_device != self.preferred))
+        return int(np.count_nonzero(self._off_preferred(part_of, part_device)))
+
+    def off_preferred(self, part_of: Sequence[int], part_device: Sequence[int]) -> list[int]:
+        """The nodes not on their preferred device: the only ones whose device the validator
+        must look up (the preferred device takes its node)."""
+        return np.flatnonzero(self._off_preferred(part_of, part_device)).tolist()
+
+    def any_backward_edge(self, part_of: Sequence[int]) -> bool:
+        """Does an edge go from a part to a part with a smaller id?"""
+        parts = np.asarray(part_of, dtype=np.int64)
+        return bool(np.any(parts[self.edge_from] > parts[self.edge_to]))
+
+    def any_value_inside(self, part_of: Sequence[int], enforcing_part: Sequence[bool]) -> bool:
+        """Does a value-input edge stay inside a part whose device enforces value inputs?"""
+        parts = np.asarray(part_of, dtype=np.int64)
+        a, b = parts[self.value_from], parts[self.value_to]
+        return bool(np.any((a == b) & np.asarray(enforcing_part, dtype=bool)[b]))
 
     def quotient_edges(self, part_of: Sequence[int]) -> set[tuple[int, int]]:
         """:func:`hetero_solve.solution.quotient_edges`."""
@@ -113,6 +171,14 @@ class ProblemArrays:
         return set(zip((keys // stride).tolist(), (keys % stride).tolist()))
 
 
+def _group(tensors: np.ndarray, parts: np.ndarray, k: int, names: Sequence[str]) -> list[list[str]]:
+    """The names of ``tensors`` by part (``k`` lists), in their order within each part."""
+    order = np.argsort(parts, kind="stable")
+    flat = [names[t] for t in tensors[order].tolist()]
+    ends = np.cumsum(np.bincount(parts, minlength=k)).tolist()
+    return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
+
+
 def distinct(keys: np.ndarray) -> np.ndarray:
     """The distinct values of an int array, sorted: ``np.unique(keys)``, which takes 30-50
     times as long on 130,000 int64 keys with numpy 2.4 (50-80 ms against 2 ms for a sort)."""
@@ -122,16 +188,22 @@ def distinct(keys: np.ndarray) -> np.ndarray:
     return keys
 
 
+def _pairs(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(i, x)`` for every ``x`` in ``lists[i]``, as two arrays, in list order."""
+    count = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    owner = np.repeat(np.arange(len(lists), dtype=np.int64), count)
+    return owner, np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(count.sum()))
+
+
 def _flat_pairs(problem: "Problem") -> dict[str, np.ndarray]:
     """The pairs :class:`ProblemArrays` needs, read from the problem's lists."""
-    def pairs(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-        count = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-        owner = np.repeat(np.arange(len(lists), dtype=np.int64), count)
-        return owner, np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(count.sum()))
-    read_tensor, read_node = pairs(problem.tensor_consumers)
+    pairs = _pairs
+    read_node, read_tensor = pairs(problem.node_inputs)
+    write_node, write_tensor = pairs(problem.node_outputs)
     const_node, const_id = pairs(problem.node_consts)
     edge_from, edge_to = pairs(problem.succ)
-    return {"read_tensor": read_tensor, "read_node": read_node, "const_node": const_node,
+    return {"read_tensor": read_tensor, "read_node": read_node, "write_tensor": write_tensor,
+            "write_node": write_node, "const_node": const_node,
             "const_id": const_id, "edge_from": edge_from, "edge_to": edge_to}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .arrays import ProblemArrays, arrays_of
 from .errors import ValidationError
 from .problem import Problem
 from .solution import Metrics, Solution, evaluate, quotient_edges
@@ -74,11 +75,14 @@ def validate(problem: Problem, sol: Solution, *, require_order: bool = True,
         if sizes[p] == 0:
             add(Violation("structure", f"part {p} is empty", parts=[p]))
 
-    _support(problem, sol, add)
+    # On a large problem numpy finds the nodes and edges worth a look (none, when the answer
+    # is valid); the Python walks below report what they find.
+    arrays = arrays_of(problem)
+    _support(problem, sol, add, arrays)
     cyclic = _acyclic(problem, sol, add)
     if require_order and not cyclic:
-        _order(problem, sol, add)
-    _values(problem, sol, add)
+        _order(problem, sol, add, arrays)
+    _values(problem, sol, add, arrays)
     _memory(problem, sol, add, metrics)
     for kind, c in count.items():
         if c > MAX_PER_KIND:
@@ -93,9 +97,12 @@ def check(problem: Problem, sol: Solution, **kw) -> None:
         raise ValidationError(violations)
 
 
-def _support(problem: Problem, sol: Solution, add) -> None:
+def _support(problem: Problem, sol: Solution, add, arrays: ProblemArrays | None) -> None:
     devices = problem.devices
-    for v, p in enumerate(sol.part_of):
+    # A node on its preferred device is supported (it heads the node's allowed list).
+    nodes = range(problem.n) if arrays is None else arrays.off_preferred(sol.part_of, sol.part_device)
+    for v in nodes:
+        p = sol.part_of[v]
         d = sol.part_device[p]
         if d in problem.allowed[v]:
             continue
@@ -173,7 +180,9 @@ def _edge_witness(problem: Problem, part_of: list[int], a: int, b: int) -> tuple
     raise AssertionError("quotient edge without a node edge")
 
 
-def _order(problem: Problem, sol: Solution, add) -> None:
+def _order(problem: Problem, sol: Solution, add, arrays: ProblemArrays | None) -> None:
+    if arrays is not None and not arrays.any_backward_edge(sol.part_of):
+        return
     for u, succ in enumerate(problem.succ):
         pu = sol.part_of[u]
         for v in succ:
@@ -184,8 +193,11 @@ def _order(problem: Problem, sol: Solution, add) -> None:
                 return
 
 
-def _values(problem: Problem, sol: Solution, add) -> None:
+def _values(problem: Problem, sol: Solution, add, arrays: ProblemArrays | None) -> None:
     devices = problem.devices
+    if arrays is not None and not arrays.any_value_inside(
+            sol.part_of, [devices[d].enforce_values for d in sol.part_device]):
+        return
     for v, us in enumerate(problem.value_pred):
         p = sol.part_of[v]
         dev = devices[sol.part_device[p]]

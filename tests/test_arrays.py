@@ -17,6 +17,7 @@ import pytest
 import hetero_solve as hs
 from hetero_solve import arrays
 from hetero_solve.arrays import _flat_pairs, arrays_of, distinct
+from hetero_solve.export.submodels import part_boundaries
 from hetero_solve.model.structure import _first_appearance
 from hetero_solve.problem import (Device, Problem, fallback_count, part_memories, part_memory,
                                   transfer_bytes)
@@ -51,10 +52,12 @@ def random_tensor_problem(rng: random.Random, n: int, devices: int = 3) -> Probl
             pred[v].append(u)
     C = rng.randint(0, 6)
     allowed = [tuple(rng.sample(range(devices), rng.randint(1, devices))) for _ in range(n)]
+    value_pred = [[u for u in pred[v] if rng.random() < 0.3] for v in range(n)]
     return Problem(
-        devices=[Device(f"D{d}") for d in range(devices)], names=[f"n{v}" for v in range(n)],
+        devices=[Device(f"D{d}", enforce_values=d != 1) for d in range(devices)],
+        names=[f"n{v}" for v in range(n)],
         op_types=["Op"] * n, allowed=allowed, succ=succ, pred=pred,
-        value_pred=[[] for _ in range(n)], tensor_names=[f"t{t}" for t in range(T)],
+        value_pred=value_pred, tensor_names=[f"t{t}" for t in range(T)],
         tensor_bytes=[rng.randint(1, 1000) for _ in range(T)], tensor_producer=producer,
         tensor_consumers=consumers, tensor_is_output=[rng.random() < 0.2 for _ in range(T)],
         node_inputs=node_inputs, node_outputs=node_outputs,
@@ -65,7 +68,7 @@ def random_tensor_problem(rng: random.Random, n: int, devices: int = 3) -> Probl
 def measures(p: Problem, sol: Solution) -> tuple:
     return (evaluate(p, sol).as_dict(), evaluate(p, sol).part_memory,
             transfer_bytes(p, sol.part_of), quotient_edges(p, sol.part_of),
-            objective_term(p, sol, "fallback"))
+            objective_term(p, sol, "fallback"), part_boundaries(p, sol.part_of))
 
 
 @pytest.fixture
@@ -102,6 +105,9 @@ def test_numpy_measures_equal_the_definitions(seed, monkeypatch):
     assert numpy[4] == fallback_count(p, sol.node_device())
     assert numpy[3] == {(part_of[u], part_of[v]) for u in range(n) for v in p.succ[u]
                         if part_of[u] != part_of[v]}
+    # Boundaries: each part alone (the Python walk over its own nodes).
+    assert numpy[5] == {q: part_boundaries(p, part_of, [v for v in range(n) if part_of[v] == q])[q]
+                        for q in range(k)}
 
 
 def test_one_part_and_every_node_alone(numpy_path):
@@ -125,9 +131,11 @@ def test_compile_hands_over_the_pairs_it_found():
     p = hs.compile_problem(mg, rules)
     kept = p.__dict__["_flat"]
     read = _flat_pairs(p)
-    for a, b in (("read_tensor", "read_node"), ("const_node", "const_id"), ("edge_from", "edge_to")):
+    for a, b in (("const_node", "const_id"), ("edge_from", "edge_to")):
         assert set(zip(kept[a].tolist(), kept[b].tolist())) == set(zip(read[a].tolist(), read[b].tolist()))
         assert len(kept[a]) == len(read[a])                       # no pair twice
+    for a, b in (("read_node", "read_tensor"), ("write_node", "write_tensor")):   # same order
+        assert kept[a].tolist() == read[a].tolist() and kept[b].tolist() == read[b].tolist()
 
 
 def test_a_solved_example_measures_the_same_both_ways(monkeypatch):
@@ -171,3 +179,48 @@ def test_distinct_and_first_appearance(seed):
         assert np.array_equal(distinct(keys), np.unique(keys))
         expected = list(dict.fromkeys(keys.tolist()))
         assert _first_appearance(keys).tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_validator_finds_the_same_violations_both_ways(seed, monkeypatch):
+    """The validator's numpy pre-checks (nodes off their preferred device, a backward edge,
+    a value edge inside an enforcing part) never hide a violation the Python walks find."""
+    rng = random.Random(seed)
+    n = rng.randint(2, 60)
+    p = random_tensor_problem(rng, n)
+    cuts = sorted(rng.sample(range(1, n), min(n - 1, rng.randint(0, 5))))
+    part_of = [sum(v >= c for c in cuts) for v in range(n)]     # contiguous: acyclic, ordered
+    k = len(cuts) + 1
+    style = seed % 4
+    if style == 1:      # renumbered: acyclic, ids not topological
+        perm = list(range(k))
+        rng.shuffle(perm)
+        part_of = [perm[q] for q in part_of]
+    elif style == 2:    # anything: cycles too
+        part_of = [rng.randrange(k) for _ in range(n)]
+    if style == 3:      # every node on its preferred device when the parts allow it
+        part_device = [p.allowed[min(v for v in range(n) if part_of[v] == q)][0]
+                       if q in part_of else 0 for q in range(k)]
+    else:
+        part_device = [rng.randrange(3) for _ in range(k)]
+    sol = Solution(part_of, part_device, [0] * k)
+    monkeypatch.setattr(arrays, "MIN_NODES", 10 ** 9)
+    python = [v.as_dict() for v in hs.validate(p, sol)]
+    monkeypatch.setattr(arrays, "MIN_NODES", 0)
+    numpy = [v.as_dict() for v in hs.validate(p, sol)]
+    assert numpy == python
+
+
+def test_every_kind_of_violation_is_found_on_the_numpy_path(numpy_path):
+    p = random_tensor_problem(random.Random(11), 50)
+    kinds = set()
+    for seed in range(200):
+        rng = random.Random(seed)
+        k = rng.randint(1, 4)
+        cuts = sorted(rng.sample(range(1, 50), k - 1))
+        part_of = [sum(v >= c for c in cuts) for v in range(50)]
+        if seed % 2:
+            part_of = [k - 1 - q for q in part_of]
+        sol = Solution(part_of, [rng.randrange(3) for _ in range(k)], [0] * k)
+        kinds |= {v.kind for v in hs.validate(p, sol)}
+    assert {"support", "order", "value"} <= kinds

@@ -15,6 +15,7 @@ from typing import Iterable
 import onnx
 from onnx import helper, numpy_helper
 
+from ..arrays import arrays_of
 from ..model.graph import ModelGraph
 from ..problem import Problem
 from ..solution import Solution
@@ -31,6 +32,9 @@ def part_boundaries(problem: Problem, part_of: list[int], nodes: Iterable[int] |
     one pass: a tensor is an input of a part that reads it and does not make it, an output of
     the part that makes it when it is a graph output or another part reads it.  Names come
     in node order, then position (what :func:`part_boundary` gives for one part)."""
+    arrays = arrays_of(problem) if nodes is None else None
+    if arrays is not None:
+        return arrays.boundaries(part_of)
     prod, names = problem.tensor_producer, problem.tensor_names
     is_out, consumers = problem.tensor_is_output, problem.tensor_consumers
     node_inputs, node_outputs = problem.node_inputs, problem.node_outputs
