@@ -1,15 +1,16 @@
-"""The measures of a partition as numpy passes, for large problems.
+"""A partition's measures and checks as numpy passes, for large problems.
 
-Evaluating a partition of a 100,000-node model (its transfer, fallback, part memories and
-quotient edges) walks every tensor and edge; in Python that is 15-90 ms per measure, and the
-pipeline takes several (the heuristic compares two passes, the validator and the manifest
-read the answer).  Here the problem's lists are turned once into flat arrays, "tensor t is
-read by node c" pairs and "u -> v" edge pairs, and each measure becomes a gather, a compare
-and a sort over those pairs: a few milliseconds.
+Evaluating a partition of a 100,000-node model (its transfer, fallback, part memories,
+quotient edges and part boundaries) and validating it walk every tensor and edge; in Python
+that is 15-90 ms a walk, and the pipeline takes several (the heuristic compares two passes,
+the validator and the manifest read the answer).  Here the problem's lists are turned once
+into flat pair arrays ("node v reads tensor t", "u -> v", ...) and each walk becomes a
+gather, a compare and a sort over those pairs: a few milliseconds.
 
-The definitions are :mod:`hetero_solve.problem`'s (SPEC sections 5 and 6), which call in here
-for problems of at least :data:`MIN_NODES` nodes; the tests hold both paths to the same answers.
-Below that size the Python loops are faster than building arrays.
+The definitions stay :mod:`hetero_solve.problem`'s (SPEC sections 5 and 6) and the
+validator's, which call in here for problems of at least :data:`MIN_NODES` nodes; the tests
+hold both paths to the same answers.  Below that size the Python loops are faster than
+building arrays.
 
 The arrays are derived from the problem when first needed and kept with it, so a problem must
 not be changed after it has been measured (nothing in the pipeline does).
@@ -31,7 +32,7 @@ _INT64_LIMIT = 2 ** 62     # with margin: sums of byte counts stay exact in int6
 
 
 class ProblemArrays:
-    """Flat int64 views of a problem's tensors, constants and edges.  ``flat`` are the pairs
+    """Flat int64 views of a problem's tensors, constants, edges and preferred devices.  ``flat`` are the pairs
     as compile's structure step already has them (see :func:`remember_flat`); without it they
     are read from the problem's lists."""
 
@@ -119,7 +120,8 @@ class ProblemArrays:
         reader_part = parts[self.read_node]
         foreign = np.flatnonzero(reader_part != parts[self.read_producer])
         # A tensor two nodes of a part read is one input of the part, listed at its first read.
-        stride = int(parts.max()) + 2
+        k = int(parts.max()) + 1
+        stride = k + 1
         keys = self.read_tensor[foreign] * stride + reader_part[foreign]
         order = np.argsort(keys, kind="stable")
         first = np.ones(len(order), dtype=bool)
@@ -130,7 +132,6 @@ class ProblemArrays:
         leaving = self._leaving(made_elsewhere)[self.write_tensor]
         outs_tensor = self.write_tensor[leaving]
         outs_part = parts[self.write_node[leaving]]
-        k = stride - 1
         names = self.tensor_names
         ins = _group(ins_tensor, ins_part, k, names)
         outs = _group(outs_tensor, outs_part, k, names)
@@ -197,19 +198,19 @@ def _pairs(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 def _flat_pairs(problem: "Problem") -> dict[str, np.ndarray]:
     """The pairs :class:`ProblemArrays` needs, read from the problem's lists."""
-    pairs = _pairs
-    read_node, read_tensor = pairs(problem.node_inputs)
-    write_node, write_tensor = pairs(problem.node_outputs)
-    const_node, const_id = pairs(problem.node_consts)
-    edge_from, edge_to = pairs(problem.succ)
+    read_node, read_tensor = _pairs(problem.node_inputs)
+    write_node, write_tensor = _pairs(problem.node_outputs)
+    const_node, const_id = _pairs(problem.node_consts)
+    edge_from, edge_to = _pairs(problem.succ)
     return {"read_tensor": read_tensor, "read_node": read_node, "write_tensor": write_tensor,
             "write_node": write_node, "const_node": const_node,
             "const_id": const_id, "edge_from": edge_from, "edge_to": edge_to}
 
 
 def remember_flat(problem: "Problem", flat: dict[str, np.ndarray]) -> None:
-    """Keep the pairs compile found (the same as :func:`_flat_pairs` would read, in another
-    order) for when the problem is first measured: saves flattening its lists again."""
+    """Keep the pairs compile found for when the problem is first measured: saves flattening
+    its lists again.  They are the pairs :func:`_flat_pairs` would read (reads and writes in
+    the same order; constants and edges possibly in another)."""
     problem.__dict__["_flat"] = flat
 
 

@@ -6,7 +6,8 @@ SAT, the baselines and the validator share one view and tests can build problems
 :func:`make_problem`.
 
 Memory of a part (SPEC section 5) and transfer (SPEC section 6) are defined here once:
-:func:`part_memory` and :func:`transfer_bytes`.
+:func:`part_memory` and :func:`transfer_bytes`.  Large problems are measured with numpy
+(:mod:`hetero_solve.arrays`), which the tests hold to these definitions.
 """
 
 from __future__ import annotations
