@@ -160,8 +160,9 @@ def read_affinity(source: str | os.PathLike | Mapping) -> UserMap:
     entries: dict[str, Entry] = {}
     for name, value in data.items():
         entries[str(name)] = _entry(label, str(name), value)
-    if not entries:
-        raise AffinityError(label, "the map is empty")
+    # An empty map is checked against the model like any other: it names every node of a
+    # model with nothing to place (only constants and passed-through inputs), and for any
+    # other model the resolution lists the nodes it misses.
     with_part = [n for n, e in entries.items() if e.part is not None]
     if with_part and len(with_part) != len(entries):
         other = next(n for n, e in entries.items() if e.part is None)
@@ -225,8 +226,6 @@ def _from_manifest(label: str, data: Mapping) -> UserMap:
                 raise AffinityError(label, f"{where}: node {n!r} is also in part "
                                            f"{entries[n].part}")
             entries[n] = Entry(device=dev, part=pid, instance=inst)
-    if not entries:
-        raise AffinityError(label, "no nodes in partitions")
     return UserMap(label, "part", entries)
 
 

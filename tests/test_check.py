@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import yaml
 from onnx import TensorProto as T
@@ -189,6 +190,42 @@ def test_solved_outputs_check_back_as_valid(tmp_path):
     assert again.solution.part_of == solved.solution.part_of
     by_device = check(model, rules, out / "affinity.json", dims={"seq": 16}, split="fewest")
     assert by_device.valid and by_device.metrics.fallback == 0
+
+
+def _nothing_to_place(path: Path) -> Path:
+    """A valid model whose outputs are a constant and its input passed through: no node to
+    place, so every map of it is empty."""
+    const = h.make_node("Constant", [], ["c"], value=nh.from_array(np.ones(2, np.float32), "v"))
+    graph = h.make_graph([const], "g", [h.make_tensor_value_info("x", T.FLOAT, [2])],
+                         [h.make_tensor_value_info("c", T.FLOAT, [2]),
+                          h.make_tensor_value_info("x", T.FLOAT, [2])])
+    # IR version 8: one the onnxruntime in use reads (verify runs the original too).
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, path)
+    return path
+
+
+def test_a_model_with_nothing_to_place_checks_back_its_own_empty_maps(tmp_path):
+    model = _nothing_to_place(tmp_path / "zero.onnx")
+    rules = ROOT / "rules/gpu-cpu.yaml"
+    out = hs.solve(model, rules, engine="heuristic").write(tmp_path / "solved")
+    assert json.loads((out / "affinity.json").read_text()) == {}
+    for amap in ("affinity.json", "partition.json"):
+        again = check(model, rules, out / amap)
+        assert again.valid and again.partitions == 0, amap
+    res = runner.invoke(app, ["check", str(model), str(rules), "--affinity",
+                              str(out / "partition.json"), "-o", str(tmp_path / "back"), "-q"])
+    assert res.exit_code == 0, res.output
+    report = verify(model, tmp_path / "back")
+    assert report.ok and {o.name for o in report.outputs} == {"c", "x"}
+    assert all(o.max_abs == 0.0 for o in report.outputs)
+
+
+def test_an_empty_map_of_a_model_with_nodes_names_what_it_misses():
+    with pytest.raises(AffinityError, match=r"7 node\(s\) missing from the map"):
+        check(SEED, SEED_RULES, {})
+    with pytest.raises(AffinityError, match=r"7 node\(s\) missing from the map"):
+        check(SEED, SEED_RULES, {"partitions": []})
 
 
 # -- bad input --------------------------------------------------------------------------------
