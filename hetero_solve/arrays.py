@@ -151,6 +151,11 @@ class ProblemArrays:
         must look up (the preferred device takes its node)."""
         return np.flatnonzero(self._off_preferred(part_of, part_device)).tolist()
 
+    def edges_ascend(self) -> bool:
+        """Does every edge go from a smaller node id to a larger one (the node ids are then
+        a topological order)?"""
+        return bool(np.all(self.edge_from < self.edge_to))
+
     def any_backward_edge(self, part_of: Sequence[int]) -> bool:
         """Does an edge go from a part to a part with a smaller id?"""
         parts = np.asarray(part_of, dtype=np.int64)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..arrays import arrays_of
 from ..errors import InfeasibleError
 from ..problem import Problem, topological_order
 from ..solution import Solution, objective_term
@@ -90,7 +91,11 @@ class _Shared:
     memory alone in a part."""
 
     def __init__(self, problem: Problem):
-        self.order = topological_order(problem.succ, problem.pred)
+        # Compiled problems number nodes in the model's order, which ONNX requires to be
+        # topological: then that order serves (the bottom levels are the same in any).
+        arrays = arrays_of(problem)
+        self.order = (list(range(problem.n)) if arrays is not None and arrays.edges_ascend()
+                      else topological_order(problem.succ, problem.pred))
         self.sep = _separated(problem)
         # Memory of each node alone, computed when first needed: only nodes headed for a
         # device with a memory limit are ever asked.
