@@ -270,3 +270,19 @@ def test_fold_prediction_is_used_only_when_it_holds(case, forking, monkeypatch):
     monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
     sequential = load_model(model)
     assert _summary(mg) == _summary(sequential)
+
+
+def test_a_held_fold_prediction_carries_the_constants_and_the_folded_readers(forking):
+    """When the prediction holds, loading takes the constants and the nodes reading folded
+    outputs from it instead of scanning the graph again: they must be what a scan gives."""
+    from hetero_solve.model import shapes
+    mg = load_model(ROOT / "examples" / "transformer_encoder.onnx", dims={"batch": 1, "seq": 16})
+    held = mg._fold_prediction
+    assert held is not None and held.folded == mg.folded and mg.folded
+    assert held.constants == mg.constant_tensors == shapes._constant_tensors(mg)
+    folded_out = {o for i in mg.folded for o in mg.outputs[i] if o}
+    scanned = [(i, [x for x in ins if x in folded_out]) for i, ins in enumerate(mg.inputs)
+               if i not in set(mg.folded) and not folded_out.isdisjoint(ins)]
+    assert held.folded_readers == scanned and scanned
+    assert (shapes._folded_inputs_of_dynamic_nodes(mg, held.folded_readers)
+            == shapes._folded_inputs_of_dynamic_nodes(mg))

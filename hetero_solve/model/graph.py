@@ -144,7 +144,7 @@ class ModelGraph:
     _untyped_candidates: set[str] | None = field(default=None, repr=False)
     _interned: dict[tuple, TensorType] = field(default_factory=dict, repr=False)
     _structure_ahead: tuple | None = field(default=None, repr=False)   # model/structure.py
-    _fold_prediction: tuple | None = field(default=None, repr=False)  # model/structure.py
+    _fold_prediction: object | None = field(default=None, repr=False)  # structure.FoldPrediction
     _constants_before: frozenset | None = field(default=None, repr=False)  # model/fold.py
     _pending_check: object = field(default=None, repr=False)          # load_model(defer_check)
 

@@ -93,6 +93,7 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True,
     the first inference when it was already run (serialised, by a forked process)."""
     _unused_dims(mg)
     folded: list[int] = []
+    held = None          # the fold prediction, once it holds
     if inferred is None:
         try:
             inferred = first_inference(mg.model, mg.dims)
@@ -113,8 +114,9 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True,
         if not fold:
             break
         prediction = mg._fold_prediction if _round == 0 else None
-        if prediction is not None and prediction_holds(mg, prediction[0]):
-            new = list(prediction[0])     # predicted while shapes were inferred (structure.py)
+        if prediction is not None and prediction_holds(mg, prediction.folded):
+            new = list(prediction.folded)     # predicted while shapes were inferred (structure.py)
+            held = prediction
         else:
             new = find_foldable(mg)
         grown = len(new) > len(folded)
@@ -122,7 +124,8 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True,
         mg.folded = folded
         if not grown:
             break
-        dynamic_inputs = _folded_inputs_of_dynamic_nodes(mg)
+        dynamic_inputs = _folded_inputs_of_dynamic_nodes(
+            mg, held.folded_readers if held is not None and held.folded == folded else None)
         open_folded = {o for i in folded for o in mg.outputs[i] if o and not mg.tensor_type(o).static}
         if not dynamic_inputs and not open_folded:
             break
@@ -140,7 +143,8 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True,
     else:
         _index_types(mg, inferred)
     mg.folded = folded
-    mg.constant_tensors = _constant_tensors(mg)
+    mg.constant_tensors = (set(held.constants) if held is not None and held.folded == folded
+                           else _constant_tensors(mg))
     mg.inferred = inferred
 
 
@@ -298,18 +302,21 @@ def _with_dims(t: TensorType, dims: dict[str, int]) -> TensorType:
     return TensorType(t.elem_type, tuple(dims.get(d, d) if isinstance(d, str) else d for d in t.shape))
 
 
-def _folded_inputs_of_dynamic_nodes(mg: ModelGraph) -> set[str]:
+def _folded_inputs_of_dynamic_nodes(mg: ModelGraph,
+                                    readers: list[tuple[int, list[str]]] | None = None) -> set[str]:
     """Folded tensors read by an unfolded node with an output of unknown shape: only those
-    nodes can gain from another round (their inputs just became constant values)."""
-    folded_out = {o for i in mg.folded for o in mg.outputs[i]}
-    done = set(mg.folded)
+    nodes can gain from another round (their inputs just became constant values).
+    ``readers``: the unfolded nodes that read folded outputs, and which, when known."""
+    if readers is None:
+        folded_out = {o for i in mg.folded for o in mg.outputs[i] if o}
+        done = set(mg.folded)
+        readers = [(i, [x for x in ins if x in folded_out]) for i, ins in enumerate(mg.inputs)
+                   if i not in done and not folded_out.isdisjoint(ins)]
     types = mg.types
     found: set[str] = set()
-    for i, ins in enumerate(mg.inputs):
-        if folded_out.isdisjoint(ins) or i in done:
-            continue
+    for i, ins in readers:
         if any(o and not types[o].static for o in mg.outputs[i]):
-            found.update(x for x in ins if x in folded_out)
+            found.update(ins)
     return found
 
 

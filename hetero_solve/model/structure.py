@@ -134,13 +134,25 @@ def _cut(flat: np.ndarray, ends: np.ndarray) -> list[list[int]]:
     return [values[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
+@dataclass
+class FoldPrediction:
+    """What folding will most likely leave, worked out while shapes are inferred (see
+    :func:`compute_ahead`); it stands once :func:`.fold.prediction_holds` accepts ``folded``."""
+
+    folded: list[int]                        # the nodes predicted to fold
+    rest: list[int]                          # the placeable nodes left
+    structure: dict                          # node_structure of ``rest``
+    constants: set[str]                      # the constant tensors after folding ``folded``
+    folded_readers: list[tuple[int, list[str]]]   # unfolded nodes reading folded outputs: which
+
+
 def structure(mg: ModelGraph, placeable: list[int]) -> dict:
     """:func:`node_structure` of ``placeable`` with the model's constants (after folding),
     from what :func:`compute_ahead` prepared when it ran."""
     ahead, mg._structure_ahead = mg._structure_ahead, None
     predicted, mg._fold_prediction = mg._fold_prediction, None
-    if predicted is not None and predicted[0] == mg.folded and predicted[1] == placeable:
-        return predicted[2]      # folding went as predicted: the constants are the same too
+    if predicted is not None and predicted.folded == mg.folded and predicted.rest == placeable:
+        return predicted.structure      # folding went as predicted: the constants are the same too
     if ahead is not None:
         refs, unfolded = ahead
         if unfolded is not None and not mg.folded and refs.nodes == placeable:
@@ -156,8 +168,8 @@ def compute_ahead(mg: ModelGraph) -> None:
     (the constants known before folding, and the predicted folded outputs).
 
     When every graph input's shape is static once ``dims`` are given, every shape most likely
-    is, and the foldable nodes are predicted as if it were (``mg._fold_prediction``: the
-    nodes, the placeable rest, their structure; checked against the real shapes by
+    is, and the foldable nodes are predicted as if it were (``mg._fold_prediction``, a
+    :class:`FoldPrediction`, checked against the real shapes by
     :func:`.fold.prediction_holds`).  Otherwise nothing is predicted to fold."""
     from .fold import constants_before_folding, find_foldable
     mg.raw_initializer_bytes()
@@ -170,8 +182,12 @@ def compute_ahead(mg: ModelGraph) -> None:
     if folded:
         dropped = set(folded)
         rest = [i for i in nodes if i not in dropped]
-        constants.update(o for i in folded for o in mg.outputs[i] if o)
-        mg._fold_prediction = (folded, rest, node_structure(refs, rest, constants))
+        folded_out = {o for i in folded for o in mg.outputs[i] if o}
+        constants.update(folded_out)
+        readers = [(i, [x for x in ins if x in folded_out]) for i, ins in enumerate(mg.inputs)
+                   if i not in dropped and not folded_out.isdisjoint(ins)]
+        mg._fold_prediction = FoldPrediction(folded, rest, node_structure(refs, rest, constants),
+                                             constants, readers)
         mg._structure_ahead = (refs, None)
     else:
         mg._structure_ahead = (refs, node_structure(refs, nodes, constants))
