@@ -122,11 +122,7 @@ class ProblemArrays:
         # A tensor two nodes of a part read is one input of the part, listed at its first read.
         k = int(parts.max()) + 1
         stride = k + 1
-        keys = self.read_tensor[foreign] * stride + reader_part[foreign]
-        order = np.argsort(keys, kind="stable")
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = keys[order][1:] != keys[order][:-1]
-        foreign = foreign[np.sort(order[first])]
+        foreign = foreign[first_occurrences(self.read_tensor[foreign] * stride + reader_part[foreign])]
         ins_tensor, ins_part = self.read_tensor[foreign], reader_part[foreign]
         made_elsewhere = ins_tensor[self.produced[ins_tensor]]
         leaving = self._leaving(made_elsewhere)[self.write_tensor]
@@ -183,6 +179,15 @@ def _group(tensors: np.ndarray, parts: np.ndarray, k: int, names: Sequence[str])
     flat = [names[t] for t in tensors[order].tolist()]
     ends = np.cumsum(np.bincount(parts, minlength=k)).tolist()
     return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
+
+
+def first_occurrences(keys: np.ndarray) -> np.ndarray:
+    """The positions where each distinct value of ``keys`` first occurs, in increasing order."""
+    order = np.argsort(keys, kind="stable")     # equal keys keep their order: first one first
+    ranked = keys[order]
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = ranked[1:] != ranked[:-1]
+    return np.sort(order[first])
 
 
 def distinct(keys: np.ndarray) -> np.ndarray:

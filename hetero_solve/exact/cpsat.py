@@ -35,7 +35,7 @@ from typing import Callable
 
 from ortools.sat.python import cp_model
 
-from ..solution import Solution
+from ..solution import Solution, objective_term
 from .encoding import Encoding
 
 
@@ -51,12 +51,7 @@ class EngineResult:
 
 def stage_value(enc: Encoding, weights: dict[str, int], sol: Solution) -> int:
     """The stage objective of a decoded solution, computed from the problem (not the model)."""
-    from ..problem import fallback_count, transfer_bytes
-    p = enc.problem
-    vals = {"partitions": len(set(sol.part_of)),
-            "fallback": fallback_count(p, sol.node_device()),
-            "transfer": transfer_bytes(p, sol.part_of)}
-    return sum(w * vals[t] for t, w in weights.items())
+    return sum(w * objective_term(enc.problem, sol, t) for t, w in weights.items())
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):

@@ -82,6 +82,18 @@ def prediction_holds(mg: ModelGraph, predicted: list[int]) -> bool:
     return True
 
 
+def folded_outputs(mg: ModelGraph, folded: list[int]) -> set[str]:
+    """The outputs of the ``folded`` nodes: constants once they are folded."""
+    return {o for i in folded for o in mg.outputs[i] if o}
+
+
+def folded_readers(mg: ModelGraph, folded: set[int], folded_out: set[str]
+                   ) -> list[tuple[int, list[str]]]:
+    """Each node not in ``folded`` that reads some of ``folded_out``, with those inputs."""
+    return [(i, [x for x in ins if x in folded_out]) for i, ins in enumerate(mg.inputs)
+            if i not in folded and not folded_out.isdisjoint(ins)]
+
+
 def constants_before_folding(mg: ModelGraph) -> set[str]:
     """Initializers, sparse initializers and ``Constant`` outputs (a new set each call, from
     one computed once: shapes do not change it)."""

@@ -18,7 +18,8 @@ from onnx import shape_inference as _onnx_inference
 _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
 
 from ..units import element_bits
-from .fold import constants_before_folding, evaluate_folded, find_foldable, prediction_holds
+from .fold import (constants_before_folding, evaluate_folded, find_foldable, folded_outputs,
+                   folded_readers, prediction_holds)
 from .graph import ModelGraph, TensorType, type_of_value_info
 from .wire import declared_types
 
@@ -93,7 +94,7 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True,
     the first inference when it was already run (serialised, by a forked process)."""
     _unused_dims(mg)
     folded: list[int] = []
-    held = None          # the fold prediction, once it holds
+    held = None          # the fold prediction, while ``folded`` is what it predicted
     if inferred is None:
         try:
             inferred = first_inference(mg.model, mg.dims)
@@ -119,13 +120,14 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True,
             held = prediction
         else:
             new = find_foldable(mg)
+            held = None
         grown = len(new) > len(folded)
         folded = new
         mg.folded = folded
         if not grown:
             break
         dynamic_inputs = _folded_inputs_of_dynamic_nodes(
-            mg, held.folded_readers if held is not None and held.folded == folded else None)
+            mg, held.folded_readers if held is not None else None)
         open_folded = {o for i in folded for o in mg.outputs[i] if o and not mg.tensor_type(o).static}
         if not dynamic_inputs and not open_folded:
             break
@@ -143,8 +145,7 @@ def analyse_shapes(mg: ModelGraph, *, fold: bool = True,
     else:
         _index_types(mg, inferred)
     mg.folded = folded
-    mg.constant_tensors = (set(held.constants) if held is not None and held.folded == folded
-                           else _constant_tensors(mg))
+    mg.constant_tensors = set(held.constants) if held is not None else _constant_tensors(mg)
     mg.inferred = inferred
 
 
@@ -308,10 +309,7 @@ def _folded_inputs_of_dynamic_nodes(mg: ModelGraph,
     nodes can gain from another round (their inputs just became constant values).
     ``readers``: the unfolded nodes that read folded outputs, and which, when known."""
     if readers is None:
-        folded_out = {o for i in mg.folded for o in mg.outputs[i] if o}
-        done = set(mg.folded)
-        readers = [(i, [x for x in ins if x in folded_out]) for i, ins in enumerate(mg.inputs)
-                   if i not in done and not folded_out.isdisjoint(ins)]
+        readers = folded_readers(mg, set(mg.folded), folded_outputs(mg, mg.folded))
     types = mg.types
     found: set[str] = set()
     for i, ins in readers:
@@ -333,7 +331,6 @@ def _with_folded(base: onnx.ModelProto, dropped: set[int], values: dict) -> onnx
 
 def _constant_tensors(mg: ModelGraph) -> set[str]:
     const = constants_before_folding(mg)
-    for i in mg.folded:
-        const.update(o for o in mg.outputs[i] if o)
+    const.update(folded_outputs(mg, mg.folded))
     return const
 

@@ -20,7 +20,7 @@ from itertools import chain
 
 import numpy as np
 
-from ..arrays import distinct
+from ..arrays import distinct, first_occurrences
 from .graph import ModelGraph
 
 
@@ -120,11 +120,7 @@ def node_structure(refs: NameRefs, placeable: list[int], const: set[str]) -> dic
 
 def _first_appearance(ids: np.ndarray) -> np.ndarray:
     """The distinct values of ``ids`` in the order they first appear."""
-    order = np.argsort(ids, kind="stable")     # equal ids keep their order: first one first
-    ids_sorted = ids[order]
-    first = np.ones(len(ids), dtype=bool)
-    first[1:] = ids_sorted[1:] != ids_sorted[:-1]
-    return ids[np.sort(order[first])]
+    return ids[first_occurrences(ids)]
 
 
 def _cut(flat: np.ndarray, ends: np.ndarray) -> list[list[int]]:
@@ -171,7 +167,7 @@ def compute_ahead(mg: ModelGraph) -> None:
     is, and the foldable nodes are predicted as if it were (``mg._fold_prediction``, a
     :class:`FoldPrediction`, checked against the real shapes by
     :func:`.fold.prediction_holds`).  Otherwise nothing is predicted to fold."""
-    from .fold import constants_before_folding, find_foldable
+    from .fold import constants_before_folding, find_foldable, folded_outputs, folded_readers
     mg.raw_initializer_bytes()
     mg.initializer_types()
     mg.tensors_needing_a_type()
@@ -182,12 +178,10 @@ def compute_ahead(mg: ModelGraph) -> None:
     if folded:
         dropped = set(folded)
         rest = [i for i in nodes if i not in dropped]
-        folded_out = {o for i in folded for o in mg.outputs[i] if o}
+        folded_out = folded_outputs(mg, folded)
         constants.update(folded_out)
-        readers = [(i, [x for x in ins if x in folded_out]) for i, ins in enumerate(mg.inputs)
-                   if i not in dropped and not folded_out.isdisjoint(ins)]
         mg._fold_prediction = FoldPrediction(folded, rest, node_structure(refs, rest, constants),
-                                             constants, readers)
+                                             constants, folded_readers(mg, dropped, folded_out))
         mg._structure_ahead = (refs, None)
     else:
         mg._structure_ahead = (refs, node_structure(refs, nodes, constants))
