@@ -20,12 +20,13 @@ import onnx
 from .algorithms.greedy import heuristic
 from .compile import compile_problem
 from .export.submodels import (DIRECT_FILE, build_direct_model, build_part_model,
-                               direct_outputs, part_boundaries, part_boundary, unused_inputs)
+                               direct_outputs, part_boundary, unused_inputs)
 from .export.writer import part_file, write_result
 from .model import ModelGraph, load_model
-from .problem import Objective, Problem, topological_order
+from .measures import part_boundaries, quotient_edges, topological_order
+from .problem import Objective, Problem
 from .rules import Rules, load_rules
-from .solution import Metrics, Solution, evaluate, quotient_edges
+from .solution import Metrics, Solution, evaluate
 from .errors import InfeasibleError
 from .validate import check, validate
 
