@@ -55,9 +55,11 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
     graph_nodes = mg.model.graph.node
     const_names: list[str] = []
     seen: set[int] = set()
+    outer = mg.constant_tensors
     for v in nodes:
         for c in problem.node_consts[v]:
-            if c not in seen:
+            # Constants held inside a node's subgraphs travel with the node itself.
+            if c not in seen and problem.const_names[c] in outer:
                 seen.add(c)
                 const_names.append(problem.const_names[c])
     constant_nodes, initializers, sparse = constants_as_held(mg, const_names)
@@ -77,6 +79,12 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
 
 
 DIRECT_FILE = "direct_outputs.onnx"
+
+
+def part_file(p: int, device: str) -> str:
+    """The file name of part ``p``'s model: ``part<p>_<device>.onnx``."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in device)
+    return f"part{p}_{safe}.onnx"
 
 
 def direct_outputs(mg: ModelGraph) -> tuple[list[str], list[str]]:
