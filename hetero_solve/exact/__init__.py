@@ -40,17 +40,19 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Callable
 
+from ..errors import InfeasibleError
 from ..problem import Problem
 from ..solution import Solution, evaluate, normalize, objective_key
+from ..units import format_bytes
 from ..validate import validate
 from . import cpsat, sat, sequence
-from .analysis import binding_devices, device_sets
+from .analysis import binding_devices, device_sets, min_part_memory
 from .bounds import Bounds, lower_bounds
 from .encoding import Encoding
 from .explain import explain
 from .reductions import Reduced, contract_chains
 
-__all__ = ["refine", "lower_bound", "ENGINES"]
+__all__ = ["refine", "lower_bound", "refuse_unplaceable", "ENGINES"]
 
 ENGINES = ("auto", "cpsat", "sat")
 FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
@@ -76,7 +78,28 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     ``workers``: CP-SAT workers (more than one runs CP-SAT's deterministic interleaved mode)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    refuse_unplaceable(problem)
     return _Refiner(problem, start, engine, time_limit, seed, progress, workers).run()
+
+
+def refuse_unplaceable(problem: Problem) -> None:
+    """Raise :class:`~hetero_solve.errors.InfeasibleError` when some node fits no instance of
+    any device it may use, whatever part holds it: its constants, the graph inputs it reads and
+    the graph outputs it writes are in every part that holds it (SPEC section 5), and they
+    exceed every allowed device's memory.  No partition exists then, under any objective."""
+    R = device_sets(problem, fixed=False)
+    homeless = [v for v in range(problem.n) if not R[v]]
+    if not homeless:
+        return
+    v = homeless[0]
+    need = min_part_memory(problem, v)
+    caps = ", ".join(f"{problem.devices[d].name} holds {format_bytes(problem.devices[d].memory)}"
+                     for d in problem.allowed[v])
+    more = f" ({len(homeless) - 1} more node(s) fit no device)" if len(homeless) > 1 else ""
+    raise InfeasibleError(
+        f"memory: node {problem.names[v]!r} ({problem.op_types[v]}) needs at least {need} bytes "
+        f"({format_bytes(need)}) in any part (its constants and graph inputs/outputs); "
+        f"{caps} per instance{more}", [problem.names[u] for u in homeless])
 
 
 def lower_bound(problem: Problem, solution: Solution) -> int:

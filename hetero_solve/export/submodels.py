@@ -115,6 +115,12 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
 DIRECT_FILE = "direct_outputs.onnx"
 
 
+def part_file(p: int, device: str) -> str:
+    """The file name of part ``p``'s model: ``part<p>_<device>.onnx``."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in device)
+    return f"part{p}_{safe}.onnx"
+
+
 def direct_outputs(mg: ModelGraph) -> tuple[list[str], list[str]]:
     """Graph outputs that no part makes, and the graph inputs among them: initializers and
     ``Constant`` outputs (folding never removes a node that makes a graph output), and graph

@@ -15,17 +15,24 @@ from typing import TYPE_CHECKING, Callable
 
 import onnx
 
+from ..gcpause import paused_gc
+from .annotated import build_annotated_model
 from .dot import affinity_dot, partitions_dot
+from .manifest import affinity_map, build_manifest
+from .submodels import build_direct_model, build_part_model, direct_outputs, part_file
 
-if TYPE_CHECKING:
-    from ..pipeline import Result
+if TYPE_CHECKING:   # export reads a Result; it never needs the class at run time
+    from ..result import Result
+
+__all__ = ["write_result", "default_out_dir", "part_file"]
 
 EXTERNAL_DATA_BYTES = 1_800_000_000   # protobuf's 2 GiB limit, with margin
 
 
-def part_file(p: int, device: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in device)
-    return f"part{p}_{safe}.onnx"
+def default_out_dir(model_path: str) -> Path:
+    """``<model stem>.hetero/`` next to the model (``model.hetero`` for an in-memory model)."""
+    p = Path(model_path)
+    return p.with_name(p.stem + ".hetero") if model_path != "<model>" else Path("model.hetero")
 
 
 def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: bool = True,
@@ -34,28 +41,38 @@ def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: boo
     """Write ``partition.json``, the part models, ``affinity.json``, ``model.annotated.onnx``,
     ``affinity.dot`` and ``partitions.dot``; return OUT_DIR.  ``submodels=False`` etc. skip
     the heavy files (benchmarks write the manifest alone)."""
+    with paused_gc():
+        return _write(result, out_dir, submodels=submodels, annotated=annotated, dots=dots,
+                      progress=progress)
+
+
+def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, annotated: bool,
+           dots: bool, progress: Callable[[str], None] | None) -> Path:
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        manifest = result.manifest(files=submodels)
+        manifest = build_manifest(result, files=submodels)
+        mg, problem, solution = result.model_graph, result.problem, result.solution
         if submodels:
-            result.model_graph.prefetch_folded(result.problem.const_names)
-            nodes_of = result.parts()   # one scan, not one per part
+            mg.prefetch_folded(problem.const_names)
+            nodes_of = solution.parts()   # one scan, not one per part
             for part in manifest["partitions"]:
                 if progress:
                     progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
-                model = result.part_model(part["id"], nodes_of[part["id"]],
-                                          (part["inputs"], part["outputs"]))
+                model = build_part_model(mg, problem, solution, part["id"],
+                                         nodes_of[part["id"]], part["inputs"], part["outputs"])
                 _save(model, tmp / part["file"])
             if "direct_outputs" in manifest:
-                _save(result.direct_model(), tmp / manifest["direct_outputs"]["file"])
+                names, inputs = direct_outputs(mg)
+                _save(build_direct_model(mg, names, inputs),
+                      tmp / manifest["direct_outputs"]["file"])
         _write_json(tmp / "partition.json", manifest)
-        _write_names(tmp / "affinity.json", result.affinity())
+        _write_names(tmp / "affinity.json", affinity_map(problem, solution))
         if annotated:
             if progress:
                 progress("writing the annotated model")
-            _save(result.annotated_model(), tmp / "model.annotated.onnx")
+            _save(build_annotated_model(mg, problem, solution), tmp / "model.annotated.onnx")
         if dots:
             title = Path(result.model_graph.path).stem
             (tmp / "affinity.dot").write_text(affinity_dot(result.problem, result.solution, title))
