@@ -166,7 +166,7 @@ def _allowed_devices(rules: Rules, mg: ModelGraph, placeable: list[int], pins: l
     checker = SupportChecker(rules, mg)
     devices = rules.devices
     D = len(devices)
-    reasons = [checker.lazy_refusals(d, placeable) for d in range(D)]
+    reasons = [checker.reasons(d, placeable) for d in range(D)]
     masks = [0] * len(placeable)
     for d in range(D):   # one bit per device that takes the node; then one lookup per node
         bit = 1 << d

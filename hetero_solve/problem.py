@@ -10,7 +10,8 @@ the order of parts) is defined in :mod:`hetero_solve.measures`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import (TYPE_CHECKING, Iterable, Iterator, Mapping, MutableMapping, NamedTuple,
+                    Sequence, Union)
 
 if TYPE_CHECKING:
     from .measures.arrays import ProblemArrays
@@ -48,26 +49,62 @@ class Objective:
         return "weighted " + " + ".join(f"{w}*{t}" for t, w in self.weights.items())
 
 
-def reason_text(entry) -> str | None:
-    """The text of a :class:`Refusals` entry: ``None``, a text, or ``(format, *args)``."""
-    return entry if entry is None or type(entry) is str else entry[0](*entry[1:])
+class NonStaticShape(NamedTuple):
+    """Why a static-shape device refuses a node: its first tensor (inputs, then outputs)
+    whose shape is not static."""
+
+    role: str                  # "input" or "output"
+    position: int
+    tensor: str
+    shape: tuple | None        # None: unknown rank
+    device: str
+
+    def text(self) -> str:
+        shape = "unknown" if self.shape is None else list(self.shape)
+        return (f"{self.role} {self.position} {self.tensor!r} has a non-static shape {shape} "
+                f"({self.device} needs static shapes)")
+
+
+class NamedReason(NamedTuple):
+    """A reason found once for every node of one signature (op, tensor types, attributes),
+    with the node's own tensor names to put in its holes.  ``pieces`` are texts and
+    ``(is_input, position, quoted)`` holes (shared by every node of the signature)."""
+
+    pieces: tuple
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def text(self) -> str:
+        out = []
+        for piece in self.pieces:
+            if type(piece) is str:
+                out.append(piece)
+            else:
+                is_input, k, quoted = piece
+                x = (self.inputs if is_input else self.outputs)[k]
+                out.append(repr(x) if quoted else x)
+        return "".join(out)
+
+
+#: An entry of :class:`Refusals`: ``None`` (taken), a text, or a record whose ``text()`` is
+#: the text.  Plain data: no callables, nothing that refers to the model.
+Reason = Union[None, str, NonStaticShape, NamedReason]
+
+
+def reason_text(entry: Reason) -> str | None:
+    """The text of a :class:`Refusals` entry."""
+    return entry if entry is None or type(entry) is str else entry.text()
 
 
 class Refusals(MutableMapping):
     """``(node, device) -> why the device refuses the node``, kept as compile found it: one
-    row per device in node order, each entry ``None`` (taken), a text, or a
-    ``(format, *args)`` tuple whose call gives the text.  A text is made when it is read;
-    only errors and explanations read them, and a static-shape device can refuse 70,000
-    nodes of a large model.  Entries set later (pins) override the rows."""
+    row per device in node order, each entry a :data:`Reason`.  The text of a record is made
+    when it is read: only errors and explanations read them, and a static-shape device can
+    refuse 70,000 nodes of a large model.  Entries set later (pins) override the rows."""
 
-    def __init__(self, rows: list[list], overrides: dict[tuple[int, int], str] | None = None):
+    def __init__(self, rows: list[list[Reason]], overrides: dict[tuple[int, int], str] | None = None):
         self._rows = rows
         self._set: dict[tuple[int, int], str] = dict(overrides or {})
-
-    def __reduce__(self):
-        # Pickled (a study ships problems to workers) as texts: an entry may refer to the
-        # model it was found in.
-        return Refusals, ([[reason_text(e) for e in row] for row in self._rows], self._set)
 
     def __getitem__(self, key: tuple[int, int]) -> str:
         found = self._set.get(key)
@@ -78,6 +115,13 @@ class Refusals(MutableMapping):
         if entry is None:
             raise KeyError(key)
         return reason_text(entry)
+
+    def entry(self, v: int, d: int) -> Reason:
+        """The reason as kept (a record, a text or ``None``), overrides first."""
+        found = self._set.get((v, d))
+        if found is not None:
+            return found
+        return self._rows[d][v] if 0 <= d < len(self._rows) and 0 <= v < len(self._rows[d]) else None
 
     def __setitem__(self, key: tuple[int, int], why: str) -> None:
         self._set[key] = why
