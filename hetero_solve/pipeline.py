@@ -143,7 +143,8 @@ class Result:
     def write(self, out_dir: str | os.PathLike | None = None, **kw) -> Path:
         """Export to OUT_DIR (default ``<model stem>.hetero/`` next to the model)."""
         with paused_gc():
-            return write_result(self, out_dir or default_out_dir(self.model_graph.path), **kw)
+            target = default_out_dir(self.model_graph.path) if out_dir is None else out_dir
+            return write_result(self, target, **kw)
 
 
 @contextmanager
