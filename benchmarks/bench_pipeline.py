@@ -208,7 +208,7 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
     from hetero_solve.model.parallel import fork_pays
     sequential_load = os.environ.get("BENCH_SEQUENTIAL_LOAD") == "1" or trace or profile
     from hetero_solve.model.shapes import analyse_shapes
-    from hetero_solve.pipeline import Result
+    from hetero_solve.result import Result
     from hetero_solve.solution import evaluate
     from hetero_solve.validate import check
     from hetero_solve.algorithms.greedy import heuristic

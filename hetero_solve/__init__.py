@@ -16,7 +16,8 @@ from .algorithms.greedy import greedy, heuristic
 from .compile import compile_problem
 from .errors import HeteroSolveError, InfeasibleError, ModelError, RuleError, ValidationError
 from .model import ModelGraph, load_model
-from .pipeline import Result, refine, solve
+from .pipeline import refine, solve
+from .result import Result
 from .problem import Device, Objective, Problem, make_problem
 from .rules import Rules, load_rules
 from .solution import Solution, evaluate, normalize

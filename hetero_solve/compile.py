@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import fnmatch
 
-from .arrays import remember_flat
 from .errors import InfeasibleError, RuleError
+from .measures import problem_arrays
 from .model.graph import ModelGraph
 from .model.structure import structure
 from .problem import Device, Objective, Problem, Refusals
@@ -37,6 +37,11 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     graph_outputs = set(mg.graph_outputs)
     t_bytes = mg.bytes_of(t_names, initializers=False)   # initializers are constants
     c_bytes = mg.bytes_of(c_names)
+    node_consts = struct["node_consts"]
+    flat = struct["flat"]
+    if mg.subgraph_constants:
+        c_names, c_bytes, node_consts, flat = _with_subgraph_constants(
+            mg, placeable, c_names, c_bytes, node_consts, flat)
     unknown = mg.unknown_size_warning()
     if unknown:
         warnings.append(unknown)
@@ -47,14 +52,41 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         tensor_producer=struct["tensor_producer"], tensor_consumers=struct["tensor_consumers"],
         tensor_is_output=[x in graph_outputs for x in t_names],
         node_inputs=struct["node_inputs"], node_outputs=struct["node_outputs"],
-        const_names=c_names, const_bytes=c_bytes, node_consts=struct["node_consts"],
+        const_names=c_names, const_bytes=c_bytes, node_consts=node_consts,
         objective=objective or rules.objective, pinned=pins, graph_index=placeable,
         refusals=refusals,
         meta={"model": mg.path, "rules": rules.path, "folded": list(mg.folded),
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
               "dims": dict(mg.dims), "opset": mg.opset})
-    remember_flat(problem, struct["flat"])
+    # Large models are measured with numpy; the flat pairs structure found serve as they are.
+    problem.arrays = problem_arrays(problem, flat)
     return problem
+
+
+def _with_subgraph_constants(mg: ModelGraph, placeable: list[int], c_names: list[str],
+                             c_bytes: list[int], node_consts: list[list[int]], flat: dict):
+    """The constants with those held inside ``If``/``Loop``/``Scan`` bodies added, each a
+    constant of the node that owns the body (SPEC section 5: they live on its device)."""
+    import numpy as np
+    c_names, c_bytes, node_consts = list(c_names), list(c_bytes), list(node_consts)
+    extra_node, extra_id = [], []
+    taken = mg.constant_tensors
+    for v, i in enumerate(placeable):
+        inner = mg.subgraph_constants.get(i)
+        if not inner:
+            continue
+        ids = list(range(len(c_names), len(c_names) + len(inner)))
+        for name, _ in inner:
+            while name in taken:   # a qualified name is never a main-graph constant's
+                name += "'"
+            c_names.append(name)
+        c_bytes.extend(b for _, b in inner)
+        node_consts[v] = node_consts[v] + ids
+        extra_node.extend([v] * len(ids))
+        extra_id.extend(ids)
+    flat = dict(flat, const_node=np.concatenate([flat["const_node"], np.array(extra_node, np.int64)]),
+                const_id=np.concatenate([flat["const_id"], np.array(extra_id, np.int64)]))
+    return c_names, c_bytes, node_consts, flat
 
 
 def _value_edges(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int]) -> list[list[int]]:
@@ -134,7 +166,7 @@ def _allowed_devices(rules: Rules, mg: ModelGraph, placeable: list[int], pins: l
     checker = SupportChecker(rules, mg)
     devices = rules.devices
     D = len(devices)
-    reasons = [checker.lazy_refusals(d, placeable) for d in range(D)]
+    reasons = [checker.reasons(d, placeable) for d in range(D)]
     masks = [0] * len(placeable)
     for d in range(D):   # one bit per device that takes the node; then one lookup per node
         bit = 1 << d

@@ -1,184 +1,90 @@
 """The pipeline, in order: load the model -> compile rules into a problem -> heuristic ->
-exact refinement -> validate -> (export).
+exact refinement -> validate.  Export (:mod:`hetero_solve.export`) comes after.
 
 :func:`solve` is what the command line runs and what ``import hetero_solve`` offers; it
-touches the file system only to read its inputs.  :meth:`Result.write` exports.
+touches the file system only to read its inputs and returns a :class:`Result` record;
+:meth:`Result.write` exports it.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import onnx
 
 from .algorithms.greedy import heuristic
 from .compile import compile_problem
-from .export.submodels import (DIRECT_FILE, build_direct_model, build_part_model,
-                               direct_outputs, part_boundaries, part_boundary, unused_inputs)
-from .export.writer import part_file, write_result
-from .model import ModelGraph, load_model
-from .problem import Objective, Problem, topological_order
-from .rules import Rules, load_rules
-from .solution import Metrics, Solution, evaluate, quotient_edges
 from .errors import InfeasibleError
+from .gcpause import paused_gc
+from .measures import topological_order
+from .model import ModelGraph, load_model
+from .problem import Objective, Problem
+from .result import Result
+from .rules import Rules, load_rules
+from .solution import Solution, evaluate
 from .validate import check, validate
 
 ENGINES = ("auto", "heuristic", "cpsat", "sat")
 Progress = Callable[[str], None]
 
-
-@dataclass
-class Result:
-    model_graph: ModelGraph
-    rules: Rules
-    problem: Problem
-    solution: Solution
-    metrics: Metrics
-    seconds: dict[str, float] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    explanation: dict | None = None
-
-    # -- views -------------------------------------------------------------------------------
-    def parts(self) -> list[list[int]]:
-        return self.solution.parts()
-
-    def affinity(self) -> dict[str, str]:
-        """Node name -> device name for every placed node (OpenVINO's QueryNetwork map)."""
-        device_names = [d.name for d in self.problem.devices]
-        return dict(zip(self.problem.names, [device_names[d] for d in self.solution.node_device()]))
-
-    def manifest(self, files: bool = True) -> dict:
-        """The content of ``partition.json`` (SPEC section 7)."""
-        p, sol, mg = self.problem, self.solution, self.model_graph
-        parts = []
-        boundaries = part_boundaries(p, sol.part_of)
-        for k, nodes in enumerate(sol.parts()):
-            ins, outs = boundaries.get(k, ([], []))
-            dev = p.devices[sol.part_device[k]].name
-            graph_nodes = sorted(p.graph_index[v] for v in nodes)
-            parts.append({
-                "id": k, "device": dev, "instance": sol.part_instance[k],
-                "nodes": graph_nodes, "node_names": [mg.names[g] for g in graph_nodes],
-                "inputs": ins, "outputs": outs, "memory": self.metrics.part_memory[k],
-                "file": part_file(k, dev) if files else None})
-        stats = dict(sol.stats)
-        extra = {}
-        names, inputs = direct_outputs(mg)
-        if names:   # constant or passed-through graph outputs: no part makes them, this model does
-            extra["direct_outputs"] = {"names": names, "inputs": inputs,
-                                       "file": DIRECT_FILE if files else None}
-        unused = unused_inputs(mg)
-        if unused:   # inputs of the original that nothing reads: run accepts and ignores them
-            extra["unused_inputs"] = unused
-        return {
-            "version": 1,
-            "model": mg.path, "rules": self.rules.path,
-            "status": sol.status,
-            "objective": self.metrics.as_dict(),
-            "objective_spec": p.objective.describe(),
-            "lower_bound": {"partitions": sol.lower_bound},
-            "partitions": parts,
-            "edges": [list(e) for e in sorted(quotient_edges(p, sol.part_of))],
-            "folded": sorted(p.meta.get("folded", [])),
-            "constant_nodes": sorted(p.meta.get("constant_nodes", [])),
-            "devices": [{"name": d.name, "memory": d.memory, "instances": d.instances,
-                         "value_inputs": "enforce" if d.enforce_values else "ignore",
-                         "runtime": r.runtime,
-                         "memory_used": [self.metrics.instance_memory.get((i, j), 0)
-                                         for j in range(d.instances)]}
-                        for i, (d, r) in enumerate(zip(p.devices, self.rules.devices))],
-            "graph_inputs": list(mg.graph_inputs),
-            "graph_outputs": list(mg.graph_outputs),
-            **extra,
-            "dims": dict(mg.dims),
-            "warnings": list(self.warnings),
-            "explain": self.explanation,
-            "solver": {"algorithm": sol.algorithm,
-                       "heuristic_partitions": stats.pop("heuristic_partitions", None),
-                       "seconds": round(sum(self.seconds.values()), 4),
-                       "stages": {k: round(v, 4) for k, v in self.seconds.items()}, **stats},
-        }
-
-    def part_model(self, k: int, nodes: list[int] | None = None,
-                   boundary: tuple[list[str], list[str]] | None = None) -> onnx.ModelProto:
-        """The sub-model of part ``k``.  ``nodes`` (its nodes) and ``boundary`` (its inputs
-        and outputs, as the manifest lists them), when known, save recomputing them."""
-        if nodes is None:
-            nodes = [v for v, q in enumerate(self.solution.part_of) if q == k]
-        ins, outs = boundary or part_boundary(self.problem, self.solution, k, nodes)
-        return build_part_model(self.model_graph, self.problem, self.solution, k, nodes, ins, outs)
-
-    def direct_model(self) -> onnx.ModelProto | None:
-        """The model of the graph outputs no part makes (constants, passed-through inputs),
-        or None when there are none."""
-        names, inputs = direct_outputs(self.model_graph)
-        return build_direct_model(self.model_graph, names, inputs) if names else None
-
-    def annotated_model(self) -> onnx.ModelProto:
-        """The original model, each placed node with ``affinity`` and ``partition`` metadata.
-        Unnamed and duplicate-named nodes get the generated names affinity.json uses."""
-        m = onnx.ModelProto()
-        m.CopyFrom(self.model_graph.model)
-        nodes = m.graph.node
-        names = self.model_graph.names
-        for g, node in enumerate(nodes):
-            if node.name != names[g]:
-                node.name = names[g]
-        devs = self.problem.devices
-        for v, g in enumerate(self.problem.graph_index):
-            p = self.solution.part_of[v]
-            node = nodes[g]
-            for key, value in (("affinity", devs[self.solution.part_device[p]].name),
-                               ("partition", str(p))):
-                entry = node.metadata_props.add()
-                entry.key, entry.value = key, value
-        return m
-
-    def write(self, out_dir: str | os.PathLike | None = None, **kw) -> Path:
-        """Export to OUT_DIR (default ``<model stem>.hetero/`` next to the model)."""
-        with paused_gc():
-            target = default_out_dir(self.model_graph.path) if out_dir is None else out_dir
-            return write_result(self, target, **kw)
-
-
-@contextmanager
-def paused_gc():
-    """Pause the cyclic garbage collector.  The pipeline creates hundreds of thousands of small
-    acyclic lists and tuples; each allocation burst would trigger collections that rescan every
-    live object (40 % of compile time at 100,000 nodes).  Reference counting still frees
-    everything; the previous GC state is restored."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def default_out_dir(model_path: str) -> Path:
-    p = Path(model_path)
-    return p.with_name(p.stem + ".hetero") if model_path != "<model>" else Path("model.hetero")
+__all__ = ["solve", "refine", "Result", "ENGINES"]
 
 
 def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
           rules: str | os.PathLike | dict | Rules, *, dims: dict[str, int] | None = None,
           engine: str = "auto", time_limit: float = 10.0, seed: int = 0,
           objective: Objective | None = None, progress: Progress | None = None) -> Result:
-    """Partition ``model`` under ``rules``; nothing is written.
+    """Partition ``model`` under ``rules``: the fewest parts every device can run.
 
-    ``dims`` override the rule file's ``dims``.  ``engine``: ``heuristic`` (greedy only),
-    ``cpsat`` or ``sat`` (exact refinement within ``time_limit`` seconds), ``auto`` (the best
-    available, CP-SAT).  Raises a :class:`~hetero_solve.errors.HeteroSolveError` on bad input.
+    Runs the pipeline (load, compile, heuristic, exact refinement, validate) and returns the
+    answer; nothing is written (see :meth:`Result.write`).
 
-    >>> r = solve("examples/resnet_like.onnx", "rules/npu-static.yaml")   # doctest: +SKIP
-    >>> r.metrics.partitions, r.solution.status                           # doctest: +SKIP
+    Parameters
+    ----------
+    model : path, onnx.ModelProto or ModelGraph
+        The ONNX model (a file, an in-memory model, or one already loaded by
+        :func:`~hetero_solve.model.load_model`).
+    rules : path, dict or Rules
+        A rule file (YAML), the same as a parsed mapping, or loaded :class:`Rules`.
+    dims : dict of str to int, optional
+        Values of symbolic dimensions of the graph inputs; they override the rule file's
+        ``dims``.
+    engine : {"auto", "heuristic", "cpsat", "sat"}, default "auto"
+        ``heuristic``: the greedy answer with its lower bound; ``cpsat`` or ``sat``: exact
+        refinement within ``time_limit``; ``auto``: the best available (CP-SAT).
+    time_limit : float, default 10.0
+        Seconds for the exact refinement.
+    seed : int, default 0
+        Solver seed: same input and seed, same answer.
+    objective : Objective, optional
+        Overrides the rule file's objective.
+    progress : callable, optional
+        Called with a short text at every stage (the command line shows it on a terminal).
+
+    Returns
+    -------
+    Result
+        The partition (``solution``), its measures (``metrics``), the problem it solves and
+        the warnings (also issued through Python :mod:`warnings`).
+
+    Raises
+    ------
+    RuleError
+        The rule file is invalid (names the file, key path and reason).
+    ModelError
+        The model cannot be read or is not a valid ONNX model.
+    InfeasibleError
+        A node no device takes, or memory that cannot hold the model (names which).
+    ValueError
+        ``engine`` is not one of the four.
+
+    Examples
+    --------
+    >>> import hetero_solve as hs
+    >>> r = hs.solve("examples/resnet_like.onnx", "rules/npu-static.yaml")   # doctest: +SKIP
+    >>> r.metrics.partitions, r.solution.status                              # doctest: +SKIP
     (3, 'optimal')
     """
     if engine not in ENGINES:

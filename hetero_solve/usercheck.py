@@ -24,7 +24,7 @@ How a node -> device map becomes parts (``split``):
 Either way the report also gives the fewest parts the user's device assignment allows and the
 optimum hetero-solve finds with a free hand.  Violations come from the one validator,
 :func:`hetero_solve.validate.validate`; a valid map is renumbered topologically and becomes a
-:class:`~hetero_solve.pipeline.Result`, exported like a solved one.
+:class:`~hetero_solve.result.Result`, exported like a solved one.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from .algorithms.greedy import heuristic
 from .compile import compile_problem
 from .errors import HeteroSolveError
 from .model import ModelGraph, load_model
-from .pipeline import ENGINES, Result, refine, solve
+from .pipeline import ENGINES, refine, solve
+from .result import Result
 from .problem import Problem
 from .rules import Rules, load_rules
 from .solution import Metrics, Solution, evaluate, normalize, objective_key

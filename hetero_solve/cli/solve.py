@@ -8,8 +8,9 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from ..export.writer import check_target
-from ..pipeline import ENGINES, Result, default_out_dir, solve
+from ..export.writer import check_target, default_out_dir
+from ..pipeline import ENGINES, solve
+from ..result import Result
 from ..units import format_bytes
 from . import app
 from .common import UsageError, err_console, out_console, parse_dims, progress_on_stderr

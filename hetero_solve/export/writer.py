@@ -32,29 +32,30 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import onnx
 
 from ..errors import OutputError
+from ..gcpause import paused_gc
+from .annotated import build_annotated_model
 from .dot import affinity_dot, partitions_dot
+from .manifest import affinity_map, build_manifest
+from .submodels import build_direct_model, build_part_model, direct_outputs, part_file
 
-if TYPE_CHECKING:
-    from ..pipeline import Result
+if TYPE_CHECKING:   # export reads a Result; it never needs the class at run time
+    from ..result import Result
+
+__all__ = ["write_result", "default_out_dir", "part_file", "check_target", "answer_files"]
 
 EXTERNAL_DATA_BYTES = 1_800_000_000   # protobuf's 2 GiB limit, with margin
 MANIFEST = "partition.json"
 #: Files every answer may hold besides the part models (older answers are read by these names).
 FIXED_FILES = (MANIFEST, "affinity.json", "model.annotated.onnx", "affinity.dot", "partitions.dot")
-#: The device name's share of a part file name: file names stay far below the 255 bytes
-#: file systems allow, whatever the rule file calls its devices.
-DEVICE_CHARS_IN_FILE_NAMES = 64
 #: partition.json is read to recognise a previous answer; one larger than this is not ours.
 MANIFEST_MAX_BYTES = 1 << 30
 TMP_PREFIX = ".hetero-solve-tmp-"
 
 
-def part_file(p: int, device: str) -> str:
-    """``part<p>_<device>.onnx``, the device name reduced to ASCII letters, digits, ``-`` and
-    ``_`` and cut at :data:`DEVICE_CHARS_IN_FILE_NAMES` characters (the part id keeps names
-    unique)."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in device)
-    return f"part{p}_{safe[:DEVICE_CHARS_IN_FILE_NAMES]}.onnx"
+def default_out_dir(model_path: str) -> Path:
+    """``<model stem>.hetero/`` next to the model (``model.hetero`` for an in-memory model)."""
+    p = Path(model_path)
+    return p.with_name(p.stem + ".hetero") if model_path != "<model>" else Path("model.hetero")
 
 
 # -- the target --------------------------------------------------------------------------------
@@ -157,6 +158,13 @@ def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: boo
         OUT_DIR is not absent, empty or a previous answer (see the module docstring), would
         replace the model or rule file being read, or cannot be written.
     """
+    with paused_gc():
+        return _write(result, out_dir, submodels=submodels, annotated=annotated, dots=dots,
+                      progress=progress)
+
+
+def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, annotated: bool,
+           dots: bool, progress: Callable[[str], None] | None) -> Path:
     out = check_target(out_dir)
     replace = os.path.lexists(out)
     created: list[Path] = []
@@ -189,28 +197,30 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
                  progress: Callable[[str], None] | None) -> None:
     """Every file of the answer into ``tmp``, ``partition.json`` last: its ``"files"`` lists
     what was written."""
-    manifest = result.manifest(files=submodels)
+    manifest = build_manifest(result, files=submodels)
+    mg, problem, solution = result.model_graph, result.problem, result.solution
     if submodels:
-        result.model_graph.prefetch_folded(result.problem.const_names)
-        nodes_of = result.parts()   # one scan, not one per part
+        mg.prefetch_folded(problem.const_names)
+        nodes_of = solution.parts()   # one scan, not one per part
         for part in manifest["partitions"]:
             if progress:
                 progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
-            model = result.part_model(part["id"], nodes_of[part["id"]],
-                                      (part["inputs"], part["outputs"]))
+            model = build_part_model(mg, problem, solution, part["id"],
+                                     nodes_of[part["id"]], part["inputs"], part["outputs"])
             _save(model, tmp / part["file"])
         if "direct_outputs" in manifest:
-            _save(result.direct_model(), tmp / manifest["direct_outputs"]["file"])
-    _write_names(tmp / "affinity.json", result.affinity())
+            names, inputs = direct_outputs(mg)
+            _save(build_direct_model(mg, names, inputs), tmp / manifest["direct_outputs"]["file"])
+    _write_names(tmp / "affinity.json", affinity_map(problem, solution))
     if annotated:
         if progress:
             progress("writing the annotated model")
-        _save(result.annotated_model(), tmp / "model.annotated.onnx")
+        _save(build_annotated_model(mg, problem, solution), tmp / "model.annotated.onnx")
     if dots:
-        title = Path(result.model_graph.path).stem
-        (tmp / "affinity.dot").write_text(affinity_dot(result.problem, result.solution, title))
+        title = Path(mg.path).stem
+        (tmp / "affinity.dot").write_text(affinity_dot(problem, solution, title))
         (tmp / "partitions.dot").write_text(
-            partitions_dot(result.problem, result.solution, result.metrics.part_memory, title))
+            partitions_dot(problem, solution, result.metrics.part_memory, title))
     manifest["files"] = sorted([*os.listdir(tmp), MANIFEST])
     _write_json(tmp / MANIFEST, manifest)
 

@@ -127,6 +127,9 @@ class ModelGraph:
     dims: dict[str, int] = field(default_factory=dict)
     folded: list[int] = field(default_factory=list)
     constant_tensors: set[str] = field(default_factory=set)
+    #: node -> the constants its subgraphs hold, ``(qualified name, bytes)``
+    #: (:func:`subgraph_constants`); only nodes with subgraphs that hold some.
+    subgraph_constants: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
     _inferred: onnx.ModelProto | bytes | None = field(default=None, repr=False)
     warnings: list[str] = field(default_factory=list)
     _declared: dict[str, TensorType] = field(default_factory=dict, repr=False)
@@ -422,6 +425,61 @@ def _graph_attributes(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
             yield a.g
         elif a.type == onnx.AttributeProto.GRAPHS:
             yield from a.graphs
+
+
+def subgraph_constants(node: onnx.NodeProto, owner: str) -> list[tuple[str, int]]:
+    """The constants a node's subgraphs hold (their initializers, sparse initializers and
+    ``Constant`` nodes, nested bodies included), each as ``(name, bytes)``.  SPEC section 5
+    counts them as constants the node consumes: they live on the device that runs it.
+
+    Names are qualified by the owning node and the attribute path
+    (``"<owner>/<attribute>/<tensor>"``): a body's names are local to it, and two bodies (or a
+    body and the main graph) may reuse one."""
+    found: list[tuple[str, int]] = []
+    for a in node.attribute:
+        graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
+            list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
+        for k, g in enumerate(graphs):
+            prefix = f"{owner}/{a.name}" + (f"[{k}]" if a.type == onnx.AttributeProto.GRAPHS else "")
+            for t in g.initializer:
+                found.append((f"{prefix}/{t.name}", _tensor_proto_bytes(t)))
+            for t in g.sparse_initializer:
+                found.append((f"{prefix}/{t.values.name}", _tensor_proto_bytes(t.values)
+                              + _tensor_proto_bytes(t.indices)))
+            for inner in g.node:
+                if inner.op_type == "Constant" and inner.domain in ("", "ai.onnx"):
+                    found.extend((f"{prefix}/{o}", b) for o, b in
+                                 zip(inner.output, [_constant_node_bytes(inner)]) if o)
+                elif any(x.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                         for x in inner.attribute):
+                    found.extend(subgraph_constants(inner, f"{prefix}/{inner.name or inner.op_type}"))
+    return found
+
+
+def _tensor_proto_bytes(t: onnx.TensorProto) -> int:
+    """Element count x element size of a ``TensorProto`` (from its dims: no data read)."""
+    count = 1
+    for d in t.dims:
+        count *= d
+    return (count * element_bits(t.data_type) + 7) // 8
+
+
+def _constant_node_bytes(node: onnx.NodeProto) -> int:
+    """Bytes of the value a ``Constant`` node holds."""
+    for a in node.attribute:
+        if a.name == "value":
+            return _tensor_proto_bytes(a.t)
+        if a.name == "sparse_value":
+            return _tensor_proto_bytes(a.sparse_tensor.values) + _tensor_proto_bytes(a.sparse_tensor.indices)
+        if a.name in ("value_floats", "value_ints"):
+            return 4 * len(a.floats) if a.name == "value_floats" else 8 * len(a.ints)
+        if a.name in ("value_float", "value_int"):
+            return 4 if a.name == "value_float" else 8
+        if a.name == "value_strings":
+            return sum(len(x) for x in a.strings)
+        if a.name == "value_string":
+            return len(a.s)
+    return 0
 
 
 def _free_names(g: onnx.GraphProto) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 
 from ..errors import ModelError, one_line
-from .graph import ModelGraph, subgraph_outer_inputs
+from .graph import ModelGraph, subgraph_constants, subgraph_outer_inputs
 
 #: Ops whose attributes may hold subgraphs in the standard domains.  Nodes of other domains
 #: are scanned attribute by attribute (custom ops may carry graphs too).
@@ -111,8 +111,11 @@ def flatten(model: onnx.ModelProto, path: str) -> ModelGraph:
     initializers = {t.name: t for t in graph.initializer}
     graph_inputs = [x.name for x in graph.input if x.name not in initializers]
     opsets = {o.domain: o.version for o in model.opset_import}
+    names = unique_names(raw_names, op_types)
+    inner = {i: subgraph_constants(nodes[i], names[i]) for i, sub in enumerate(has_sub) if sub}
     return ModelGraph(
-        model=model, path=path, opsets=opsets, names=unique_names(raw_names, op_types),
+        model=model, path=path, opsets=opsets, names=names,
+        subgraph_constants={i: found for i, found in inner.items() if found},
         op_types=op_types, domains=domains, inputs=inputs, outer_inputs=outer, outputs=outputs,
         has_subgraph=has_sub, graph_inputs=graph_inputs,
         graph_outputs=[x.name for x in graph.output], initializers=initializers,

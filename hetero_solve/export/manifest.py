@@ -1,0 +1,98 @@
+"""``partition.json`` (SPEC section 7) and ``affinity.json``, as Python values."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..problem import Problem
+from ..measures import part_boundaries, quotient_edges
+from ..solution import Solution
+from .submodels import DIRECT_FILE, direct_outputs, part_file, unused_inputs
+
+if TYPE_CHECKING:   # export reads a Result; it never needs the class at run time
+    from ..result import Result
+
+
+def affinity_map(problem: Problem, solution: Solution) -> dict[str, str]:
+    """Node name -> device name for every placed node, in graph order.
+
+    Parameters
+    ----------
+    problem : Problem
+        The compiled problem (its ``names`` are the generated names of unnamed nodes too).
+    solution : Solution
+        A partition of ``problem``.
+
+    Returns
+    -------
+    dict of str to str
+        What ``affinity.json`` holds: OpenVINO's QueryNetwork map.
+    """
+    device_names = [d.name for d in problem.devices]
+    return dict(zip(problem.names, [device_names[d] for d in solution.node_device()]))
+
+
+def build_manifest(result: "Result", files: bool = True) -> dict:
+    """The content of ``partition.json``.
+
+    Parameters
+    ----------
+    result : Result
+        A solved (or checked) partition.
+    files : bool, default True
+        Whether part models are written: without them every ``file`` is ``None``.
+
+    Returns
+    -------
+    dict
+        The manifest, keys in the order they are written.
+    """
+    p, sol, mg, metrics = result.problem, result.solution, result.model_graph, result.metrics
+    parts = []
+    boundaries = part_boundaries(p, sol.part_of)
+    for k, nodes in enumerate(sol.parts()):
+        ins, outs = boundaries.get(k, ([], []))
+        dev = p.devices[sol.part_device[k]].name
+        graph_nodes = sorted(p.graph_index[v] for v in nodes)
+        parts.append({
+            "id": k, "device": dev, "instance": sol.part_instance[k],
+            "nodes": graph_nodes, "node_names": [mg.names[g] for g in graph_nodes],
+            "inputs": ins, "outputs": outs, "memory": metrics.part_memory[k],
+            "file": part_file(k, dev) if files else None})
+    stats = dict(sol.stats)
+    extra = {}
+    names, inputs = direct_outputs(mg)
+    if names:   # constant or passed-through graph outputs: no part makes them, this model does
+        extra["direct_outputs"] = {"names": names, "inputs": inputs,
+                                   "file": DIRECT_FILE if files else None}
+    unused = unused_inputs(mg)
+    if unused:   # inputs of the original that nothing reads: run accepts and ignores them
+        extra["unused_inputs"] = unused
+    return {
+        "version": 1,
+        "model": mg.path, "rules": result.rules.path,
+        "status": sol.status,
+        "objective": metrics.as_dict(),
+        "objective_spec": p.objective.describe(),
+        "lower_bound": {"partitions": sol.lower_bound},
+        "partitions": parts,
+        "edges": [list(e) for e in sorted(quotient_edges(p, sol.part_of))],
+        "folded": sorted(p.meta.get("folded", [])),
+        "constant_nodes": sorted(p.meta.get("constant_nodes", [])),
+        "devices": [{"name": d.name, "memory": d.memory, "instances": d.instances,
+                     "value_inputs": "enforce" if d.enforce_values else "ignore",
+                     "runtime": r.runtime,
+                     "memory_used": [metrics.instance_memory.get((i, j), 0)
+                                     for j in range(d.instances)]}
+                    for i, (d, r) in enumerate(zip(p.devices, result.rules.devices))],
+        "graph_inputs": list(mg.graph_inputs),
+        "graph_outputs": list(mg.graph_outputs),
+        **extra,
+        "dims": dict(mg.dims),
+        "warnings": list(result.warnings),
+        "explain": result.explanation,
+        "solver": {"algorithm": sol.algorithm,
+                   "heuristic_partitions": stats.pop("heuristic_partitions", None),
+                   "seconds": round(sum(result.seconds.values()), 4),
+                   "stages": {k: round(v, 4) for k, v in result.seconds.items()}, **stats},
+    }

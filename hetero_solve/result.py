@@ -1,0 +1,83 @@
+"""What :func:`hetero_solve.solve` returns: a record of the answer and what it was computed from.
+
+The files of an answer (``partition.json``, the part models, the affinity map, pictures) are
+built by :mod:`hetero_solve.export`; the few methods here are shortcuts to it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .model import ModelGraph
+from .problem import Problem
+from .rules import Rules
+from .solution import Metrics, Solution
+
+
+@dataclass
+class Result:
+    """A partition of a model under a rule file, with everything needed to export it.
+
+    Parameters
+    ----------
+    model_graph : ModelGraph
+        The loaded model (shapes inferred, foldable nodes folded).
+    rules : Rules
+        The validated rule file, includes merged.
+    problem : Problem
+        The compiled problem the solvers read: node ``v`` is ``model_graph`` node
+        ``problem.graph_index[v]``.
+    solution : Solution
+        The answer: part per node, device and instance per part, status, lower bound.
+    metrics : Metrics
+        The objective terms (fallback, partitions, transfer) and part memories of ``solution``.
+    seconds : dict of str to float
+        Wall time per pipeline stage (``rules``, ``load``, ``compile``, ...).
+    warnings : list of str
+        What the user should know about the answer (also issued through Python ``warnings``
+        by :func:`hetero_solve.solve`).
+    explanation : dict or None
+        Why at least ``solution.lower_bound`` parts are needed, when the solver found out.
+
+    Examples
+    --------
+    >>> import hetero_solve as hs
+    >>> r = hs.solve("examples/resnet_like.onnx", "rules/npu-static.yaml")   # doctest: +SKIP
+    >>> r.metrics.partitions, r.solution.status                              # doctest: +SKIP
+    (3, 'optimal')
+    >>> r.write("resnet.hetero")                                             # doctest: +SKIP
+    PosixPath('resnet.hetero')
+    """
+
+    model_graph: ModelGraph
+    rules: Rules
+    problem: Problem
+    solution: Solution
+    metrics: Metrics
+    seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    explanation: dict | None = None
+
+    def parts(self) -> list[list[int]]:
+        """The problem node ids of each part, part by part."""
+        return self.solution.parts()
+
+    def affinity(self) -> dict[str, str]:
+        """Node name -> device name for every placed node (``affinity.json``; OpenVINO's
+        QueryNetwork map).  See :func:`hetero_solve.export.affinity_map`."""
+        from .export.manifest import affinity_map
+        return affinity_map(self.problem, self.solution)
+
+    def manifest(self, files: bool = True) -> dict:
+        """The content of ``partition.json``.  See :func:`hetero_solve.export.build_manifest`."""
+        from .export.manifest import build_manifest
+        return build_manifest(self, files=files)
+
+    def write(self, out_dir: str | os.PathLike | None = None, **options) -> Path:
+        """Write every output file to ``out_dir`` (default ``<model stem>.hetero/`` next to the
+        model) and return it.  See :func:`hetero_solve.export.write_result` for ``options``."""
+        from .export.writer import default_out_dir, write_result
+        target = default_out_dir(self.model_graph.path) if out_dir is None else out_dir
+        return write_result(self, target, **options)

@@ -1,0 +1,56 @@
+"""Export owns the output: the modules in ``hetero_solve/export`` never import the pipeline or
+the ``Result`` record at run time (no ``pipeline <-> export`` cycle), and ``Result`` stays a
+record whose output methods are shortcuts to ``export``."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import hetero_solve
+from hetero_solve import export
+from hetero_solve.result import Result
+
+EXPORT_DIR = Path(hetero_solve.__file__).parent / "export"
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """Modules imported at run time: everything but ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+
+    def visit(nodes):
+        for node in nodes:
+            if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+                continue
+            if isinstance(node, ast.ImportFrom):
+                found.add("." * node.level + (node.module or ""))
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            for child in ast.iter_child_nodes(node):
+                visit([child])
+
+    visit(tree.body)
+    return found
+
+
+def test_export_never_imports_the_pipeline_or_the_result():
+    for path in sorted(EXPORT_DIR.glob("*.py")):
+        imports = _runtime_imports(path)
+        bad = {m for m in imports if m.rsplit(".", 1)[-1] in ("pipeline", "result")}
+        assert not bad, f"{path.name} imports {bad}"
+
+
+def test_result_is_a_record_and_its_outputs_come_from_export(tmp_path):
+    fields = [f.name for f in dataclasses.fields(Result)]
+    assert fields == ["model_graph", "rules", "problem", "solution", "metrics", "seconds",
+                      "warnings", "explanation"]
+    result = hetero_solve.solve("examples/resnet_like.onnx", "rules/npu-static.yaml",
+                                engine="heuristic")
+    assert result.manifest(files=False) == export.build_manifest(result, files=False)
+    assert result.affinity() == export.affinity_map(result.problem, result.solution)
+    annotated = export.build_annotated_model(result.model_graph, result.problem, result.solution)
+    tags = {n.name: {e.key: e.value for e in n.metadata_props} for n in annotated.graph.node}
+    for name, device in result.affinity().items():
+        assert tags[name]["affinity"] == device
