@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import fnmatch
 
-from .arrays import remember_flat
 from .errors import InfeasibleError, RuleError
+from .measures import problem_arrays
 from .model.graph import ModelGraph
 from .model.structure import structure
 from .problem import Device, Objective, Problem, Refusals
@@ -58,7 +58,8 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         meta={"model": mg.path, "rules": rules.path, "folded": list(mg.folded),
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
               "dims": dict(mg.dims), "opset": mg.opset})
-    remember_flat(problem, flat)
+    # Large models are measured with numpy; the flat pairs structure found serve as they are.
+    problem.arrays = problem_arrays(problem, flat)
     return problem
 
 
