@@ -13,7 +13,8 @@ from hetero_solve.exact import refine
 from hetero_solve.exact.analysis import binding_devices, device_sets
 from hetero_solve.exact.brute import brute_force
 from hetero_solve.generators import random_memory
-from hetero_solve.problem import Device, Objective, make_problem, topological_order
+from hetero_solve.measures import topological_order
+from hetero_solve.problem import Device, Objective, make_problem
 from hetero_solve.solution import Solution, evaluate, objective_key
 from hetero_solve.validate import validate
 
