@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from ..errors import HeteroSolveError
+from ..export.writer import check_target
 from ..units import format_bytes
 from . import app
 from .common import UsageError, err_console, fail, out_console, parse_dims, progress_on_stderr
@@ -177,7 +178,7 @@ def check_command(
     affinity: Path = typer.Option(..., "--affinity", "-a", metavar="FILE.json",
                                   help="node -> device (like affinity.json), node -> part id, or "
                                        "a partition.json.", show_default=False),
-    out: Optional[Path] = typer.Option(None, "-o", "--out",
+    out: Optional[str] = typer.Option(None, "-o", "--out",
                                        help="Where a valid map is exported (default: <model "
                                             "stem>.user.hetero/ next to the model)."),
     no_export: bool = typer.Option(False, "--no-export", help="Check only, write nothing."),
@@ -214,13 +215,16 @@ def check_command(
         if engine not in ENGINES:
             raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
         dims = parse_dims(dim)
+        target = None
+        if not no_export:   # refused before solving, not after
+            target = check_target(model.with_name(model.stem + ".user.hetero") if out is None
+                                  else out)
         with progress_on_stderr(quiet) as say:
             report = check_affinity(model, rules, affinity, dims=dims, split=split,
                                     engine=engine, time_limit=time_limit, seed=seed,
                                     progress=say)
             written = None
             if report.valid and not no_export:
-                target = out or model.with_name(model.stem + ".user.hetero")
                 say(f"writing {target}")
                 written = report.write(target, submodels=not no_models, annotated=not no_models)
     _warn(report.warnings)

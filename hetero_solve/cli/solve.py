@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from ..export.writer import default_out_dir
+from ..export.writer import check_target, default_out_dir
 from ..pipeline import ENGINES, solve
 from ..result import Result
 from ..units import format_bytes
@@ -24,8 +24,9 @@ def solve_command(
     rules: Path = typer.Argument(..., help="Rule file (YAML): devices, ops, memory, pins. "
                                            "See rules/ for profiles to start from.",
                                  show_default=False),
-    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory "
-                                       "(default: <model stem>.hetero/ next to the model)."),
+    out: Optional[str] = typer.Option(None, "-o", "--out", help="Output directory "
+                                      "(default: <model stem>.hetero/ next to the model): new, "
+                                      "empty, or a previous answer, which is replaced."),
     time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
                                      help="Seconds for the exact solver after the heuristic."),
     dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
@@ -54,10 +55,10 @@ def solve_command(
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     dims = parse_dims(dim)
+    target = check_target(default_out_dir(str(model)) if out is None else out)   # before solving
     with progress_on_stderr(quiet) as say:
         result = solve(model, rules, dims=dims, engine=engine, time_limit=time_limit, seed=seed,
                        progress=say)
-        target = out or default_out_dir(str(model))
         say(f"writing {target}")
         written = result.write(target, submodels=not no_models, annotated=not no_models,
                                progress=say)

@@ -81,10 +81,17 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
 DIRECT_FILE = "direct_outputs.onnx"
 
 
+#: The device name's share of a part file name: file names stay far below the 255 bytes
+#: file systems allow, whatever the rule file calls its devices.
+DEVICE_CHARS_IN_FILE_NAMES = 64
+
+
 def part_file(p: int, device: str) -> str:
-    """The file name of part ``p``'s model: ``part<p>_<device>.onnx``."""
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in device)
-    return f"part{p}_{safe}.onnx"
+    """The file name of part ``p``'s model: ``part<p>_<device>.onnx``, the device name reduced
+    to ASCII letters, digits, ``-`` and ``_`` and cut at :data:`DEVICE_CHARS_IN_FILE_NAMES`
+    characters (the part id keeps names unique)."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in device)
+    return f"part{p}_{safe[:DEVICE_CHARS_IN_FILE_NAMES]}.onnx"
 
 
 def direct_outputs(mg: ModelGraph) -> tuple[list[str], list[str]]:
