@@ -17,6 +17,7 @@ import onnx.defs
 import yaml
 
 from ..errors import RuleError
+from ..filekind import file_kind
 from ..problem import OBJECTIVE_TERMS, Objective
 from ..units import dtype_from_name, parse_memory
 
@@ -110,6 +111,9 @@ def load_rules(source: str | Path | dict, *, base_dir: str | Path | None = None)
 def _read_yaml(file: Path, shown: str, key: str) -> Any:
     if not file.exists():
         raise RuleError(shown, key, f"no such file: {file}")
+    if file_kind(file) == "model":
+        raise RuleError(shown, key, "this is an ONNX model, not a rule file (a model goes "
+                                    "first, its rule file second)")
     try:
         with open(file, encoding="utf-8") as f:
             return yaml.safe_load(f)
@@ -118,6 +122,9 @@ def _read_yaml(file: Path, shown: str, key: str) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise RuleError(shown, key, f"YAML syntax error{where}: {problem}") from None
+    except UnicodeDecodeError as e:
+        raise RuleError(shown, key, f"not UTF-8 text (byte {e.start}): a rule file is YAML "
+                                    "text") from None
     except OSError as e:
         raise RuleError(shown, key, f"cannot read: {e.strerror}") from None
 
