@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import fnmatch
 
-from .arrays import remember_flat
 from .errors import InfeasibleError, RuleError
+from .measures import problem_arrays
 from .model.graph import ModelGraph
 from .model.structure import structure
 from .problem import Device, Objective, Problem, Refusals
@@ -58,7 +58,8 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         meta={"model": mg.path, "rules": rules.path, "folded": list(mg.folded),
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
               "dims": dict(mg.dims), "opset": mg.opset})
-    remember_flat(problem, flat)
+    # Large models are measured with numpy; the flat pairs structure found serve as they are.
+    problem.arrays = problem_arrays(problem, flat)
     return problem
 
 
@@ -165,7 +166,7 @@ def _allowed_devices(rules: Rules, mg: ModelGraph, placeable: list[int], pins: l
     checker = SupportChecker(rules, mg)
     devices = rules.devices
     D = len(devices)
-    reasons = [checker.lazy_refusals(d, placeable) for d in range(D)]
+    reasons = [checker.reasons(d, placeable) for d in range(D)]
     masks = [0] * len(placeable)
     for d in range(D):   # one bit per device that takes the node; then one lookup per node
         bit = 1 << d

@@ -30,6 +30,16 @@ class RuleError(HeteroSolveError):
         super().__init__(f"{where}: {reason}")
 
 
+class OutputError(HeteroSolveError):
+    """OUT_DIR cannot receive the answer: it holds files this tool did not write, it is not a
+    folder, or it cannot be written."""
+
+    def __init__(self, path: object, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
 class InfeasibleError(HeteroSolveError):
     """No partition exists: a node no device can take, or memory that cannot hold the model."""
 

@@ -4,6 +4,9 @@
 * :func:`random_small` - tiny random DAGs with random supports, value edges, memory limits,
   instances and objectives: the brute-force test bed (2-8 nodes).
 * :func:`random_dag` - the same kind of random problem at any size (engine cross-checks).
+* :func:`random_memory` - tiny problems where memory binds: activations larger than an
+  instance (free inside a part), shared constants, nodes holding several constants (as an
+  ``If`` holds its branches' weights), 1-3 instances (brute-force test bed for memory).
 * :func:`cnn_like` - convolution chains, residual and inception blocks, CPU-only clumps
   (~16 % of nodes), a few shape chains that make value-dependent inputs.
 * :func:`transformer_like` - encoder blocks whose head split and merge go through
@@ -32,7 +35,7 @@ from typing import Sequence
 
 from .problem import Device, Objective, Problem, make_problem
 
-__all__ = ["random_small", "random_dag", "cnn_like", "transformer_like", "random_layered",
+__all__ = ["random_small", "random_dag", "random_memory", "cnn_like", "transformer_like", "random_layered",
            "wide", "greedy_trap", "greedy_traps", "GREEDY_TRAPS"]
 
 KIB = 1024
@@ -160,6 +163,69 @@ def random_small(seed: int, n: int | None = None, **kw) -> Problem:
     """A random problem of 2-8 nodes (``n`` to fix the size); see :func:`random_dag`."""
     rng = random.Random(seed * 7919 + 17)
     return random_dag(n if n is not None else rng.randint(2, 8), seed, **kw)
+
+
+def random_memory(seed: int, n: int | None = None, *, limited_cpu: bool = False,
+                  objective: Objective | None = None) -> Problem:
+    """A random problem of 2-8 nodes (``n`` to fix the size) whose memory limits bind.
+
+    Accelerators ``A0`` (and ``A1``) have a memory limit and 1-3 instances; ``CPU`` takes
+    every node and is unlimited (so a solution exists) unless ``limited_cpu``.  Tensors are
+    1-6 bytes, but about a quarter of the inner ones are *large activations* (more than an
+    instance holds: they fit only inside a part, where they cost nothing); nodes read 0-2
+    constants of 1-8 bytes, some shared with other nodes, and a few read three (a node with
+    subgraphs holds its branches' weights); value edges on enforcing and ignoring devices;
+    the objectives of :data:`OBJECTIVES` (lexicographic and weighted).  The limit is drawn
+    between what the neediest node needs on its own and the total, so it binds."""
+    rng = random.Random(seed * 104729 + 3)
+    n = n if n is not None else rng.randint(2, 8)
+    D = rng.choice((2, 2, 3))
+    cpu = D - 1
+    edges = sorted({(u, v) for v in range(1, n) for u in range(v) if rng.random() < 0.35})
+    value_edges = [e for e in edges if rng.random() < 0.15]
+    has_succ = {u for u, _ in edges}
+    allowed = []
+    for v in range(n):
+        acc = [d for d in range(cpu) if rng.random() < 0.7] or [0]
+        r = rng.random()
+        allowed.append(tuple(acc + [cpu]) if r < 0.75 else ((cpu,) if r < 0.9 else tuple(acc)))
+    if not limited_cpu:      # a node only an accelerator takes might fit nowhere: add the CPU
+        allowed = [a if cpu in a else a + (cpu,) for a in allowed]
+    tbytes = [rng.randint(1, 6) for _ in range(n)]
+    big = [v for v in range(n) if v in has_succ and rng.random() < 0.25]
+    p = make_problem(n, [e for e in edges if e not in value_edges], allowed,
+                     [Device(f"A{d}") for d in range(cpu)] + [Device("CPU")],
+                     value_edges=value_edges, tensor_bytes=tbytes,
+                     objective=objective or rng.choice(OBJECTIVES))
+    # constants: 0-2 per node (3 for a node with "subgraphs"), some shared
+    for v in range(n):
+        k = 3 if rng.random() < 0.15 else rng.choice((0, 1, 1, 2))
+        for _ in range(k):
+            if p.const_names and rng.random() < 0.3:
+                c = rng.randrange(len(p.const_names))
+                if c in p.node_consts[v]:
+                    continue
+            else:
+                c = len(p.const_names)
+                p.const_names.append(f"w{c}")
+                p.const_bytes.append(rng.randint(1, 8))
+            p.node_consts[v].append(c)
+    need = [sum(p.const_bytes[c] for c in set(p.node_consts[v]))
+            + (tbytes[v] if p.tensor_is_output[v] else 0) for v in range(n)]
+    total = sum(need) + sum(tbytes)
+    lo = max([need[v] for v in range(n) if allowed[v] != (cpu,)] + [1])
+    devices = []
+    for d in range(D):
+        limited = d < cpu or limited_cpu
+        cap = rng.randint(lo, max(lo, total * 2 // 3)) if limited else None
+        devices.append(Device(p.devices[d].name, memory=cap,
+                              instances=rng.choice((1, 1, 2, 3)) if limited else 1,
+                              enforce_values=rng.random() < 0.8))
+    p.devices = devices
+    cap = max(d.memory or 0 for d in devices)
+    for v in big:            # larger than any instance: only free inside a part
+        p.tensor_bytes[v] = cap + rng.randint(1, 8)
+    return p
 
 
 # -- DNN-like problems ------------------------------------------------------------------------

@@ -18,8 +18,9 @@ from .algorithms.greedy import heuristic
 from .compile import compile_problem
 from .errors import InfeasibleError, warn
 from .gcpause import paused_gc
+from .measures import topological_order
 from .model import ModelGraph, load_model
-from .problem import Objective, Problem, topological_order
+from .problem import Objective, Problem
 from .result import Result
 from .rules import Rules, load_rules
 from .solution import Solution, evaluate

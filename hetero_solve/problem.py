@@ -3,20 +3,18 @@
 Nodes are ``0..n-1`` (the model's placeable nodes: not ``Constant``, not folded).  Devices are
 ``0..D-1`` in priority order.  Everything is lists of ints so that the greedy heuristic, CP-SAT,
 SAT, the baselines and the validator share one view and tests can build problems by hand with
-:func:`make_problem`.
-
-Memory of a part (SPEC section 5) and transfer (SPEC section 6) are defined here once:
-:func:`part_memory` and :func:`transfer_bytes`.  Large problems are measured with numpy
-(:mod:`hetero_solve.arrays`), which the tests hold to these definitions.
+:func:`make_problem`.  What a partition of it measures (memory of a part, transfer, fallback,
+the order of parts) is defined in :mod:`hetero_solve.measures`.
 """
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import (TYPE_CHECKING, Iterable, Iterator, Mapping, MutableMapping, NamedTuple,
+                    Sequence, Union)
 
-from .arrays import arrays_of
+if TYPE_CHECKING:
+    from .measures.arrays import ProblemArrays
 
 OBJECTIVE_TERMS = ("fallback", "partitions", "transfer")
 
@@ -51,26 +49,62 @@ class Objective:
         return "weighted " + " + ".join(f"{w}*{t}" for t, w in self.weights.items())
 
 
-def reason_text(entry) -> str | None:
-    """The text of a :class:`Refusals` entry: ``None``, a text, or ``(format, *args)``."""
-    return entry if entry is None or type(entry) is str else entry[0](*entry[1:])
+class NonStaticShape(NamedTuple):
+    """Why a static-shape device refuses a node: its first tensor (inputs, then outputs)
+    whose shape is not static."""
+
+    role: str                  # "input" or "output"
+    position: int
+    tensor: str
+    shape: tuple | None        # None: unknown rank
+    device: str
+
+    def text(self) -> str:
+        shape = "unknown" if self.shape is None else list(self.shape)
+        return (f"{self.role} {self.position} {self.tensor!r} has a non-static shape {shape} "
+                f"({self.device} needs static shapes)")
+
+
+class NamedReason(NamedTuple):
+    """A reason found once for every node of one signature (op, tensor types, attributes),
+    with the node's own tensor names to put in its holes.  ``pieces`` are texts and
+    ``(is_input, position, quoted)`` holes (shared by every node of the signature)."""
+
+    pieces: tuple
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def text(self) -> str:
+        out = []
+        for piece in self.pieces:
+            if type(piece) is str:
+                out.append(piece)
+            else:
+                is_input, k, quoted = piece
+                x = (self.inputs if is_input else self.outputs)[k]
+                out.append(repr(x) if quoted else x)
+        return "".join(out)
+
+
+#: An entry of :class:`Refusals`: ``None`` (taken), a text, or a record whose ``text()`` is
+#: the text.  Plain data: no callables, nothing that refers to the model.
+Reason = Union[None, str, NonStaticShape, NamedReason]
+
+
+def reason_text(entry: Reason) -> str | None:
+    """The text of a :class:`Refusals` entry."""
+    return entry if entry is None or type(entry) is str else entry.text()
 
 
 class Refusals(MutableMapping):
     """``(node, device) -> why the device refuses the node``, kept as compile found it: one
-    row per device in node order, each entry ``None`` (taken), a text, or a
-    ``(format, *args)`` tuple whose call gives the text.  A text is made when it is read;
-    only errors and explanations read them, and a static-shape device can refuse 70,000
-    nodes of a large model.  Entries set later (pins) override the rows."""
+    row per device in node order, each entry a :data:`Reason`.  The text of a record is made
+    when it is read: only errors and explanations read them, and a static-shape device can
+    refuse 70,000 nodes of a large model.  Entries set later (pins) override the rows."""
 
-    def __init__(self, rows: list[list], overrides: dict[tuple[int, int], str] | None = None):
+    def __init__(self, rows: list[list[Reason]], overrides: dict[tuple[int, int], str] | None = None):
         self._rows = rows
         self._set: dict[tuple[int, int], str] = dict(overrides or {})
-
-    def __reduce__(self):
-        # Pickled (a study ships problems to workers) as texts: an entry may refer to the
-        # model it was found in.
-        return Refusals, ([[reason_text(e) for e in row] for row in self._rows], self._set)
 
     def __getitem__(self, key: tuple[int, int]) -> str:
         found = self._set.get(key)
@@ -81,6 +115,13 @@ class Refusals(MutableMapping):
         if entry is None:
             raise KeyError(key)
         return reason_text(entry)
+
+    def entry(self, v: int, d: int) -> Reason:
+        """The reason as kept (a record, a text or ``None``), overrides first."""
+        found = self._set.get((v, d))
+        if found is not None:
+            return found
+        return self._rows[d][v] if 0 <= d < len(self._rows) and 0 <= v < len(self._rows[d]) else None
 
     def __setitem__(self, key: tuple[int, int], why: str) -> None:
         self._set[key] = why
@@ -105,6 +146,53 @@ class Refusals(MutableMapping):
 
 @dataclass
 class Problem:
+    """A model and a rule file compiled into plain lists: what every algorithm solves.
+
+    Parameters
+    ----------
+    devices : list of Device
+        In priority order (index 0 = most preferred): name, memory per instance in bytes
+        (``None`` = unlimited), instances, whether value-dependent inputs bind there.
+    names, op_types : list of str
+        Per node.
+    allowed : list of tuple of int
+        Per node, the devices it may use in priority order; ``allowed[v][0]`` is its
+        preferred device (pins already applied).
+    succ, pred : list of list of int
+        Data edges ``u -> v`` (deduplicated).
+    value_pred : list of list of int
+        ``u in value_pred[v]``: ``u`` makes a value-dependent input of ``v`` (SPEC section 4).
+    tensor_names, tensor_bytes, tensor_producer, tensor_consumers, tensor_is_output
+        Per non-constant tensor: name, bytes, producing node (-1 for a graph input), reading
+        nodes, whether it is a graph output.
+    node_inputs, node_outputs : list of list of int
+        Per node, the tensor ids it reads (distinct) and writes.
+    const_names, const_bytes : list
+        Per constant (initializers, ``Constant`` outputs, folded values).
+    node_consts : list of list of int
+        Per node, the constants it reads, its subgraphs' included (distinct).
+    objective : Objective
+    pinned : list of int
+        Per node, the device its pin names, or -1.
+    graph_index : list of int
+        Per node, its index in the model's ``graph.node``.
+    refusals : mapping
+        ``(node, device) -> why the device refuses the node``.
+    meta : dict
+        What the export and messages need (model path, folded nodes, warnings, dims).
+    arrays : ProblemArrays or None
+        The graph, tensors and constants above as flat numpy arrays, for fast measures on
+        large problems (:func:`hetero_solve.measures.problem_arrays` builds them; compile
+        does for large models).  Derived data: when present, the lists it was built from
+        must not change.
+
+    Examples
+    --------
+    >>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1], [1], [0]], ["NPU", "CPU"])
+    >>> p.n, p.preferred(1), p.why_not(1, 0)
+    (3, 1, 'NPU does not take Op')
+    """
+
     devices: list[Device]
     names: list[str]
     op_types: list[str]
@@ -129,17 +217,11 @@ class Problem:
     graph_index: list[int] = field(default_factory=list)  # node -> index in model.graph.node
     refusals: MutableMapping[tuple[int, int], str] = field(default_factory=dict)  # (node, device) -> why
     meta: dict = field(default_factory=dict)
+    arrays: "ProblemArrays | None" = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
         return len(self.names)
-
-    def __getstate__(self) -> dict:
-        # The numpy views of :mod:`hetero_solve.arrays` are a cache: rebuilt where needed.
-        state = dict(self.__dict__)
-        state.pop("_arrays", None)
-        state.pop("_flat", None)
-        return state
 
     def preferred(self, v: int) -> int:
         return self.allowed[v][0]
@@ -160,148 +242,6 @@ class Problem:
         if d in self.allowed[v]:
             return ""
         return self.refusals.get((v, d), f"{self.devices[d].name} does not take {self.op_types[v]}")
-
-
-# -- memory and transfer (the one definition) -----------------------------------------------
-
-def part_memory(problem: Problem, nodes: Iterable[int], member: Sequence[int] | None = None,
-                part: int | None = None) -> int:
-    """SPEC section 5: distinct constants + input tensors + output tensors of a part.
-
-    ``member``/``part`` give part membership for all nodes (``member[v] == part``); without them
-    ``nodes`` alone is the part.
-    """
-    nodes = list(nodes)
-    if member is None:
-        inside = set(nodes)
-        is_in = inside.__contains__
-    else:
-        is_in = lambda v: member[v] == part  # noqa: E731
-    consts: set[int] = set()
-    tensors_in: set[int] = set()
-    tensors_out: set[int] = set()
-    prod = problem.tensor_producer
-    for v in nodes:
-        consts.update(problem.node_consts[v])
-        for t in problem.node_inputs[v]:
-            p = prod[t]
-            if p < 0 or not is_in(p):
-                tensors_in.add(t)
-        for t in problem.node_outputs[v]:
-            if problem.tensor_is_output[t] or any(not is_in(c) for c in problem.tensor_consumers[t]):
-                tensors_out.add(t)
-    tb = problem.tensor_bytes
-    return (sum(problem.const_bytes[c] for c in consts) + sum(tb[t] for t in tensors_in)
-            + sum(tb[t] for t in tensors_out))
-
-
-def part_memories(problem: Problem, part_of: Sequence[int], num_parts: int) -> tuple[list[int], int]:
-    """Memory of every part and the transfer, in one O(V + E) pass (the same definitions as
-    :func:`part_memory` and :func:`transfer_bytes`, which the tests hold it to)."""
-    arrays = arrays_of(problem)
-    if arrays is not None:
-        return arrays.part_memories(part_of, num_parts)
-    mem = [0] * num_parts
-    cb = problem.const_bytes
-    seen_const: set[tuple[int, int]] = set()
-    for v, consts in enumerate(problem.node_consts):
-        if consts:
-            p = part_of[v]
-            for c in consts:
-                key = (p, c)
-                if key not in seen_const:
-                    seen_const.add(key)
-                    mem[p] += cb[c]
-    transfer = 0
-    tb = problem.tensor_bytes
-    is_out = problem.tensor_is_output
-    consumers = problem.tensor_consumers
-    for t, u in enumerate(problem.tensor_producer):
-        b = tb[t]
-        cons = consumers[t]
-        if u < 0:
-            if len(cons) == 1:
-                mem[part_of[cons[0]]] += b
-            else:
-                for q in {part_of[c] for c in cons}:
-                    mem[q] += b
-            continue
-        home = part_of[u]
-        if len(cons) == 1:
-            q = part_of[cons[0]]
-            if q != home:
-                mem[q] += b
-                mem[home] += b
-                transfer += b
-            elif is_out[t]:
-                mem[home] += b
-            continue
-        others = {part_of[c] for c in cons}
-        others.discard(home)
-        if others or is_out[t]:
-            mem[home] += b
-        for q in others:
-            mem[q] += b
-        transfer += b * len(others)
-    return mem, transfer
-
-
-def transfer_bytes(problem: Problem, part_of: Sequence[int]) -> int:
-    """SPEC section 6: each produced tensor counts once per consuming part other than its
-    producer's; graph inputs and constants do not count."""
-    arrays = arrays_of(problem)
-    if arrays is not None:
-        return arrays.transfer(part_of)
-    total = 0
-    tb = problem.tensor_bytes
-    consumers = problem.tensor_consumers
-    for t, p in enumerate(problem.tensor_producer):
-        if p < 0:
-            continue
-        cons = consumers[t]
-        home = part_of[p]
-        if len(cons) == 1:      # most tensors: no set needed
-            if part_of[cons[0]] != home:
-                total += tb[t]
-            continue
-        parts = {part_of[c] for c in cons}
-        parts.discard(home)
-        total += tb[t] * len(parts)
-    return total
-
-
-def fallback_count(problem: Problem, node_device: Sequence[int]) -> int:
-    """SPEC section 6: nodes not on their preferred device."""
-    return sum(1 for v, d in enumerate(node_device) if d != problem.allowed[v][0])
-
-
-def topological_order(succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]], *,
-                      smallest_first: bool = False) -> list[int]:
-    """Kahn's order of a DAG given as successor and predecessor lists (pass them swapped for
-    the reversed graph).  ``smallest_first``: among ready nodes, always the smallest index
-    (a heap; the baselines' documented tie rule), else first ready, first out (linear).
-    Raises ``ValueError`` on a cycle."""
-    indeg = [len(p) for p in pred]
-    ready = [v for v in range(len(succ)) if indeg[v] == 0]
-    if smallest_first:
-        order: list[int] = []
-        while ready:
-            v = heapq.heappop(ready)
-            order.append(v)
-            for w in succ[v]:
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    heapq.heappush(ready, w)
-    else:
-        order = ready
-        for v in order:  # the list grows while it is walked
-            for w in succ[v]:
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    order.append(w)
-    if len(order) != len(succ):
-        raise ValueError("the graph has a cycle")
-    return order
 
 
 # -- building problems by hand (tests, benchmarks, generators) -------------------------------

@@ -79,4 +79,5 @@ class Result:
         """Write every output file to ``out_dir`` (default ``<model stem>.hetero/`` next to the
         model) and return it.  See :func:`hetero_solve.export.write_result` for ``options``."""
         from .export.writer import default_out_dir, write_result
-        return write_result(self, out_dir or default_out_dir(self.model_graph.path), **options)
+        target = default_out_dir(self.model_graph.path) if out_dir is None else out_dir
+        return write_result(self, target, **options)

@@ -1,20 +1,47 @@
 """A partition: part per node, device and instance per part; plus what it costs.
 
 Every algorithm returns a :class:`Solution`; :func:`normalize` renumbers parts in topological
-order (SPEC section 7), :func:`evaluate` gives the objective terms and part memories.
+order (SPEC section 7), :func:`evaluate` gives the objective terms and part memories (the
+measures of :mod:`hetero_solve.measures`).
 """
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
-from .arrays import arrays_of
-from .problem import Problem, fallback_count, part_memories, transfer_bytes
+from .measures import fallback_count, part_memories, part_order, transfer_bytes
+from .problem import Problem
 
 
 @dataclass
 class Solution:
+    """A partition of a problem's nodes into parts, each on one device instance.
+
+    Parameters
+    ----------
+    part_of : list of int
+        Node -> part id.
+    part_device : list of int
+        Part -> device index.
+    part_instance : list of int
+        Part -> instance of that device.
+    algorithm : str
+        What made it.
+    status : str
+        ``"optimal"`` only when proven, else ``"feasible"``.
+    lower_bound : int or None
+        On the number of parts.
+    stats : dict
+        JSON-able details that reach ``partition.json`` (``heuristic_partitions``,
+        ``explain``, the solver's stages...).
+
+    Examples
+    --------
+    >>> s = Solution([0, 0, 1], [0, 1], [0, 0])
+    >>> s.num_parts, s.node_device(), s.parts()
+    (2, [0, 0, 1], [[0, 1], [2]])
+    """
+
     part_of: list[int]                 # node -> part id
     part_device: list[int]             # part -> device index
     part_instance: list[int]           # part -> instance of that device
@@ -50,49 +77,22 @@ class Metrics:
         return {"fallback": self.fallback, "partitions": self.partitions, "transfer": self.transfer}
 
 
-def quotient_edges(problem: Problem, part_of: list[int]) -> set[tuple[int, int]]:
-    """Edges P -> Q between different parts (SPEC section 1, condition 3)."""
-    arrays = arrays_of(problem)
-    if arrays is not None:
-        return arrays.quotient_edges(part_of)
-    edges = set()
-    for u, succ in enumerate(problem.succ):
-        pu = part_of[u]
-        for v in succ:
-            pv = part_of[v]
-            if pu != pv:
-                edges.add((pu, pv))
-    return edges
-
-
 def normalize(problem: Problem, sol: Solution) -> Solution:
     """Drop empty parts and renumber in topological order (ties: the part holding the
     smallest node first, so the numbering is deterministic).  A cyclic partition is returned
     with empty parts dropped only; the validator reports the cycle."""
     k = sol.num_parts
-    first = [problem.n] * k
-    for v, p in enumerate(sol.part_of):
-        if v < first[p]:
-            first[p] = v
-    used = [p for p in range(k) if first[p] < problem.n]
-    edges = quotient_edges(problem, sol.part_of)
-    indeg = {p: 0 for p in used}
-    out: dict[int, list[int]] = {p: [] for p in used}
-    for a, b in edges:
-        out[a].append(b)
-        indeg[b] += 1
-    heap = [(first[p], p) for p in used if indeg[p] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, p = heapq.heappop(heap)
-        order.append(p)
-        for q in out[p]:
-            indeg[q] -= 1
-            if indeg[q] == 0:
-                heapq.heappush(heap, (first[q], q))
-    if len(order) < len(used):  # cyclic: keep relative order, drop empties
-        order = sorted(used, key=lambda p: first[p])
+    occupied = [False] * k
+    for p in sol.part_of:
+        occupied[p] = True
+    order = part_order(problem, sol.part_of, k)
+    if order is None:       # cyclic: keep the order of first nodes
+        first = [problem.n] * k
+        for v, p in enumerate(sol.part_of):
+            if v < first[p]:
+                first[p] = v
+        order = sorted(range(k), key=lambda p: first[p])
+    order = [p for p in order if occupied[p]]
     new_id = {p: i for i, p in enumerate(order)}
     return Solution(
         part_of=[new_id[p] for p in sol.part_of],
@@ -117,10 +117,7 @@ def evaluate(problem: Problem, sol: Solution) -> Metrics:
 def objective_term(problem: Problem, sol: Solution, term: str) -> int:
     """One term of SPEC section 6 alone (what :func:`evaluate` gives, without part memories)."""
     if term == "fallback":
-        arrays = arrays_of(problem)
-        if arrays is not None:
-            return arrays.fallback(sol.part_of, sol.part_device)
-        return fallback_count(problem, sol.node_device())
+        return fallback_count(problem, sol.part_of, sol.part_device)
     if term == "partitions":
         return len(set(sol.part_of))
     if term == "transfer":

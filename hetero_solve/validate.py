@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .arrays import ProblemArrays, arrays_of
 from .errors import ValidationError
+from .measures import find_cycle, off_preferred, quotient_edges
+from .measures.arrays import ProblemArrays
 from .problem import Problem
-from .solution import Metrics, Solution, evaluate, quotient_edges
+from .solution import Metrics, Solution, evaluate
 from .units import format_bytes
 
 KINDS = ("structure", "support", "pin", "cycle", "order", "value", "memory")
@@ -35,10 +36,34 @@ class Violation:
 
 def validate(problem: Problem, sol: Solution, *, require_order: bool = True,
              metrics: Metrics | None = None) -> list[Violation]:
-    """Every violation of the five conditions (support, pins, acyclic, values, memory), plus
-    structural ones (a node without a valid part, an empty part, ids not topological when
-    ``require_order``).  At most ``MAX_PER_KIND`` are listed per kind.  ``metrics`` saves
-    recomputing part memories when the caller has them."""
+    """Every violation of SPEC section 1's five conditions, for any answer.
+
+    Parameters
+    ----------
+    problem : Problem
+    sol : Solution
+    require_order : bool
+        Also require part ids in topological order (SPEC section 7).
+    metrics : Metrics, optional
+        :func:`~hetero_solve.solution.evaluate` of ``sol``, when the caller has it (saves
+        recomputing part memories).
+
+    Returns
+    -------
+    list of Violation
+        Support, pins, acyclic quotient (one cycle, with the node edges that close it), value
+        inputs, memory per device instance (SPEC section 5), plus structural ones (a node
+        without a valid part, an empty part, an unknown device or instance, ids not
+        topological).  At most ``MAX_PER_KIND`` per kind, then a count of the rest.  Empty
+        when ``sol`` is valid.
+
+    Examples
+    --------
+    >>> from hetero_solve.problem import Device, make_problem
+    >>> p = make_problem(2, [(0, 1)], [[0], [0]], [Device("NPU", memory=1)], tensor_bytes=4)
+    >>> [str(v) for v in validate(p, Solution([0, 0], [0], [0]))]
+    ['memory: NPU instance 0 holds parts [0] needing 4 bytes (4 B), over its 1 bytes by 3']
+    """
     out: list[Violation] = []
     count: dict[str, int] = {}
 
@@ -77,7 +102,7 @@ def validate(problem: Problem, sol: Solution, *, require_order: bool = True,
 
     # On a large problem numpy finds the nodes and edges worth a look (none, when the answer
     # is valid); the Python walks below report what they find.
-    arrays = arrays_of(problem)
+    arrays = problem.arrays
     _support(problem, sol, add, arrays)
     cyclic = _acyclic(problem, sol, add)
     if require_order and not cyclic:
@@ -100,7 +125,7 @@ def check(problem: Problem, sol: Solution, **kw) -> None:
 def _support(problem: Problem, sol: Solution, add, arrays: ProblemArrays | None) -> None:
     devices = problem.devices
     # A node on its preferred device is supported (it heads the node's allowed list).
-    nodes = range(problem.n) if arrays is None else arrays.off_preferred(sol.part_of, sol.part_device)
+    nodes = range(problem.n) if arrays is None else off_preferred(problem, sol.part_of, sol.part_device)
     for v in nodes:
         p = sol.part_of[v]
         d = sol.part_device[p]
@@ -120,25 +145,9 @@ def _support(problem: Problem, sol: Solution, add, arrays: ProblemArrays | None)
 def _acyclic(problem: Problem, sol: Solution, add) -> bool:
     """Report one cycle of the quotient graph with the node edges that close it."""
     k = len(sol.part_device)
-    edges = quotient_edges(problem, sol.part_of)
-    out: list[list[int]] = [[] for _ in range(k)]
-    indeg = [0] * k
-    for a, b in edges:
-        out[a].append(b)
-        indeg[b] += 1
-    stack = [p for p in range(k) if indeg[p] == 0]
-    seen = 0
-    while stack:
-        p = stack.pop()
-        seen += 1
-        for q in out[p]:
-            indeg[q] -= 1
-            if indeg[q] == 0:
-                stack.append(q)
-    if seen == k:
+    cycle = find_cycle(quotient_edges(problem, sol.part_of), k)
+    if not cycle:
         return False
-    remaining = {p for p in range(k) if indeg[p] > 0}
-    cycle = _find_cycle(out, remaining)
     witness = []
     for a, b in zip(cycle, cycle[1:] + cycle[:1]):
         witness.append(_edge_witness(problem, sol.part_of, a, b))
@@ -147,28 +156,6 @@ def _acyclic(problem: Problem, sol: Solution, add) -> bool:
     add(Violation("cycle", f"parts {path} form a cycle (via {via})",
                   [problem.names[u] for u, _ in witness], cycle))
     return True
-
-
-def _find_cycle(out: list[list[int]], remaining: set[int]) -> list[int]:
-    # Every node left after Kahn kept a predecessor that is also left (its in-degree stayed
-    # positive), so walking backwards until a node repeats closes a cycle.  (Walking forwards
-    # can end at a node downstream of the cycle that has no successor left.)
-    back: dict[int, list[int]] = {p: [] for p in remaining}
-    for a in remaining:
-        for b in out[a]:
-            if b in remaining:
-                back[b].append(a)
-    pos: dict[int, int] = {}
-    walk = []
-    p = min(remaining)
-    while p not in pos:
-        pos[p] = len(walk)
-        walk.append(p)
-        p = back[p][0]
-    cycle = walk[pos[p]:]
-    cycle.reverse()     # the walk went against the edges
-    i = cycle.index(min(cycle))
-    return cycle[i:] + cycle[:i]     # start at the smallest part: stable messages
 
 
 def _edge_witness(problem: Problem, part_of: list[int], a: int, b: int) -> tuple[int, int]:

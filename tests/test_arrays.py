@@ -1,8 +1,10 @@
-"""The numpy measures (hetero_solve.arrays) give the Python definitions' answers.
+"""The numpy measures (hetero_solve.measures.arrays) give the readable definitions' answers
+(hetero_solve.measures.definitions).
 
-Large problems (at least ``MIN_NODES`` nodes) are measured by numpy passes; these tests lower
-the threshold so that small random problems go through both paths, with graph inputs, tensors
-read by several parts, graph outputs, unread outputs and constants shared between nodes.
+Problems that carry arrays (compile builds them for large models) are measured by numpy
+passes; these tests build them for small random problems so that both paths run, with graph
+inputs, tensors read by several parts, graph outputs, unread outputs and constants shared
+between nodes.
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ import numpy as np
 import pytest
 
 import hetero_solve as hs
-from hetero_solve import arrays
-from hetero_solve.arrays import _flat_pairs, arrays_of, distinct
-from hetero_solve.export.submodels import part_boundaries
+from hetero_solve.measures import (fallback_count, part_boundaries, part_memories, part_memory,
+                                   problem_arrays, quotient_edges, transfer_bytes)
+from hetero_solve.measures.arrays import distinct, flat_pairs
 from hetero_solve.model.structure import _first_appearance
-from hetero_solve.problem import (Device, Problem, fallback_count, part_memories, part_memory,
-                                  transfer_bytes)
-from hetero_solve.solution import Solution, evaluate, objective_term, quotient_edges
+from hetero_solve.problem import Device, Problem
+from hetero_solve.solution import Solution, evaluate, objective_term
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,13 +72,14 @@ def measures(p: Problem, sol: Solution) -> tuple:
             objective_term(p, sol, "fallback"), part_boundaries(p, sol.part_of))
 
 
-@pytest.fixture
-def numpy_path(monkeypatch):
-    monkeypatch.setattr(arrays, "MIN_NODES", 0)
+def with_arrays(p: Problem) -> Problem:
+    """``p`` measured by numpy from now on."""
+    p.arrays = problem_arrays(p, min_nodes=0)
+    return p
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_numpy_measures_equal_the_definitions(seed, monkeypatch):
+def test_numpy_measures_equal_the_definitions(seed):
     rng = random.Random(seed)
     n = rng.randint(1, 80)
     p = random_tensor_problem(rng, n)
@@ -88,11 +90,10 @@ def test_numpy_measures_equal_the_definitions(seed, monkeypatch):
     k = len(used)
     sol = Solution(part_of, [rng.randrange(3) for _ in range(k)], [0] * k)
 
-    monkeypatch.setattr(arrays, "MIN_NODES", 10 ** 9)
+    assert p.arrays is None
     python = measures(p, sol)
-    assert arrays_of(p) is None
-    monkeypatch.setattr(arrays, "MIN_NODES", 0)
-    assert arrays_of(p) is not None
+    with_arrays(p)
+    assert p.arrays is not None
     numpy = measures(p, sol)
     assert numpy == python
     # ... and both are SPEC's definitions, applied part by part.
@@ -102,7 +103,7 @@ def test_numpy_measures_equal_the_definitions(seed, monkeypatch):
                                                     - {part_of[p.tensor_producer[t]]})
                             for t in range(len(p.tensor_names)) if p.tensor_producer[t] >= 0)
     assert transfer == expected_transfer
-    assert numpy[4] == fallback_count(p, sol.node_device())
+    assert numpy[4] == sum(1 for v in range(n) if sol.node_device()[v] != p.allowed[v][0])
     assert numpy[3] == {(part_of[u], part_of[v]) for u in range(n) for v in p.succ[u]
                         if part_of[u] != part_of[v]}
     # Boundaries: each part alone (the Python walk over its own nodes).
@@ -110,9 +111,9 @@ def test_numpy_measures_equal_the_definitions(seed, monkeypatch):
                         for q in range(k)}
 
 
-def test_one_part_and_every_node_alone(numpy_path):
+def test_one_part_and_every_node_alone():
     rng = random.Random(7)
-    p = random_tensor_problem(rng, 40)
+    p = with_arrays(random_tensor_problem(rng, 40))
     for part_of in ([0] * 40, list(range(40))):
         k = max(part_of) + 1
         sol = Solution(part_of, [0] * k, [0] * k)
@@ -124,13 +125,20 @@ def test_one_part_and_every_node_alone(numpy_path):
         assert objective_term(p, sol, "fallback") == sum(1 for a in p.allowed if a[0] != 0)
 
 
-def test_compile_hands_over_the_pairs_it_found():
-    """The flat pairs compile keeps are the problem's own lists, flattened (as sets)."""
+def test_compile_hands_over_the_pairs_it_found(monkeypatch):
+    """The flat pairs compile hands to the arrays are the problem's own lists, flattened (as
+    sets); small models get no arrays."""
+    from hetero_solve.measures import arrays
     rules = hs.load_rules(ROOT / "rules" / "npu-gpu-cpu.yaml")
     mg = hs.load_model(ROOT / "examples" / "transformer_encoder.onnx")
+    assert hs.compile_problem(mg, rules).arrays is None
+    monkeypatch.setattr(arrays, "MIN_NODES", 0)
     p = hs.compile_problem(mg, rules)
-    kept = p.__dict__["_flat"]
-    read = _flat_pairs(p)
+    got = p.arrays
+    kept = {"const_node": got.const_node, "const_id": got.const_id, "edge_from": got.edge_from,
+            "edge_to": got.edge_to, "read_node": got.read_node, "read_tensor": got.read_tensor,
+            "write_node": got.write_node, "write_tensor": got.write_tensor}
+    read = flat_pairs(p)
     for a, b in (("const_node", "const_id"), ("edge_from", "edge_to")):
         assert set(zip(kept[a].tolist(), kept[b].tolist())) == set(zip(read[a].tolist(), read[b].tolist()))
         assert len(kept[a]) == len(read[a])                       # no pair twice
@@ -138,33 +146,39 @@ def test_compile_hands_over_the_pairs_it_found():
         assert kept[a].tolist() == read[a].tolist() and kept[b].tolist() == read[b].tolist()
 
 
-def test_a_solved_example_measures_the_same_both_ways(monkeypatch):
+def test_a_solved_example_measures_the_same_both_ways():
     rules = hs.load_rules(ROOT / "rules" / "npu-static.yaml")
     mg = hs.load_model(ROOT / "examples" / "transformer_encoder.onnx", {**rules.dims, "seq": 16})
     p = hs.compile_problem(mg, rules)
     sol = hs.heuristic(p)
-    monkeypatch.setattr(arrays, "MIN_NODES", 0)
-    numpy = measures(p, sol)
-    assert "_flat" not in p.__dict__          # taken by the arrays
-    monkeypatch.setattr(arrays, "MIN_NODES", 10 ** 9)
-    assert measures(p, sol) == numpy
+    python = measures(p, sol)
+    numpy = measures(with_arrays(p), sol)
+    assert python == numpy
     assert numpy[0]["partitions"] == sol.num_parts > 1
 
 
-def test_pickled_problems_leave_the_cache_behind(numpy_path):
-    p = random_tensor_problem(random.Random(3), 30)
+def test_a_problem_is_plain_data():
+    """No hidden state: the fields are all a problem holds, a pickled problem equals the
+    original and measures the same, and a problem copied with other ``allowed`` lists counts
+    fallback against its own lists even when it shares the original's arrays."""
+    import dataclasses
+    p = with_arrays(random_tensor_problem(random.Random(3), 30))
+    assert set(vars(p)) == {f.name for f in dataclasses.fields(p)}
     part_of = [v % 4 for v in range(30)]
     before = transfer_bytes(p, part_of)
-    assert "_arrays" in p.__dict__
     q = pickle.loads(pickle.dumps(p))
-    assert "_arrays" not in q.__dict__ and "_flat" not in q.__dict__
-    assert q == p and transfer_bytes(q, part_of) == before
+    assert q == p and transfer_bytes(q, part_of) == before and q.arrays is not None
+    moved = dataclasses.replace(p, allowed=[(2,) + tuple(a) for a in p.allowed])
+    assert moved.arrays is p.arrays
+    assert fallback_count(moved, part_of, [2] * 4) == 0
+    assert fallback_count(moved, part_of, [0] * 4) == 30
+    assert fallback_count(p, part_of, [0] * 4) == sum(a[0] != 0 for a in p.allowed)
 
 
-def test_byte_counts_too_large_for_int64_use_python_integers(numpy_path):
+def test_byte_counts_too_large_for_int64_use_python_integers():
     p = random_tensor_problem(random.Random(5), 20)
     p.tensor_bytes = [2 ** 62 + t for t in range(len(p.tensor_names))]
-    assert arrays_of(p) is None
+    assert problem_arrays(p, min_nodes=0) is None
     part_of = [v % 3 for v in range(20)]
     mem, transfer = part_memories(p, part_of, 3)
     assert mem == [part_memory(p, [v for v in range(20) if part_of[v] == q]) for q in range(3)]
@@ -182,7 +196,7 @@ def test_distinct_and_first_appearance(seed):
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_the_validator_finds_the_same_violations_both_ways(seed, monkeypatch):
+def test_the_validator_finds_the_same_violations_both_ways(seed):
     """The validator's numpy pre-checks (nodes off their preferred device, a backward edge,
     a value edge inside an enforcing part) never hide a violation the Python walks find."""
     rng = random.Random(seed)
@@ -204,15 +218,13 @@ def test_the_validator_finds_the_same_violations_both_ways(seed, monkeypatch):
     else:
         part_device = [rng.randrange(3) for _ in range(k)]
     sol = Solution(part_of, part_device, [0] * k)
-    monkeypatch.setattr(arrays, "MIN_NODES", 10 ** 9)
     python = [v.as_dict() for v in hs.validate(p, sol)]
-    monkeypatch.setattr(arrays, "MIN_NODES", 0)
-    numpy = [v.as_dict() for v in hs.validate(p, sol)]
+    numpy = [v.as_dict() for v in hs.validate(with_arrays(p), sol)]
     assert numpy == python
 
 
-def test_every_kind_of_violation_is_found_on_the_numpy_path(numpy_path):
-    p = random_tensor_problem(random.Random(11), 50)
+def test_every_kind_of_violation_is_found_on_the_numpy_path():
+    p = with_arrays(random_tensor_problem(random.Random(11), 50))
     kinds = set()
     for seed in range(200):
         rng = random.Random(seed)
@@ -227,7 +239,7 @@ def test_every_kind_of_violation_is_found_on_the_numpy_path(numpy_path):
 
 
 @pytest.mark.parametrize("ascending", [True, False])
-def test_the_heuristic_gives_the_same_answer_on_both_paths(ascending, monkeypatch):
+def test_the_heuristic_gives_the_same_answer_on_both_paths(ascending):
     """With the arrays the greedy takes the node ids as its topological order when every
     edge ascends (compiled models), and Kahn's order otherwise: the answer is the same."""
     rng = random.Random(4)
@@ -237,10 +249,23 @@ def test_the_heuristic_gives_the_same_answer_on_both_paths(ascending, monkeypatc
     value = [e for e in edges if rng.random() < 0.2]
     allowed = [[rng.randrange(2)] if rng.random() < 0.7 else [0, 1] for _ in range(n)]
     p = hs.make_problem(n, edges, allowed, value_edges=value)
-    monkeypatch.setattr(arrays, "MIN_NODES", 10 ** 9)
     python = hs.heuristic(p)
-    monkeypatch.setattr(arrays, "MIN_NODES", 0)
-    assert arrays_of(p).edges_ascend() == ascending
+    assert with_arrays(p).arrays.edges_ascend() == ascending
     numpy = hs.heuristic(p)
     assert (numpy.part_of, numpy.part_device) == (python.part_of, python.part_device)
     assert python.num_parts > 2
+
+
+def test_a_pickled_compiled_problem_holds_no_onnx_model():
+    import pickletools
+    rules = hs.load_rules(ROOT / "rules" / "npu-static.yaml")
+    mg = hs.load_model(ROOT / "examples" / "transformer_encoder.onnx", {**rules.dims, "seq": 16})
+    p = hs.compile_problem(mg, rules)
+    p.arrays = problem_arrays(p, min_nodes=0)
+    data = pickle.dumps(p)
+    modules = {arg.split()[0] for op, arg, _ in pickletools.genops(data)
+               if op.name in ("GLOBAL", "STACK_GLOBAL") and isinstance(arg, str)}
+    strings = [arg for op, arg, _ in pickletools.genops(data) if isinstance(arg, str)]
+    assert not any(m.startswith("onnx") for m in modules)
+    assert not any(s.startswith("onnx") for s in strings)
+    assert pickle.loads(data) == p

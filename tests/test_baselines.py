@@ -10,16 +10,16 @@ import networkx as nx
 import pytest
 
 from hetero_solve.algorithms.baselines import BASELINES, BaselineSkipped, openvino
-from hetero_solve.algorithms.baselines._common import PartMemory
 from hetero_solve.algorithms.baselines.glow import glow
 from hetero_solve.algorithms.baselines.graphcycles import GraphCycles, graphcycles
 from hetero_solve.algorithms.baselines.longest_path import longest_path, longest_path_levels
 from hetero_solve.algorithms.baselines.openvino import Step
 from hetero_solve.compile import compile_problem
 from hetero_solve.model import load_model
-from hetero_solve.problem import Device, make_problem, part_memory
+from hetero_solve.measures import MemoryTracker, part_memory, quotient_edges
+from hetero_solve.problem import Device, make_problem
 from hetero_solve.rules import load_rules
-from hetero_solve.solution import Solution, evaluate, normalize, quotient_edges
+from hetero_solve.solution import Solution, evaluate, normalize
 from hetero_solve.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,7 +224,7 @@ def test_part_memory_tracker_matches_the_spec_definition():
     for _ in range(30):
         p = _random_problem(rng, 12, 2, bytes_range=(1, 50))
         nodes = rng.sample(range(p.n), rng.randint(1, p.n))
-        mem = PartMemory(p)
+        mem = MemoryTracker(p)
         for v in nodes:
             mem.add(v)
         assert mem.used == part_memory(p, nodes)

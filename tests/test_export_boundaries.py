@@ -13,7 +13,8 @@ def test_part_boundaries_match_the_definition(seed):
     """partition.json's inputs/outputs per part (one pass over all parts) against SPEC section
     5 applied to each part alone: an input is read in the part and made outside it (or a graph
     input), an output is made in the part and is a graph output or read outside it."""
-    from hetero_solve.export.submodels import part_boundaries, part_boundary
+    from hetero_solve.export.submodels import part_boundary
+    from hetero_solve.measures import part_boundaries
     from hetero_solve.solution import Solution
     rng = np.random.default_rng(500 + seed)
     n = int(rng.integers(2, 50))

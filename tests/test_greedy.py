@@ -102,7 +102,7 @@ def test_value_chain_forces_one_split_per_value_edge():
 @pytest.mark.parametrize("seed", range(20))
 def test_one_pass_metrics_match_the_definitions(seed):
     """part_memories() (one pass, used everywhere) against part_memory()/transfer_bytes()."""
-    from hetero_solve.problem import part_memories, part_memory, transfer_bytes
+    from hetero_solve.measures import part_memories, part_memory, transfer_bytes
     rng = np.random.default_rng(seed)
     n = int(rng.integers(3, 60))
     edges = [(u, v) for v in range(n) for u in range(v) if rng.random() < 0.2]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import hetero_solve as hs
-from hetero_solve.problem import part_memory
+from hetero_solve.measures import part_memory
 
 from conftest import EXAMPLES, chain_model
 

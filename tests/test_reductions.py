@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hetero_solve.exact.analysis import device_sets, topological_order
+from hetero_solve.exact.analysis import device_sets
+from hetero_solve.measures import topological_order
 from hetero_solve.exact.brute import brute_force
 from hetero_solve.exact.reductions import contract_chains
 from hetero_solve.exact.sequence import search
@@ -29,7 +30,7 @@ def test_contraction_is_sound_and_shrinks(gen):
     R = device_sets(p, fixed=True)
     red = contract_chains(p, R)
     assert red.problem.n * 2 <= p.n                       # at least 2x fewer units
-    topological_order(red.problem)                        # still a DAG (raises otherwise)
+    topological_order(red.problem.succ, red.problem.pred)                        # still a DAG (raises otherwise)
     enforce = [d.enforce_values for d in p.devices]
     for g, members in enumerate(red.groups):
         assert len({R[v] for v in members}) == 1          # one device per unit

@@ -11,7 +11,7 @@ from hetero_solve.model import load_model
 from hetero_solve.rules import load_rules
 from hetero_solve.rules.conditions import SupportChecker, node_refusal, op_refusal
 
-from conftest import EXAMPLE_DIMS, example_models, rule_profiles
+from conftest import EXAMPLE_DIMS, EXAMPLES, example_models, rule_profiles
 
 
 def _uncached(rules, mg, d: int, i: int) -> str | None:
@@ -168,27 +168,69 @@ def test_compiled_refusals_are_the_checkers_reasons(model):
 
 
 def test_refusals_mapping():
-    from hetero_solve.problem import Refusals
-    r = Refusals([[None, "op", (str.upper, "lazy")], [None, None, None]])
-    assert dict(r) == {(1, 0): "op", (2, 0): "LAZY"} and len(r) == 2
-    assert (0, 0) not in r and r.get((5, 7)) is None and r.get((2, 0)) == "LAZY"
+    from hetero_solve.problem import NonStaticShape, Refusals
+    lazy = NonStaticShape("input", 0, "x", ("n",), "NPU")
+    text = "input 0 'x' has a non-static shape ['n'] (NPU needs static shapes)"
+    r = Refusals([[None, "op", lazy], [None, None, None]])
+    assert dict(r) == {(1, 0): "op", (2, 0): text} and len(r) == 2
+    assert (0, 0) not in r and r.get((5, 7)) is None and r.get((2, 0)) == text
     r[(0, 1)] = "pinned to X"
     r[(1, 0)] = "overridden"
-    assert dict(r) == {(0, 1): "pinned to X", (1, 0): "overridden", (2, 0): "LAZY"}
+    assert dict(r) == {(0, 1): "pinned to X", (1, 0): "overridden", (2, 0): text}
     del r[(1, 0)]
     assert (1, 0) not in r and len(r) == 2
     with pytest.raises(KeyError):
         del r[(0, 0)]
 
 
-def test_refusals_pickle_as_texts():
-    """A study pickles problems: lazy entries (which may refer to the model) become texts."""
+def test_a_compiled_problem_pickles_without_the_model_or_callables():
+    """A compiled problem is plain data: pickled, it holds no ONNX protobuf (the model would
+    come along) and no function or method, and reads back the same reasons."""
+    import io
     import pickle
-    from hetero_solve.problem import Refusals
-    r = Refusals([[None, (lambda: "made when read",)]])
-    r[(0, 0)] = "pinned"
-    back = pickle.loads(pickle.dumps(r))
-    assert dict(back) == {(0, 0): "pinned", (1, 0): "made when read"}
+    import types
+
+    import onnx
+    from google.protobuf.message import Message
+    from hetero_solve.compile import compile_problem
+
+    class Recorder(pickle.Pickler):
+        def __init__(self, f):
+            super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
+            self.seen: set[type] = set()
+
+        def reducer_override(self, obj):
+            self.seen.add(type(obj))
+            return NotImplemented
+
+    mg = load_model(EXAMPLES / "transformer_encoder.onnx", dims={"batch": 1})  # seq left open
+    rules = load_rules({"version": 1, "devices": [
+        {"name": "NPU", "ops": {"supported": "all", "static_shapes": True,
+                                "when": {"MatMul": {"max_rank": 3}}}},
+        {"name": "CPU", "ops": {"supported": "all"}}]})
+    p = compile_problem(mg, rules)
+    assert len(p.refusals) > 0
+    f = io.BytesIO()
+    rec = Recorder(f)
+    rec.dump(p)
+    bad = {t for t in rec.seen if issubclass(t, Message) or issubclass(
+        t, (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.LambdaType))}
+    assert not bad
+    assert not any(issubclass(t, onnx.ModelProto) for t in rec.seen)
+    back = pickle.loads(f.getvalue())
+    assert dict(back.refusals) == dict(p.refusals)
+    # Nor does the live object refer to any (no __reduce__ hides what it holds).
+    import gc
+    seen, stack, kinds = set(), [p], set()
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        kinds.add(type(obj))
+        stack.extend(gc.get_referents(obj))
+    assert not {t for t in kinds if issubclass(t, Message) or issubclass(
+        t, (types.FunctionType, types.MethodType))}
 
 
 def test_a_when_condition_reason_comes_before_the_static_shape_one(tmp_path):

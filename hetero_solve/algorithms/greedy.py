@@ -30,20 +30,43 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..arrays import arrays_of
 from ..errors import InfeasibleError
-from ..problem import Problem, topological_order
+from ..measures import MemoryTracker, topological_order
+from ..problem import Problem
 from ..solution import Solution, objective_term
 from ..units import format_bytes
 
 
 def heuristic(problem: Problem) -> Solution:
-    """Best of the forward and backward greedy passes under the problem's objective.
+    """A valid partition in linear time: the better of the forward and backward greedy passes.
 
-    Ties go to the answer whose largest parts are larger (OpenVINO keeps the largest subgraph;
-    it also reproduces seed 000's worked example).  When the forward pass already gives one
-    part with every node on its preferred device, nothing can beat it and the backward pass
-    is skipped."""
+    Parameters
+    ----------
+    problem : Problem
+
+    Returns
+    -------
+    Solution
+        Parts in topological order, ``algorithm="heuristic"``, status ``"feasible"``,
+        ``stats["heuristic_partitions"]`` set.  Ties under the objective go to the answer
+        whose largest parts are larger (OpenVINO keeps the largest subgraph; it also
+        reproduces seed 000's worked example).  When the forward pass already gives one part
+        with every node on its preferred device, nothing can beat it and the backward pass is
+        skipped.
+
+    Raises
+    ------
+    InfeasibleError
+        When memory limits leave a node no room on any device it may use.
+
+    Examples
+    --------
+    >>> from hetero_solve.problem import make_problem
+    >>> p = make_problem(4, [(0, 1), (1, 2), (2, 3)], [[0], [1], [1], [0]])
+    >>> s = heuristic(p)
+    >>> s.num_parts, s.part_of, s.part_device
+    (3, [0, 1, 1, 2], [0, 1, 0])
+    """
     shared = _Shared(problem)
     best = greedy(problem, direction="forward", _shared=shared)
     if not _cannot_improve(problem, best):
@@ -93,7 +116,7 @@ class _Shared:
     def __init__(self, problem: Problem):
         # Compiled problems number nodes in the model's order, which ONNX requires to be
         # topological: then that order serves (the bottom levels are the same in any).
-        arrays = arrays_of(problem)
+        arrays = problem.arrays
         self.order = (list(range(problem.n)) if arrays is not None and arrays.edges_ascend()
                       else topological_order(problem.succ, problem.pred))
         self.sep = _separated(problem)
@@ -170,9 +193,11 @@ def greedy(problem: Problem, *, direction: str = "forward",
         p = len(part_device)
         inst = 0
         tracker = None
+        cap = 0
         if free[d] is not None:
             inst = max(range(len(free[d])), key=free[d].__getitem__)
-            tracker = _PartMemory(problem, free[d][inst])
+            tracker = MemoryTracker(problem)
+            cap = free[d][inst]
         part_device.append(d)
         part_instance.append(inst)
         size = 0
@@ -184,13 +209,16 @@ def greedy(problem: Problem, *, direction: str = "forward",
             if enforce[d] and sep[v] and any(part_of[u] == p for u in sep[v]):
                 waiting.append(v)       # a value input made in this part: next part
                 continue
-            if tracker is not None and not tracker.try_add(v):
-                if size:
-                    waiting.append(v)   # this instance is full: a later part
-                else:
-                    _spill(problem, v, dev, free, tracker)
-                    push(v)
-                continue
+            if tracker is not None:
+                delta = tracker.delta(v)
+                if tracker.used + delta > cap:
+                    if size:
+                        waiting.append(v)   # this instance is full: a later part
+                    else:
+                        _spill(problem, v, dev, free)
+                        push(v)
+                    continue
+                tracker.add(v, delta)
             part_of[v] = p
             size += 1
             placed += 1
@@ -282,7 +310,7 @@ def _bottom_levels(problem: Problem, nxt, order: list[int], dev, enforce, direct
     return level
 
 
-def _spill(problem: Problem, v: int, dev: list[int], free, tracker: "_PartMemory") -> None:
+def _spill(problem: Problem, v: int, dev: list[int], free) -> None:
     """Move ``v`` to its next allowed device: it fits in no instance of its current one."""
     allowed = problem.allowed[v]
     d = dev[v]
@@ -290,7 +318,7 @@ def _spill(problem: Problem, v: int, dev: list[int], free, tracker: "_PartMemory
     if pos + 1 < len(allowed):
         dev[v] = allowed[pos + 1]
         return
-    need = tracker.alone(v)
+    need = MemoryTracker(problem).delta(v)
     options = ", ".join(
         f"{problem.devices[a].name} (largest free instance "
         f"{format_bytes(max(free[a])) if free[a] is not None else 'unlimited'})" for a in allowed)
@@ -298,67 +326,3 @@ def _spill(problem: Problem, v: int, dev: list[int], free, tracker: "_PartMemory
         f"memory: node {problem.names[v]!r} ({problem.op_types[v]}) needs {need} bytes "
         f"({format_bytes(need)}) on its own; no instance of its devices has room: {options}",
         [problem.names[v]])
-
-
-class _PartMemory:
-    """Memory of the part being built (SPEC section 5), updated node by node in any order.
-
-    A tensor counts as an input while a consumer is inside and its producer is not (or it is
-    a graph input), and as an output while its producer is inside and it is a graph output or
-    some consumer is outside.  Adding a node can lower the total (an output becomes internal).
-    """
-
-    __slots__ = ("p", "cap", "used", "inside_consumers", "produced", "consts")
-
-    def __init__(self, problem: Problem, cap: int):
-        self.p = problem
-        self.cap = cap
-        self.used = 0
-        self.inside_consumers: dict[int, int] = {}
-        self.produced: set[int] = set()
-        self.consts: set[int] = set()
-
-    def delta(self, v: int) -> int:
-        """Change of the part's memory if ``v`` joined it."""
-        p = self.p
-        tb = p.tensor_bytes
-        is_out = p.tensor_is_output
-        cons = p.tensor_consumers
-        inside = self.inside_consumers
-        produced = self.produced
-        consts = self.consts
-        cb = p.const_bytes
-        delta = 0
-        for c in p.node_consts[v]:
-            if c not in consts:
-                delta += cb[c]
-        for t in p.node_inputs[v]:
-            k = inside.get(t, 0)
-            if t in produced:       # an output of the part; internal once its last consumer joins
-                if k + 1 == len(cons[t]) and not is_out[t]:
-                    delta -= tb[t]
-            elif k == 0:            # a new input of the part
-                delta += tb[t]
-        for t in p.node_outputs[v]:
-            k = inside.get(t, 0)    # consumers already inside (backward passes)
-            before = tb[t] if k else 0
-            after = tb[t] if (is_out[t] or k < len(cons[t])) else 0
-            delta += after - before
-        return delta
-
-    def try_add(self, v: int) -> bool:
-        """Add ``v`` if the part stays within its capacity."""
-        delta = self.delta(v)
-        if self.used + delta > self.cap:
-            return False
-        self.used += delta
-        p = self.p
-        self.consts.update(p.node_consts[v])
-        inside = self.inside_consumers
-        for t in p.node_inputs[v]:
-            inside[t] = inside.get(t, 0) + 1
-        self.produced.update(p.node_outputs[v])
-        return True
-
-    def alone(self, v: int) -> int:
-        return _PartMemory(self.p, self.cap).delta(v)

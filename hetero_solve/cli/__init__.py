@@ -6,12 +6,16 @@ commands are registered by the modules imported at the bottom, one module per co
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 
+import click
 import typer
+import typer.exceptions
 from typer.core import TyperGroup
 
-from ..errors import HeteroSolveError
+from ..errors import HeteroSolveError, one_line
 from .common import err_console
 
 
@@ -73,12 +77,94 @@ from . import study as _study  # noqa: E402,F401  (study)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry: bad input is one line on stderr and exit code 2."""
+    """Console-script entry.  Whatever happens, stderr gets one line and no traceback:
+
+    - bad input (a :class:`HeteroSolveError`, a bad option value, a file that cannot be
+      written): ``hetero-solve: error: ...``, exit code 2;
+    - an internal error: ``hetero-solve: internal error: ...`` with a hint to report it, exit
+      code 1; ``--debug`` anywhere on the command line (or ``HETERO_SOLVE_DEBUG=1``) adds the
+      traceback;
+    - Ctrl-C: ``hetero-solve: interrupted``, exit code 130.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("HETERO_SOLVE_DEBUG", "") not in ("", "0")
+    args = [a for a in args if a != "--debug"]
     try:
-        app(args=argv, standalone_mode=True)
+        code = app(args=args, prog_name="hetero-solve", standalone_mode=False)
+    except SystemExit:
+        raise
     except HeteroSolveError as e:
-        err_console.print(f"hetero-solve: error: {e}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
+        _exit(2, f"error: {one_line(e, ERROR_CHARS)}", debug)
+    except _CLICK_ERRORS as e:                      # bad option values, unknown options, ...
+        if type(e).__name__ == "NoArgsIsHelpError":  # no arguments: the help, on stderr
+            e.show()
+            sys.exit(e.exit_code)
+        hint = _help_hint(e)
+        _exit(e.exit_code, f"error: {one_line(e.format_message(), ERROR_CHARS)}{hint}", debug)
+    except (*_ABORTS, KeyboardInterrupt):
+        _exit(130, "interrupted", debug)
+    except BrokenPipeError:                         # stdout closed early (| head): not an error
+        _quiet_stdout()
+        sys.exit(1)
+    except OSError as e:
+        if e.filename is None:
+            _internal(e, debug)
+        # A file the run needed could not be read or written: the environment, not a bug.
+        _exit(2, f"error: {e.filename}: {e.strerror or one_line(e)}", debug)
+    except BaseException as e:                      # noqa: BLE001 (MemoryError, RecursionError, bugs)
+        _internal(e, debug)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_classes(name: str) -> tuple[type, ...]:
+    """``name`` from click, and from the copy of click that recent typer versions carry."""
+    found = [getattr(click.exceptions, name)]
+    try:
+        from typer._click import exceptions as vendored
+        found.append(getattr(vendored, name))
+    except (ImportError, AttributeError):
+        pass
+    return tuple(dict.fromkeys(found))
+
+
+_CLICK_ERRORS = _click_classes("ClickException")
+_ABORTS = (*_click_classes("Abort"), typer.exceptions.Abort)
+#: An error line longer than this is cut (a message naming thousands of nodes).
+ERROR_CHARS = 2000
+
+
+def _exit(code: int, line: str, debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+    try:
+        err_console.print(f"hetero-solve: {line}", markup=False, highlight=False, soft_wrap=True)
+    except Exception:   # stderr itself is broken: nothing more can be said
+        pass
+    sys.exit(code)
+
+
+def _internal(e: BaseException, debug: bool) -> None:
+    kind = type(e).__name__
+    what = one_line(e, 300) or "(no message)"
+    hint = "" if debug else " (run again with --debug for the traceback)"
+    _exit(1, f"internal error: {kind}: {what}: this is a bug in hetero-solve, please report it "
+             f"with the command line{hint}", debug)
+
+
+def _help_hint(e: click.ClickException) -> str:
+    ctx = getattr(e, "ctx", None)
+    if ctx is None:
+        return ""
+    return f" (see: {ctx.command_path} --help)"
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe, make the interpreter's final flush of stdout silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 __all__ = ["app", "main"]

@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from ..errors import HeteroSolveError
+from ..export.writer import check_target
 from ..units import format_bytes, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, expect_model_and_rules, fail, json_option,
@@ -185,7 +186,7 @@ def check_command(
     affinity: Path = typer.Option(..., "--affinity", "-a", metavar="FILE.json",
                                   help="node -> device (like affinity.json), node -> part id, or "
                                        "a partition.json.", show_default=False),
-    out: Optional[Path] = typer.Option(None, "-o", "--out",
+    out: Optional[str] = typer.Option(None, "-o", "--out",
                                        help="Where a valid map is exported (default: <model "
                                             "stem>.user.hetero/ next to the model)."),
     no_export: bool = typer.Option(False, "--no-export", help="Check only, write nothing."),
@@ -228,13 +229,16 @@ def check_command(
         expect_model_and_rules(model, rules,
                                "hetero-solve check MODEL.onnx RULES.yaml --affinity MAP.json")
         dims = parse_dims(dim)
+        target = None
+        if not no_export:   # refused before solving, not after
+            target = check_target(model.with_name(model.stem + ".user.hetero") if out is None
+                                  else out)
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             report = check_affinity(model, rules, affinity, dims=dims, split=split,
                                     engine=engine, time_limit=time_limit, seed=seed,
                                     progress=say)
             written = None
             if report.valid and not no_export:
-                target = out or model.with_name(model.stem + ".user.hetero")
                 say(f"writing {target}")
                 written = report.write(target, submodels=not no_models, annotated=not no_models)
     warned.show(report.warnings)

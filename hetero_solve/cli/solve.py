@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from ..export.writer import default_out_dir
+from ..export.writer import check_target, default_out_dir
 from ..pipeline import ENGINES, solve
 from ..result import Result
 from ..units import format_bytes, instance_label
@@ -28,8 +28,9 @@ def solve_command(
     rules: Path = typer.Argument(..., metavar="RULES", help="Rule file (YAML): devices, ops, memory, pins. "
                                            "See rules/ for profiles to start from.",
                                  show_default=False),
-    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory "
-                                       "(default: MODEL_STEM.hetero/ next to the model)."),
+    out: Optional[str] = typer.Option(None, "-o", "--out", help="Output directory "
+                                      "(default: MODEL_STEM.hetero/ next to the model): new, "
+                                      "empty, or a previous answer, which is replaced."),
     time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
                                      help="Seconds for the exact solver after the heuristic."),
     dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
@@ -63,11 +64,11 @@ def solve_command(
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     expect_model_and_rules(model, rules)
     dims = parse_dims(dim)
+    target = check_target(default_out_dir(str(model)) if out is None else out)   # before solving
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, engine=engine, time_limit=time_limit,
                            seed=seed, progress=say)
-            target = out or default_out_dir(str(model))
             say(f"writing {target}")
             written = result.write(target, submodels=not no_models, annotated=not no_models,
                                    progress=say)

@@ -40,17 +40,19 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Callable
 
+from ..errors import InfeasibleError
 from ..problem import Problem
 from ..solution import Solution, evaluate, normalize, objective_key
+from ..units import format_bytes
 from ..validate import validate
 from . import cpsat, sat, sequence
-from .analysis import binding_devices, device_sets
+from .analysis import binding_devices, device_sets, min_part_memory
 from .bounds import Bounds, lower_bounds
 from .encoding import Encoding
 from .explain import explain
 from .reductions import Reduced, contract_chains
 
-__all__ = ["refine", "lower_bound", "ENGINES"]
+__all__ = ["refine", "lower_bound", "refuse_unplaceable", "ENGINES"]
 
 ENGINES = ("auto", "cpsat", "sat")
 FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
@@ -76,7 +78,28 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     ``workers``: CP-SAT workers (more than one runs CP-SAT's deterministic interleaved mode)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    refuse_unplaceable(problem)
     return _Refiner(problem, start, engine, time_limit, seed, progress, workers).run()
+
+
+def refuse_unplaceable(problem: Problem) -> None:
+    """Raise :class:`~hetero_solve.errors.InfeasibleError` when some node fits no instance of
+    any device it may use, whatever part holds it: its constants, the graph inputs it reads and
+    the graph outputs it writes are in every part that holds it (SPEC section 5), and they
+    exceed every allowed device's memory.  No partition exists then, under any objective."""
+    R = device_sets(problem, fixed=False)
+    homeless = [v for v in range(problem.n) if not R[v]]
+    if not homeless:
+        return
+    v = homeless[0]
+    need = min_part_memory(problem, v)
+    caps = ", ".join(f"{problem.devices[d].name} holds {format_bytes(problem.devices[d].memory)}"
+                     for d in problem.allowed[v])
+    more = f" ({len(homeless) - 1} more node(s) fit no device)" if len(homeless) > 1 else ""
+    raise InfeasibleError(
+        f"memory: node {problem.names[v]!r} ({problem.op_types[v]}) needs at least {need} bytes "
+        f"({format_bytes(need)}) in any part (its constants and graph inputs/outputs); "
+        f"{caps} per instance{more}", [problem.names[u] for u in homeless])
 
 
 def lower_bound(problem: Problem, solution: Solution) -> int:
@@ -124,6 +147,12 @@ class _Refiner:
         self._views: dict[bool, tuple] = {}
 
     # -- helpers -----------------------------------------------------------------------------
+    @property
+    def valid(self) -> bool:
+        """The best answer so far is valid (an invalid start is only a hint: no bound it
+        meets proves anything, and its terms are no caps)."""
+        return self.best_key != (float("inf"),)
+
     def metrics(self, sol: Solution | None = None) -> dict[str, int]:
         return evaluate(self.p, sol or self.best).as_dict()
 
@@ -300,8 +329,10 @@ class _Refiner:
                 before = self.metrics()[term]
                 self.runs = []
                 ok = getattr(self, f"stage_{term}")(caps, len(order) - i)
-                self.proven[term] = chain and ok
+                self.proven[term] = chain and ok and self.valid
                 chain = self.proven[term]
+                if not self.valid:     # nothing valid found yet: no cap, nothing proven
+                    continue
                 caps[term] = self.metrics()[term]
                 self.stages.append({"stage": term, "before": before, "after": caps[term],
                                     "proven": self.proven[term], "method": self.method,
@@ -377,7 +408,7 @@ class _Refiner:
     def stage_fallback(self, caps: dict[str, int], left: int) -> bool:
         R, mem, bounds = self.view(fixed=False)
         forced = sum(1 for v in range(self.p.n) if self.p.allowed[v][0] not in R[v])
-        if self.metrics()["fallback"] <= forced:
+        if self.valid and self.metrics()["fallback"] <= forced:
             self.method = "bound"       # nodes no instance of their preferred device can hold
             return True
         K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
@@ -397,7 +428,7 @@ class _Refiner:
         if all_proven:
             self.parts_view = (R, bounds, fixed)
             self.lb_parts = max(self.lb_parts, bounds.lb)
-        if self.best.num_parts <= bounds.lb:
+        if self.valid and self.best.num_parts <= bounds.lb:
             self.method = self.parts_proof = "bound"
             return True
         # fallback 0 is built into R when fixed; other caps need the full model
@@ -428,7 +459,7 @@ class _Refiner:
         return False
 
     def stage_transfer(self, caps: dict[str, int], left: int) -> bool:
-        if self.metrics()["transfer"] == 0:
+        if self.valid and self.metrics()["transfer"] == 0:
             self.method = "bound"
             return True
         fixed = caps.get("fallback") == 0
@@ -452,14 +483,14 @@ class _Refiner:
         m = self.metrics()
         cost = sum(w * m[t] for t, w in weights.items())
         wp = weights.get("partitions", 0)
-        if cost == wp * bounds.lb:      # parts at the bound, nothing else costs
+        if self.valid and cost == wp * bounds.lb:   # parts at the bound, nothing else costs
             self.method = "bound"
             return exact
         red, b2 = (None, bounds)
         if not mem and not weights.get("transfer"):
             red, b2 = self.reduce(R)
         prob, R2 = (red.problem, red.R) if red is not None else (self.p, R)
-        if wp > 0:      # cost >= wp * parts for every solution at least as good
+        if wp > 0 and self.valid:   # cost >= wp * parts for every solution at least as good
             K, complete = max(b2.lb, min(prob.n, cost // wp)), True
         else:
             K, complete = self.unbounded_K(prob.n, self.best.num_parts)

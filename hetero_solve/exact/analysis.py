@@ -23,7 +23,7 @@
 
 from __future__ import annotations
 
-from ..problem import Problem, topological_order as _topological_order
+from ..problem import Problem
 
 
 def min_part_memory(problem: Problem, v: int) -> int:
@@ -78,12 +78,6 @@ def binding_devices(problem: Problem, R: list[tuple[int, ...]]) -> list[int]:
         if dev.memory is not None and upper_memory(problem, R, d) > dev.memory:
             out.append(d)
     return out
-
-
-def topological_order(problem: Problem) -> list[int]:
-    """Kahn's order (compiled problems are already in graph order; generated ones need not
-    be)."""
-    return _topological_order(problem.succ, problem.pred)
 
 
 def is_value_edge(problem: Problem, u: int, v: int) -> bool:

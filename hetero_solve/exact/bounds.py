@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..measures import topological_order as node_order
 from ..problem import Problem
-from .analysis import shared_devices, topological_order
+from .analysis import shared_devices
 
 NEG = -1  # an impossible state (counts are >= 0)
 
@@ -155,7 +156,7 @@ def lower_bounds(problem: Problem, R: list[tuple[int, ...]],
     n = problem.n
     if n == 0:
         return Bounds(0, "path", 0, 0, 0, [0] * len(problem.devices), [], [])
-    order = topological_order(problem)
+    order = node_order(problem.succ, problem.pred)
     rev = order[::-1]
     vp = problem.value_pred
     fwd_value = lambda u, v: u in vp[v]   # noqa: E731  (u before v)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import itertools
 
-from ..problem import Problem, part_memory
+from ..measures import part_memory, part_order
+from ..problem import Problem
 from ..solution import Solution, normalize, objective_key
 
 
@@ -37,27 +38,6 @@ def set_partitions(n: int):
             yield from rec(i + 1, max(m, b))
 
     yield from rec(1, 0)
-
-
-def _acyclic(problem: Problem, part_of: list[int], k: int) -> bool:
-    out = [set() for _ in range(k)]
-    indeg = [0] * k
-    for u, ss in enumerate(problem.succ):
-        for v in ss:
-            a, b = part_of[u], part_of[v]
-            if a != b and b not in out[a]:
-                out[a].add(b)
-                indeg[b] += 1
-    stack = [p for p in range(k) if indeg[p] == 0]
-    seen = 0
-    while stack:
-        p = stack.pop()
-        seen += 1
-        for q in out[p]:
-            indeg[q] -= 1
-            if indeg[q] == 0:
-                stack.append(q)
-    return seen == k
 
 
 def _pack(sizes: list[int], bins: int, cap: int) -> list[int] | None:
@@ -95,7 +75,7 @@ def brute_force(problem: Problem, *, max_nodes: int = 9) -> Solution | None:
     best_key = None
     for part_of in set_partitions(n):
         k = max(part_of) + 1 if n else 0
-        if not _acyclic(problem, part_of, k):
+        if part_order(problem, part_of, k) is None:
             continue
         parts = [[] for _ in range(k)]
         for v, p in enumerate(part_of):

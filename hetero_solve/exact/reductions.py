@@ -36,11 +36,10 @@ SOLVING.md measured 2.7-7.8x fewer units on DNN-like graphs, and the optimum unc
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
+from ..measures import quotient_order, topological_order
 from ..problem import Device, Problem, make_problem
-from .analysis import topological_order
 
 
 @dataclass
@@ -111,7 +110,7 @@ def contract_chains(problem: Problem, R: list[tuple[int, ...]]) -> Reduced:
         alive[g] = False
         succs[g] = preds[g] = vout[g] = vin[g] = set()
 
-    work = list(reversed(topological_order(problem)))   # pop() gives topological order
+    work = list(reversed(topological_order(problem.succ, problem.pred)))   # pop() gives topological order
     while work:
         g = work.pop()
         if not alive[g] or dev[g] < 0:
@@ -152,22 +151,8 @@ def _build(problem: Problem, R, groups: list[list[int]]) -> Reduced:
             if a != b:
                 vedges.add((a, b))
     # number the units topologically (deterministic: smallest first member first)
-    out: list[list[int]] = [[] for _ in range(m)]
-    indeg = [0] * m
-    for a, b in edges:
-        out[a].append(b)
-        indeg[b] += 1
-    heap = [(groups[i][0], i) for i in range(m) if indeg[i] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, i = heapq.heappop(heap)
-        order.append(i)
-        for j in out[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                heapq.heappush(heap, (groups[j][0], j))
-    assert len(order) == m, "contraction created a cycle"
+    order = quotient_order(edges, [g[0] for g in groups])
+    assert order is not None, "contraction created a cycle"
     new = {old: k for k, old in enumerate(order)}
     groups = [groups[i] for i in order]
     unit = [new[u] for u in unit]

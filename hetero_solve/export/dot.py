@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 from ..problem import Problem
-from ..solution import Solution, quotient_edges
+from ..measures import quotient_edges
+from ..solution import Solution
 from ..units import format_bytes, instance_label
 
 PALETTE = ["#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5",

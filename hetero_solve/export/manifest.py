@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..problem import Problem
-from ..solution import Solution, quotient_edges
-from .submodels import DIRECT_FILE, direct_outputs, part_boundaries, part_file, unused_inputs
+from ..measures import part_boundaries, quotient_edges
+from ..solution import Solution
+from .submodels import DIRECT_FILE, direct_outputs, part_file, unused_inputs
 
 if TYPE_CHECKING:   # export reads a Result; it never needs the class at run time
     from ..result import Result

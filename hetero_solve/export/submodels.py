@@ -10,13 +10,12 @@ nodes, folded values), with inputs and outputs typed from shape inference.
 from __future__ import annotations
 
 from itertools import chain
-from typing import Iterable
 
 import onnx
 from onnx import helper, numpy_helper
 
-from ..arrays import arrays_of
 from ..model.graph import ModelGraph
+from ..measures import part_boundaries
 from ..problem import Problem
 from ..solution import Solution
 
@@ -24,39 +23,6 @@ from ..solution import Solution
 def part_boundary(problem: Problem, sol: Solution, p: int, nodes: list[int]) -> tuple[list[str], list[str]]:
     """Input and output tensor names of part ``p`` (SPEC section 5's definitions)."""
     return part_boundaries(problem, sol.part_of, nodes).get(p, ([], []))
-
-
-def part_boundaries(problem: Problem, part_of: list[int], nodes: Iterable[int] | None = None
-                    ) -> dict[int, tuple[list[str], list[str]]]:
-    """Input and output tensor names of every part the ``nodes`` (default: all) belong to, in
-    one pass: a tensor is an input of a part that reads it and does not make it, an output of
-    the part that makes it when it is a graph output or another part reads it.  Names come
-    in node order, then position (what :func:`part_boundary` gives for one part)."""
-    arrays = arrays_of(problem) if nodes is None else None
-    if arrays is not None:
-        return arrays.boundaries(part_of)
-    prod, names = problem.tensor_producer, problem.tensor_names
-    is_out, consumers = problem.tensor_is_output, problem.tensor_consumers
-    node_inputs, node_outputs = problem.node_inputs, problem.node_outputs
-    out: dict[int, tuple[list[str], list[str]]] = {}
-    seen: set[tuple[int, int]] = set()
-    for v in range(len(part_of)) if nodes is None else nodes:
-        p = part_of[v]
-        lists = out.get(p)
-        if lists is None:
-            lists = out[p] = ([], [])
-        ins, outs = lists
-        for t in node_inputs[v]:
-            u = prod[t]
-            if (u < 0 or part_of[u] != p) and (t, p) not in seen:
-                seen.add((t, p))
-                ins.append(names[t])
-        for t in node_outputs[v]:
-            cons = consumers[t]
-            if is_out[t] or (part_of[cons[0]] != p if len(cons) == 1 else
-                             any(part_of[c] != p for c in cons)):
-                outs.append(names[t])
-    return out
 
 
 def constants_as_held(mg: ModelGraph, names: list[str]) -> tuple[
@@ -115,10 +81,17 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
 DIRECT_FILE = "direct_outputs.onnx"
 
 
+#: The device name's share of a part file name: file names stay far below the 255 bytes
+#: file systems allow, whatever the rule file calls its devices.
+DEVICE_CHARS_IN_FILE_NAMES = 64
+
+
 def part_file(p: int, device: str) -> str:
-    """The file name of part ``p``'s model: ``part<p>_<device>.onnx``."""
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in device)
-    return f"part{p}_{safe}.onnx"
+    """The file name of part ``p``'s model: ``part<p>_<device>.onnx``, the device name reduced
+    to ASCII letters, digits, ``-`` and ``_`` and cut at :data:`DEVICE_CHARS_IN_FILE_NAMES`
+    characters (the part id keeps names unique)."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in device)
+    return f"part{p}_{safe[:DEVICE_CHARS_IN_FILE_NAMES]}.onnx"
 
 
 def direct_outputs(mg: ModelGraph) -> tuple[list[str], list[str]]:

@@ -1,20 +1,37 @@
-"""Write a result to OUT_DIR (SPEC section 7), atomically.
+"""Write a result to OUT_DIR (SPEC section 7) without ever losing a file the tool did not write.
 
-Everything is written into a temporary sibling directory first and moved into place at the
-end, so a failure leaves OUT_DIR as it was (absent, or the previous result).
+How OUT_DIR is treated (:func:`check_target` decides, before anything is written):
+
+- **absent**: the answer is written into a hidden sibling folder, renamed to OUT_DIR when
+  complete (missing parent folders are created, and removed again if the write fails);
+- **an empty folder, or a previous answer of hetero-solve**: the answer is written into a
+  hidden folder inside OUT_DIR, then moved in file by file, ``partition.json`` last; the files
+  of the previous answer that the new one does not have (stale part files) are removed after.
+  Nothing else in the folder is touched (``outputs/`` of ``hetero-solve run``, a user's notes);
+- **anything else** (a file, a device, a folder holding files hetero-solve did not write, a
+  path under a file): refused with an :class:`~hetero_solve.errors.OutputError`.
+
+A previous answer is recognised by its ``partition.json``: a JSON object with ``"version": 1``
+whose ``"files"`` lists the plain file names the answer consists of (``partition.json``
+included).  Only those names are ever replaced or removed.  Answers written before ``"files"``
+existed are recognised by ``version``, ``partitions`` and ``solver``, and their files are
+derived from the names this writer uses.  A failure before the last step leaves OUT_DIR as it
+was.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
-import tempfile
+import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import onnx
 
+from ..errors import OutputError
 from ..gcpause import paused_gc
 from .annotated import build_annotated_model
 from .dot import affinity_dot, partitions_dot
@@ -24,9 +41,15 @@ from .submodels import build_direct_model, build_part_model, direct_outputs, par
 if TYPE_CHECKING:   # export reads a Result; it never needs the class at run time
     from ..result import Result
 
-__all__ = ["write_result", "default_out_dir", "part_file"]
+__all__ = ["write_result", "default_out_dir", "part_file", "check_target", "answer_files"]
 
 EXTERNAL_DATA_BYTES = 1_800_000_000   # protobuf's 2 GiB limit, with margin
+MANIFEST = "partition.json"
+#: Files every answer may hold besides the part models (older answers are read by these names).
+FIXED_FILES = (MANIFEST, "affinity.json", "model.annotated.onnx", "affinity.dot", "partitions.dot")
+#: partition.json is read to recognise a previous answer; one larger than this is not ours.
+MANIFEST_MAX_BYTES = 1 << 30
+TMP_PREFIX = ".hetero-solve-tmp-"
 
 
 def default_out_dir(model_path: str) -> Path:
@@ -35,12 +58,106 @@ def default_out_dir(model_path: str) -> Path:
     return p.with_name(p.stem + ".hetero") if model_path != "<model>" else Path("model.hetero")
 
 
+# -- the target --------------------------------------------------------------------------------
+
+def check_target(out_dir: str | os.PathLike) -> Path:
+    """``out_dir`` as a path, when it can receive an answer: absent (under folders that exist
+    or can be made), an empty folder, or a previous answer of hetero-solve.  Raises
+    :class:`OutputError` naming the reason otherwise.  Writes nothing."""
+    if isinstance(out_dir, str) and not out_dir.strip():
+        raise OutputError(repr(out_dir), "empty output path: name a folder, e.g. -o model.hetero")
+    out = Path(out_dir)
+    if not os.path.lexists(out):
+        _check_parents(out)
+        return out
+    try:
+        st = os.stat(out)
+    except OSError as e:
+        raise OutputError(out, f"cannot use as output folder: {_reason(e)}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise OutputError(out, f"exists and is {_kind(st.st_mode)}, not a folder: the answer is "
+                               "a folder of files (give a new or empty folder)")
+    try:
+        entries = os.listdir(out)
+    except OSError as e:
+        raise OutputError(out, f"cannot list the folder: {_reason(e)}") from None
+    if entries and answer_files(out) is None:
+        shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
+        raise OutputError(out, f"the folder holds files hetero-solve did not write ({shown}); "
+                               "give a new or empty folder, or a previous answer of hetero-solve")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise OutputError(out, "the folder is not writable")
+    return out
+
+
+def _check_parents(out: Path) -> None:
+    """The nearest existing ancestor of ``out`` must be a writable folder."""
+    parent = out.absolute().parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        parent = parent.parent
+    try:
+        st = os.stat(parent)
+    except OSError as e:
+        raise OutputError(out, f"cannot create it: {parent}: {_reason(e)}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise OutputError(out, f"cannot create it: {parent} is {_kind(st.st_mode)}, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(out, f"cannot create it: {parent} is not writable")
+
+
+def answer_files(out_dir: str | os.PathLike) -> list[str] | None:
+    """The file names of the previous answer in ``out_dir`` (see the module docstring), or
+    None when ``out_dir/partition.json`` is absent or not one hetero-solve wrote."""
+    path = Path(out_dir) / MANIFEST
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MANIFEST_MAX_BYTES:
+            return None
+        with open(path, "rb") as f:
+            data = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != 1:
+        return None
+    files = data.get("files")
+    if files is not None:
+        if (not isinstance(files, list) or MANIFEST not in files
+                or not all(_plain_name(x) for x in files)):
+            return None
+        return list(dict.fromkeys(files))
+    # Written before "files" existed: derived from the names this writer has always used.
+    parts = data.get("partitions")
+    if not isinstance(parts, list) or not isinstance(data.get("solver"), dict):
+        return None
+    names = list(FIXED_FILES)
+    direct = data.get("direct_outputs")
+    extra = [p.get("file") for p in parts if isinstance(p, dict)]
+    extra.append(direct.get("file") if isinstance(direct, dict) else None)
+    names += [x for x in extra if isinstance(x, str) and _plain_name(x)]
+    names += [x + ".data" for x in names if x.endswith(".onnx")]
+    return list(dict.fromkeys(names))
+
+
+def _plain_name(x: object) -> bool:
+    return (isinstance(x, str) and 0 < len(x) <= 255 and x not in (".", "..")
+            and "/" not in x and "\\" not in x and "\0" not in x)
+
+
+# -- writing -----------------------------------------------------------------------------------
+
 def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: bool = True,
                  annotated: bool = True, dots: bool = True,
                  progress: Callable[[str], None] | None = None) -> Path:
     """Write ``partition.json``, the part models, ``affinity.json``, ``model.annotated.onnx``,
     ``affinity.dot`` and ``partitions.dot``; return OUT_DIR.  ``submodels=False`` etc. skip
-    the heavy files (benchmarks write the manifest alone)."""
+    the heavy files (benchmarks write the manifest alone).
+
+    Raises
+    ------
+    OutputError
+        OUT_DIR is not absent, empty or a previous answer (see the module docstring), would
+        replace the model or rule file being read, or cannot be written.
+    """
     with paused_gc():
         return _write(result, out_dir, submodels=submodels, annotated=annotated, dots=dots,
                       progress=progress)
@@ -48,41 +165,153 @@ def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: boo
 
 def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, annotated: bool,
            dots: bool, progress: Callable[[str], None] | None) -> Path:
-    out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    out = check_target(out_dir)
+    replace = os.path.lexists(out)
+    created: list[Path] = []
+    tmp: Path | None = None
     try:
-        manifest = build_manifest(result, files=submodels)
-        mg, problem, solution = result.model_graph, result.problem, result.solution
-        if submodels:
-            mg.prefetch_folded(problem.const_names)
-            nodes_of = solution.parts()   # one scan, not one per part
-            for part in manifest["partitions"]:
-                if progress:
-                    progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
-                model = build_part_model(mg, problem, solution, part["id"],
-                                         nodes_of[part["id"]], part["inputs"], part["outputs"])
-                _save(model, tmp / part["file"])
-            if "direct_outputs" in manifest:
-                names, inputs = direct_outputs(mg)
-                _save(build_direct_model(mg, names, inputs),
-                      tmp / manifest["direct_outputs"]["file"])
-        _write_json(tmp / "partition.json", manifest)
-        _write_names(tmp / "affinity.json", affinity_map(problem, solution))
-        if annotated:
-            if progress:
-                progress("writing the annotated model")
-            _save(build_annotated_model(mg, problem, solution), tmp / "model.annotated.onnx")
-        if dots:
-            title = Path(result.model_graph.path).stem
-            (tmp / "affinity.dot").write_text(affinity_dot(result.problem, result.solution, title))
-            (tmp / "partitions.dot").write_text(
-                partitions_dot(result.problem, result.solution, result.metrics.part_memory, title))
-        _replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if not replace:
+            created = _make_parents(out)
+        tmp = _make_tmp(out if replace else out.parent)
+        _write_files(result, tmp, submodels=submodels, annotated=annotated, dots=dots,
+                     progress=progress)
+        if replace:
+            _move_in(tmp, out, protected=_inputs_of(result))
+        else:
+            os.rename(tmp, out)
+        tmp = None
+    except OSError as e:
+        raise OutputError(out, f"cannot write the answer: {_reason(e)}") from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            for d in reversed(created):
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
     return out
+
+
+def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: bool, dots: bool,
+                 progress: Callable[[str], None] | None) -> None:
+    """Every file of the answer into ``tmp``, ``partition.json`` last: its ``"files"`` lists
+    what was written."""
+    manifest = build_manifest(result, files=submodels)
+    mg, problem, solution = result.model_graph, result.problem, result.solution
+    if submodels:
+        mg.prefetch_folded(problem.const_names)
+        nodes_of = solution.parts()   # one scan, not one per part
+        for part in manifest["partitions"]:
+            if progress:
+                progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
+            model = build_part_model(mg, problem, solution, part["id"],
+                                     nodes_of[part["id"]], part["inputs"], part["outputs"])
+            _save(model, tmp / part["file"])
+        if "direct_outputs" in manifest:
+            names, inputs = direct_outputs(mg)
+            _save(build_direct_model(mg, names, inputs), tmp / manifest["direct_outputs"]["file"])
+    _write_names(tmp / "affinity.json", affinity_map(problem, solution))
+    if annotated:
+        if progress:
+            progress("writing the annotated model")
+        _save(build_annotated_model(mg, problem, solution), tmp / "model.annotated.onnx")
+    if dots:
+        title = Path(mg.path).stem
+        (tmp / "affinity.dot").write_text(affinity_dot(problem, solution, title))
+        (tmp / "partitions.dot").write_text(
+            partitions_dot(problem, solution, result.metrics.part_memory, title))
+    manifest["files"] = sorted([*os.listdir(tmp), MANIFEST])
+    _write_json(tmp / MANIFEST, manifest)
+
+
+def _make_parents(out: Path) -> list[Path]:
+    """Create the missing folders above ``out``; return them, outermost first."""
+    missing = []
+    parent = out.parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    created = []
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue
+        created.append(d)
+    return created
+
+
+def _make_tmp(parent: Path) -> Path:
+    """A new hidden folder in ``parent``, with the modes a plain ``mkdir`` gives (so the
+    answer, once renamed, has them too; ``tempfile.mkdtemp`` would make it private)."""
+    while True:
+        tmp = parent / f"{TMP_PREFIX}{secrets.token_hex(4)}"
+        try:
+            tmp.mkdir()
+            return tmp
+        except FileExistsError:
+            continue
+
+
+def _move_in(tmp: Path, out: Path, protected: Iterable[str]) -> None:
+    """Replace the previous answer in ``out`` (or fill an empty ``out``) with the files in
+    ``tmp``; see the module docstring."""
+    old = answer_files(out)
+    if old is None:
+        entries = [x for x in os.listdir(out) if x != tmp.name]
+        if entries:   # changed since check_target
+            raise OutputError(out, "the folder now holds files hetero-solve did not write "
+                                   f"({', '.join(sorted(entries)[:3])})")
+        old = []
+    new = sorted(os.listdir(tmp), key=lambda x: x == MANIFEST)   # partition.json last
+    for name in (*old, *new):
+        if any(_same_file(out / name, p) for p in protected):
+            raise OutputError(out, f"replacing the previous answer would remove {name}, which "
+                                   "this run reads: write the answer elsewhere")
+    for name in new:
+        target = out / name
+        if name not in old and os.path.lexists(target):
+            raise OutputError(target, "exists and was not written by hetero-solve: move it away "
+                                      "or write the answer elsewhere")
+        if os.path.isdir(target) and not os.path.islink(target):
+            raise OutputError(target, "is a folder where the answer writes a file")
+    for name in new:
+        os.replace(tmp / name, out / name)
+    for name in set(old).difference(new):     # stale files of the previous answer
+        target = out / name
+        if os.path.islink(target) or os.path.isfile(target):
+            target.unlink()
+    tmp.rmdir()
+
+
+def _inputs_of(result: "Result") -> list[str]:
+    """Files this run reads (model, rule file), which a replaced answer must not take."""
+    paths = [getattr(result.model_graph, "path", None), getattr(result.rules, "path", None)]
+    return [p for p in paths if isinstance(p, str) and not p.startswith("<")]
+
+
+def _same_file(a: Path, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _reason(e: OSError) -> str:
+    return e.strerror or str(e)
 
 
 def _save(model: onnx.ModelProto, path: Path) -> None:
@@ -123,15 +352,3 @@ def _write_names(path: Path, data: dict[str, str]) -> None:
     body = ",\n".join([f" {enc(k)}: {enc(v)}" for k, v in data.items()])
     with open(path, "w", encoding="utf-8") as f:
         f.write("{\n" + body + "\n}\n")
-
-
-def _replace(tmp: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        if not out.is_dir():
-            raise FileExistsError(f"{out} exists and is not a directory")
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-    tmp.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

@@ -17,7 +17,7 @@ import onnx.defs
 from onnx import helper
 
 from ..model.graph import ModelGraph, TensorType, UNKNOWN_TYPE, type_of_value_info
-from ..problem import reason_text
+from ..problem import NamedReason, NonStaticShape, Reason, reason_text
 from ..units import dtype_name
 from .schema import DeviceRules, OpCondition, Rules
 
@@ -31,7 +31,7 @@ class SupportChecker:
         self.rules = rules
         self.mg = mg
         self._op_cache: dict[int, dict[str, str | None]] = {}   # device -> op -> reason
-        self._node_cache: dict[tuple, _Template | None] = {}
+        self._node_cache: dict[tuple, tuple | None] = {}
         self._slots = _Slots()
 
     def refusal(self, d: int, i: int) -> str | None:
@@ -40,23 +40,23 @@ class SupportChecker:
 
     def refusals(self, d: int, nodes: list[int]) -> list[str | None]:
         """:meth:`refusal` of each main-graph node in ``nodes``, in one pass."""
-        return [reason_text(e) for e in self.lazy_refusals(d, nodes)]
+        return [reason_text(e) for e in self.reasons(d, nodes)]
 
-    def lazy_refusals(self, d: int, nodes: list[int]) -> list:
-        """:meth:`refusals` with the texts not yet made: each entry is ``None`` (taken), a
-        text, or a ``(format, *args)`` tuple that :func:`~hetero_solve.problem.reason_text`
-        makes into one (what :class:`~hetero_solve.problem.Refusals` holds).  Only
-        errors and explanations read reasons, and a static-shape device can refuse 70,000
-        nodes of a large model.
+    def reasons(self, d: int, nodes: list[int]) -> list[Reason]:
+        """:meth:`refusals` as records whose text is made when read
+        (:data:`~hetero_solve.problem.Reason`, what :class:`~hetero_solve.problem.Refusals`
+        holds): only errors and explanations read reasons, and a static-shape device can
+        refuse 70,000 nodes of a large model.
 
-        The op lists decide most nodes with one lookup per op type.  On a static-shape device
-        a node with a non-static tensor is refused, whatever its ``when`` condition says
-        (which of the two reasons comes first is worked out when the reason is read).  The
-        rest (a ``when`` condition, static tensors) depend only on the op, the types of the
-        node's tensors (interned ``TensorType`` objects) and the attributes the condition
-        names, and layers repeat a few such signatures: each signature is checked once, on
-        placeholder tensor names (a refusal names a tensor by its position), and the answer
-        filled in with each node's own names.  Nodes with subgraphs are checked alone."""
+        The op lists decide most nodes with one lookup per op type.  A ``when`` condition
+        reads only the op, the element type and rank of each of the node's tensors and the
+        attributes it names, and layers repeat a few such signatures: each signature is
+        checked once, on placeholder tensor names (a refusal names a tensor by its
+        position), and the answer kept with each node's own names
+        (:class:`~hetero_solve.problem.NamedReason`).  A node the condition takes (or that has
+        none) is then refused by a static-shape device for its first non-static tensor
+        (:class:`~hetero_solve.problem.NonStaticShape`).  Nodes with subgraphs are checked
+        alone."""
         dev = self.rules.devices[d]
         mg = self.mg
         ops, domains, has_sub = mg.op_types, mg.domains, mg.has_subgraph
@@ -88,30 +88,30 @@ class SupportChecker:
                 continue
             inputs, outputs = all_inputs[i], all_outputs[i]
             cond = when.get(op)
+            if cond is not None:
+                # A when condition reads the attributes it names and each tensor's element
+                # type and rank: nodes alike in those share one answer.
+                attrs = None
+                if cond.attributes:
+                    attrs = {a.name: a for a in mg.model.graph.node[i].attribute}
+                key = (d, op, domains[i], len(inputs),
+                       tuple([(types[x].elem_type, types[x].rank) if x else 0
+                              for x in inputs + outputs]),
+                       tuple(attrs[a].SerializeToString() if a in attrs else None
+                             for a in cond.attributes) if attrs is not None else ())
+                found = cache.get(key, _MISSING)
+                if found is _MISSING:
+                    found = cache[key] = _pieces(self._signature_refusal(d, i, attrs), self._slots)
+                if found is not None:
+                    out.append(NamedReason(found, inputs, outputs))
+                    continue
             if nonstatic:
-                # A non-static tensor on a static-shape device: refused whatever a when
-                # condition says (it only decides which reason comes first, worked out when
-                # the reason is read).  The first such tensor names the static-shape reason.
                 first = _first_open(inputs, outputs, nonstatic.__contains__)
                 if first is not None:
                     role, k, x = first
-                    out.append((_static_refusal, role, k, x, types[x], dev.name) if cond is None
-                               else (self._node_reason, d, i))
+                    out.append(NonStaticShape(role, k, x, types[x].shape, dev.name))
                     continue
-            if cond is None:
-                out.append(None)
-                continue
-            attrs = None
-            if cond.attributes:
-                attrs = {a.name: a for a in mg.model.graph.node[i].attribute}
-            key = (d, op, domains[i], len(inputs),
-                   tuple([id(types[x]) if x else 0 for x in inputs + outputs]),
-                   tuple(attrs[a].SerializeToString() if a in attrs else None
-                         for a in cond.attributes) if attrs is not None else ())
-            found = cache.get(key, _MISSING)
-            if found is _MISSING:
-                found = cache[key] = _Template.of(self._signature_refusal(d, i, attrs), self._slots)
-            out.append(None if found is None else (found.fill, inputs, outputs))
+            out.append(None)
         return out
 
     def _node_context(self, d: int, i: int):
@@ -124,7 +124,8 @@ class SupportChecker:
         return dev, op, opset, value_idx
 
     def _signature_refusal(self, d: int, i: int, attrs: dict | None) -> str | None:
-        """The check of node ``i`` on placeholder tensor names (see :meth:`lazy_refusals`)."""
+        """Node ``i``'s ``when`` condition checked on placeholder tensor names (see
+        :meth:`reasons`)."""
         mg = self.mg
         dev, op, opset, value_idx = self._node_context(d, i)
         inputs, outputs = mg.inputs[i], mg.outputs[i]
@@ -134,8 +135,8 @@ class SupportChecker:
         slots_in = tuple(slot("i", k) if x else "" for k, x in enumerate(inputs))
         slots_out = tuple(slot("o", k) if x else "" for k, x in enumerate(outputs))
         types = {s: mg.tensor_type(x) for s, x in zip(slots_in + slots_out, inputs + outputs) if s}
-        return node_refusal(dev, op, slots_in, slots_out, attributes, types.__getitem__,
-                            opset, value_idx, mg.domains[i])
+        return _condition_refusal(dev, dev.when[op], op, slots_in, slots_out, attributes,
+                                  types.__getitem__, opset, value_idx, mg.domains[i])
 
     def _node_reason(self, d: int, i: int) -> str | None:
         """Node ``i``'s reason on device ``d``, checked alone (no subgraphs)."""
@@ -178,41 +179,20 @@ class _Slots:
         return f"\u27e8{role}{k}:{self.token}\u27e9"
 
 
-class _Template:
-    """A refusal computed on placeholder tensor names, cut at its placeholders, so that filling
-    in a node's names is one join (and a name put in is never scanned again)."""
-
-    __slots__ = ("pieces",)
-
-    def __init__(self, pieces: tuple):
-        self.pieces = pieces   # text, or (is an input, position, quoted) for a placeholder
-
-    @staticmethod
-    def of(text: str | None, slots: _Slots) -> "_Template | None":
-        if text is None:
-            return None
-        pieces: list = []
-        at = 0
-        for m in slots.pattern.finditer(text):
-            quoted = m.group(1) is not None
-            role, k = (m.group(1), m.group(2)) if quoted else (m.group(3), m.group(4))
-            pieces += [text[at:m.start()], (role == "i", int(k), quoted)]
-            at = m.end()
-        pieces.append(text[at:])
-        return _Template(tuple(pieces))
-
-    def fill(self, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> str:
-        if len(self.pieces) == 1:
-            return self.pieces[0]
-        out = []
-        for piece in self.pieces:
-            if type(piece) is str:
-                out.append(piece)
-            else:
-                is_input, k, quoted = piece
-                x = (inputs if is_input else outputs)[k]
-                out.append(repr(x) if quoted else x)
-        return "".join(out)
+def _pieces(text: str | None, slots: _Slots) -> tuple | None:
+    """A refusal found on placeholder tensor names, cut at its placeholders: texts and
+    ``(is_input, position, quoted)`` holes (:class:`~hetero_solve.problem.NamedReason`)."""
+    if text is None:
+        return None
+    pieces: list = []
+    at = 0
+    for m in slots.pattern.finditer(text):
+        quoted = m.group(1) is not None
+        role, k = (m.group(1), m.group(2)) if quoted else (m.group(3), m.group(4))
+        pieces += [text[at:m.start()], (role == "i", int(k), quoted)]
+        at = m.end()
+    pieces.append(text[at:])
+    return tuple(pieces)
 
 
 def op_refusal(dev: DeviceRules, op: str) -> str | None:
@@ -240,7 +220,7 @@ def node_refusal(dev: DeviceRules, op: str, inputs: tuple[str, ...], outputs: tu
         first = _first_open(inputs, outputs, lambda name: not type_of(name).static)
         if first is not None:
             role, k, name = first
-            return _static_refusal(role, k, name, type_of(name), dev.name)
+            return NonStaticShape(role, k, name, type_of(name).shape, dev.name).text()
     return None
 
 
@@ -253,12 +233,6 @@ def _first_open(inputs: tuple[str, ...], outputs: tuple[str, ...],
             if name and is_open(name):
                 return role, k, name
     return None
-
-
-def _static_refusal(role: str, k: int, name: str, t: TensorType, device: str) -> str:
-    """The static-shape reason, naming the node's first open tensor (:func:`_first_open`)."""
-    shape = "unknown" if t.shape is None else list(t.shape)
-    return f"{role} {k} {name!r} has a non-static shape {shape} ({device} needs static shapes)"
 
 
 def _condition_refusal(dev: DeviceRules, cond: OpCondition, op: str, inputs: tuple[str, ...],

@@ -15,8 +15,8 @@ and the code it describes (pytorch/glow ``lib/Partitioner/Partitioner.cpp``:
 3. *Memory*: each slice is cut again the same way (BFS levels of the slice's own subgraph,
    highest first): nodes are added while the part's memory, (inputs + outputs) + constants
    (one execution context), stays within the device's memory; the node that would exceed it
-   starts a new part.  The memory estimate is :class:`PartMemory`, i.e. SPEC section 5 and
-   :func:`hetero_solve.problem.part_memory`, which counts what Glow's
+   starts a new part.  The memory estimate is :class:`~hetero_solve.measures.MemoryTracker`,
+   i.e. SPEC section 5 and :func:`hetero_solve.measures.part_memory`, which counts what Glow's
    ``updateGraphMemInfoByAddingNode`` counts.  A device without a memory limit is not cut.
 4. *Devices*: per device, when there are no more parts than instances each part gets its own
    instance; otherwise parts sorted by memory (smallest first) are packed by Glow's pigeonhole
@@ -44,10 +44,11 @@ Example (the seed 000 graph: the BFS order 1,2,3,4,5,6,7 changes device twice):
 
 from __future__ import annotations
 
-from ...problem import Problem, part_memory
+from ...measures import MemoryTracker, part_memory
+from ...problem import Problem
 from ...solution import Solution
 from ...units import format_bytes
-from ._common import PartMemory, preferred_devices, solution_from_clusters, topological_order
+from ._common import preferred_devices, solution_from_clusters, topological_order
 
 NAME = "glow"
 
@@ -102,11 +103,11 @@ def glow(problem: Problem) -> Solution:
             parts.append(sl)
             continue
         current: list[int] = []
-        mem = PartMemory(problem)
+        mem = MemoryTracker(problem)
         for v in bfs_order(problem, sl):
             if current and mem.used + mem.delta(v) > cap:
                 parts.append(current)
-                current, mem = [], PartMemory(problem)
+                current, mem = [], MemoryTracker(problem)
             mem.add(v)
             current.append(v)
         parts.append(current)

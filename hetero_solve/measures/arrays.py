@@ -1,4 +1,4 @@
-"""A partition's measures and checks as numpy passes, for large problems.
+"""The measures of :mod:`.definitions` as numpy passes, for large problems.
 
 Evaluating a partition of a 100,000-node model (its transfer, fallback, part memories,
 quotient edges and part boundaries) and validating it walk every tensor and edge; in Python
@@ -7,13 +7,13 @@ the validator and the manifest read the answer).  Here the problem's lists are t
 into flat pair arrays ("node v reads tensor t", "u -> v", ...) and each walk becomes a
 gather, a compare and a sort over those pairs: a few milliseconds.
 
-The definitions stay :mod:`hetero_solve.problem`'s (SPEC sections 5 and 6) and the
-validator's, which call in here for problems of at least :data:`MIN_NODES` nodes; the tests
-hold both paths to the same answers.  Below that size the Python loops are faster than
-building arrays.
-
-The arrays are derived from the problem when first needed and kept with it, so a problem must
-not be changed after it has been measured (nothing in the pipeline does).
+The definitions stay :mod:`.definitions`' (SPEC sections 5 and 6) and the validator's; they
+call in here when the problem carries arrays (``Problem.arrays``, which
+:func:`problem_arrays` builds: compile does it for problems of at least :data:`MIN_NODES`
+nodes; below that size the Python loops are faster than building arrays).  The tests hold
+both paths to the same answers.  The arrays describe the problem's graph, tensors and
+constants: a problem with arrays must not have those lists changed afterwards (its devices,
+``allowed`` lists and objective may be replaced).
 """
 
 from __future__ import annotations
@@ -32,14 +32,15 @@ _INT64_LIMIT = 2 ** 62     # with margin: sums of byte counts stay exact in int6
 
 
 class ProblemArrays:
-    """Flat int64 views of a problem's tensors, constants, edges and preferred devices.  ``flat`` are the pairs
-    as compile's structure step already has them (see :func:`remember_flat`); without it they
-    are read from the problem's lists."""
+    """Flat int64 views of a problem's tensors, constants, edges and preferred devices.
+    ``flat`` are the pairs as compile's structure step already has them (the pairs
+    :func:`flat_pairs` would read: reads and writes in the same order, constants and edges
+    possibly in another); without it they are read from the problem's lists."""
 
     def __init__(self, problem: "Problem", flat: dict[str, np.ndarray] | None = None):
         n = problem.n
         self.n = n
-        flat = flat or _flat_pairs(problem)
+        flat = flat or flat_pairs(problem)
         self.tensor_bytes = np.array(problem.tensor_bytes, dtype=np.int64)
         # The producer of each tensor as an index into part_of extended by one slot: a graph
         # input's producer (-1) reads that slot, which holds -1, a part no node is in.
@@ -60,10 +61,10 @@ class ProblemArrays:
         self.n_consts = len(problem.const_bytes)
         self.edge_from = flat["edge_from"]          # data edges u -> v
         self.edge_to = flat["edge_to"]
-        try:
-            self.preferred = np.fromiter(map(itemgetter(0), problem.allowed), dtype=np.int64, count=n)
-        except IndexError:   # a node no device takes: -1, never a part's device
-            self.preferred = np.array([a[0] if a else -1 for a in problem.allowed], dtype=np.int64)
+        # Preferred devices, for the ``allowed`` list they were read from (a problem copied
+        # with other ``allowed`` lists shares these arrays: see :meth:`_preferred`).
+        self._allowed = problem.allowed
+        self.preferred = preferred_array(problem.allowed)
         # Value-input edges u -> v (u makes a value-dependent input of v; value_pred[v] holds u).
         self.value_to, self.value_from = _pairs(problem.value_pred)
 
@@ -83,13 +84,13 @@ class ProblemArrays:
         return keys // stride, keys % stride
 
     def transfer(self, part_of: Sequence[int]) -> int:
-        """:func:`hetero_solve.problem.transfer_bytes`."""
+        """:func:`.definitions.transfer_bytes`."""
         tensor, _ = self._foreign_reads(self._parts(part_of))
         tensor = tensor[self.produced[tensor]]
         return int(self.tensor_bytes[tensor].sum())
 
     def part_memories(self, part_of: Sequence[int], num_parts: int) -> tuple[list[int], int]:
-        """:func:`hetero_solve.problem.part_memories`."""
+        """:func:`.definitions.part_memories`."""
         parts = self._parts(part_of)
         mem = np.zeros(num_parts, dtype=np.int64)
         tb = self.tensor_bytes
@@ -115,7 +116,7 @@ class ProblemArrays:
         return leaves
 
     def boundaries(self, part_of: Sequence[int]) -> dict[int, tuple[list[str], list[str]]]:
-        """:func:`hetero_solve.export.submodels.part_boundaries` of every part."""
+        """:func:`.definitions.part_boundaries` of every part."""
         parts = self._parts(part_of)
         reader_part = parts[self.read_node]
         foreign = np.flatnonzero(reader_part != parts[self.read_producer])
@@ -134,18 +135,24 @@ class ProblemArrays:
         present = np.flatnonzero(np.bincount(parts[:self.n], minlength=k)).tolist()
         return {q: (ins[q], outs[q]) for q in present}
 
-    def _off_preferred(self, part_of: Sequence[int], part_device: Sequence[int]) -> np.ndarray:
+    def _preferred(self, allowed: Sequence[Sequence[int]]) -> np.ndarray:
+        return self.preferred if allowed is self._allowed else preferred_array(allowed)
+
+    def _off_preferred(self, part_of: Sequence[int], part_device: Sequence[int],
+                       allowed: Sequence[Sequence[int]]) -> np.ndarray:
         node_device = np.asarray(part_device, dtype=np.int64)[np.asarray(part_of, dtype=np.int64)]
-        return node_device != self.preferred
+        return node_device != self._preferred(allowed)
 
-    def fallback(self, part_of: Sequence[int], part_device: Sequence[int]) -> int:
-        """:func:`hetero_solve.problem.fallback_count` of the partition's node devices."""
-        return int(np.count_nonzero(self._off_preferred(part_of, part_device)))
+    def fallback(self, part_of: Sequence[int], part_device: Sequence[int],
+                 allowed: Sequence[Sequence[int]]) -> int:
+        """:func:`.definitions.fallback_count` of the partition's node devices."""
+        return int(np.count_nonzero(self._off_preferred(part_of, part_device, allowed)))
 
-    def off_preferred(self, part_of: Sequence[int], part_device: Sequence[int]) -> list[int]:
+    def off_preferred(self, part_of: Sequence[int], part_device: Sequence[int],
+                      allowed: Sequence[Sequence[int]]) -> list[int]:
         """The nodes not on their preferred device: the only ones whose device the validator
         must look up (the preferred device takes its node)."""
-        return np.flatnonzero(self._off_preferred(part_of, part_device)).tolist()
+        return np.flatnonzero(self._off_preferred(part_of, part_device, allowed)).tolist()
 
     def edges_ascend(self) -> bool:
         """Does every edge go from a smaller node id to a larger one (the node ids are then
@@ -164,7 +171,7 @@ class ProblemArrays:
         return bool(np.any((a == b) & np.asarray(enforcing_part, dtype=bool)[b]))
 
     def quotient_edges(self, part_of: Sequence[int]) -> set[tuple[int, int]]:
-        """:func:`hetero_solve.solution.quotient_edges`."""
+        """:func:`.definitions.quotient_edges`."""
         parts = np.asarray(part_of, dtype=np.int64)
         a, b = parts[self.edge_from], parts[self.edge_to]
         cut = a != b
@@ -206,7 +213,15 @@ def _pairs(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     return owner, np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(count.sum()))
 
 
-def _flat_pairs(problem: "Problem") -> dict[str, np.ndarray]:
+def preferred_array(allowed: Sequence[Sequence[int]]) -> np.ndarray:
+    """Each node's preferred device (-1 for a node no device takes: never a part's device)."""
+    try:
+        return np.fromiter(map(itemgetter(0), allowed), dtype=np.int64, count=len(allowed))
+    except IndexError:
+        return np.array([a[0] if a else -1 for a in allowed], dtype=np.int64)
+
+
+def flat_pairs(problem: "Problem") -> dict[str, np.ndarray]:
     """The pairs :class:`ProblemArrays` needs, read from the problem's lists."""
     read_node, read_tensor = _pairs(problem.node_inputs)
     write_node, write_tensor = _pairs(problem.node_outputs)
@@ -217,23 +232,16 @@ def _flat_pairs(problem: "Problem") -> dict[str, np.ndarray]:
             "const_id": const_id, "edge_from": edge_from, "edge_to": edge_to}
 
 
-def remember_flat(problem: "Problem", flat: dict[str, np.ndarray]) -> None:
-    """Keep the pairs compile found for when the problem is first measured: saves flattening
-    its lists again.  They are the pairs :func:`_flat_pairs` would read (reads and writes in
-    the same order; constants and edges possibly in another)."""
-    problem.__dict__["_flat"] = flat
-
-
-def arrays_of(problem: "Problem") -> ProblemArrays | None:
-    """The problem's arrays (built on first use), or None when the Python loops should run:
-    a small problem, or byte counts so large that int64 sums could overflow."""
-    if problem.n < MIN_NODES:
+def problem_arrays(problem: "Problem", flat: dict[str, np.ndarray] | None = None, *,
+                   min_nodes: int | None = None) -> ProblemArrays | None:
+    """The arrays for ``problem`` (to keep as ``problem.arrays``), or None when the Python
+    loops should run: fewer than ``min_nodes`` nodes (default :data:`MIN_NODES`), or byte
+    counts so large that int64 sums could overflow.  ``flat``: the pairs, when the caller
+    already has them (compile does)."""
+    if problem.n < (MIN_NODES if min_nodes is None else min_nodes):
         return None
-    cached = problem.__dict__.get("_arrays")
-    if cached is None:
-        most_reads = max(map(len, problem.tensor_consumers), default=0)
-        bound = (sum(problem.tensor_bytes) + sum(problem.const_bytes)) * max(1, most_reads)
-        cached = (ProblemArrays(problem, problem.__dict__.pop("_flat", None))
-                  if bound < _INT64_LIMIT else False)
-        problem.__dict__["_arrays"] = cached
-    return cached or None
+    most_reads = max(map(len, problem.tensor_consumers), default=0)
+    bound = (sum(problem.tensor_bytes) + sum(problem.const_bytes)) * max(1, most_reads)
+    if bound >= _INT64_LIMIT:
+        return None
+    return ProblemArrays(problem, flat)

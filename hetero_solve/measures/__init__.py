@@ -1,0 +1,24 @@
+"""What a partition measures (SPEC sections 5 and 6), in one place.
+
+* :mod:`.definitions`: the readable definitions: memory of a part, every part's memory and
+  the transfer, fallback, quotient edges, part boundaries.
+* :mod:`.arrays`: the same measures as numpy passes over flat arrays, used when a problem
+  carries them (``Problem.arrays``: compile builds them for large models).
+* :mod:`.order`: topological orders of nodes and of parts (the one quotient order).
+* :mod:`.tracker`: the memory of a part being grown node by node.
+
+Nothing here depends on a :class:`~hetero_solve.solution.Solution`: a partition is
+``part_of`` (node -> part) and, where devices matter, ``part_device`` (part -> device).
+"""
+
+from .arrays import ProblemArrays, problem_arrays
+from .definitions import (fallback_count, off_preferred, part_boundaries, part_memories,
+                          part_memory, quotient_edges, transfer_bytes)
+from .order import find_cycle, part_order, quotient_order, topological_order
+from .tracker import MemoryTracker
+
+__all__ = [
+    "MemoryTracker", "ProblemArrays", "fallback_count", "find_cycle", "off_preferred",
+    "part_boundaries", "part_memories", "part_memory", "part_order", "problem_arrays",
+    "quotient_edges", "quotient_order", "topological_order", "transfer_bytes",
+]
