@@ -13,7 +13,7 @@ HEAD_BYTES = 4096
 _RULE_KEYS = re.compile(rb"^(version|devices|include|value_inputs)[ \t]*:", re.MULTILINE)
 
 
-def file_kind(path: str | os.PathLike) -> str:
+def content_kind(path: str | os.PathLike) -> str:
     """``"model"`` (an ONNX model), ``"rules"`` (a rule file or catalog), ``"other"``, or
     ``"missing"``.  Only regular files are opened (a FIFO or a device is ``"other"``), and
     only their first few kilobytes are read.

@@ -28,6 +28,7 @@ import numpy as np
 import onnx
 
 from .errors import HeteroSolveError, ModelError, one_line, warn
+from .readers import check_regular
 
 DEFAULT_PROVIDERS = ["CPUExecutionProvider"]
 #: Random integer inputs (token ids, indices, counts) are drawn from ``[0, INT_HIGH)``: small
@@ -122,6 +123,7 @@ def load_manifest(out_dir: str | os.PathLike) -> dict:
         raise ModelError(out_dir, "no such directory: pass the OUT_DIR hetero-solve wrote")
     if not path.exists():
         raise ModelError(out_dir, "no partition.json here: pass the OUT_DIR hetero-solve wrote")
+    check_regular(path, lambda why: ModelError(path, why))   # a FIFO would block the open
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
@@ -335,8 +337,7 @@ def load_npy(path: str | os.PathLike, name: str = "") -> np.ndarray:
     """A ``.npy`` file, or a one-line error naming it."""
     path = Path(path)
     label = f"input {name!r}: " if name else ""
-    if not path.is_file():
-        raise RunError(f"{label}{path}: no such file")
+    check_regular(path, lambda why: RunError(f"{label}{path}: {why}"))   # a FIFO would block
     try:
         return np.load(path, allow_pickle=False)
     except Exception as e:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.spinner import Spinner
 
 from ..errors import HeteroSolveError, HeteroSolveWarning
-from ..filekind import file_kind
+from ..filekind import content_kind
 from ..pipeline import EXACT_STAGE
 
 out_console = Console(highlight=False)
@@ -56,7 +56,7 @@ def parse_dims(values: list[str] | None) -> dict[str, int]:
 def expect_model_and_rules(model: Path, rules: Path, usage: str = USAGE) -> None:
     """A rule file given where the model is expected, or a model where the rules are (the
     arguments swapped), is named before anything is read: one line, exit code 2."""
-    model_kind, rules_kind = file_kind(model), file_kind(rules)
+    model_kind, rules_kind = content_kind(model), content_kind(rules)
     if model_kind == "rules" and rules_kind == "model":
         raise UsageError(f"arguments in the wrong order: {model} is a rule file and {rules} an "
                          f"ONNX model; the model comes first: {usage}")

@@ -11,7 +11,7 @@ from ..model import load_model
 from ..rules import load_rules
 from ..rules.check import format_query, format_summary, query, summary
 from . import app
-from ..filekind import file_kind
+from ..filekind import content_kind
 from .common import (UsageError, caught_warnings, expect_model_and_rules, out_console, parse_dims,
                      print_json)
 
@@ -70,14 +70,14 @@ def model_and_rules(files: list[Path]) -> tuple[Path | None, Path]:
     is recognised by the files' contents.  A model alone, or two of a kind, is named."""
     usage = "hetero-solve rules check [MODEL] RULES"
     if len(files) == 1:
-        if file_kind(files[0]) == "model":
+        if content_kind(files[0]) == "model":
             raise UsageError(f"{files[0]} is an ONNX model; rules check needs a rule file: "
                              f"{usage}")
         return None, files[0]
     if len(files) != 2:
         raise UsageError(f"expected one or two files, got {len(files)}: {usage}")
     first, second = files
-    if file_kind(first) == "rules" and file_kind(second) == "model":
+    if content_kind(first) == "rules" and content_kind(second) == "model":
         return second, first
     expect_model_and_rules(first, second, usage)
     return first, second
