@@ -16,6 +16,7 @@ from typing import Any
 import onnx.defs
 
 from ..errors import RuleError
+from ..filekind import content_kind
 from ..readers import check_regular, read_yaml
 from ..problem import OBJECTIVE_TERMS, Objective
 from ..units import dtype_from_name, parse_memory
@@ -109,7 +110,11 @@ def load_rules(source: str | Path | dict, *, base_dir: str | Path | None = None)
 
 def _read_yaml(file: Path, shown: str, key: str) -> Any:
     """A rule file or catalog: a regular file, bounded in size, UTF-8 (or UTF-16/32 with a
-    byte-order mark), YAML with bounded nesting and aliases (:mod:`hetero_solve.readers`)."""
+    byte-order mark), YAML with bounded nesting and aliases (:mod:`hetero_solve.readers`).
+    An ONNX model given instead (arguments swapped) is named as such."""
+    if content_kind(file) == "model":
+        raise RuleError(shown, key, "this is an ONNX model, not a rule file (a model goes "
+                                    "first, its rule file second)")
     return read_yaml(file, lambda reason: RuleError(shown, key, reason))
 
 
