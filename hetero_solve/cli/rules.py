@@ -50,7 +50,7 @@ def check_command(
         s = summary(rule_set)
         _print(json.dumps(s, indent=2) if as_json else format_summary(s))
         return
-    mg = load_model(model, dims={**rule_set.dims, **parse_dims(dim)})
+    mg = load_model(model, dims=parse_dims(dim), rule_dims=rule_set.dims)
     report = query(rule_set, mg)
     _print(json.dumps(report.as_dict(), indent=2) if as_json else format_query(report, nodes=nodes))
     if not report.ok:
