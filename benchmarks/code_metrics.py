@@ -55,12 +55,22 @@ def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str
     return ".".join(base + ([name] if name else []))
 
 
-def import_graph(srcs: dict[str, str]) -> nx.DiGraph:
+def import_graph(srcs: dict[str, str], *, typing: bool = True) -> nx.DiGraph:
+    """Module -> modules it imports.  ``typing=False`` leaves out the imports under
+    ``if TYPE_CHECKING:`` (annotations only: no dependency at run time, but still one of
+    the design, which is why they count by default)."""
     g = nx.DiGraph()
     g.add_nodes_from(srcs)
     packages = {m for m in srcs if any(o.startswith(m + ".") for o in srcs)}
     for mod, text in srcs.items():
-        for node in ast.walk(ast.parse(text)):
+        tree = ast.parse(text)
+        typing_only = set() if typing else {
+            id(n) for block in ast.walk(tree)
+            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+            for stmt in block.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -153,6 +163,8 @@ def main() -> None:
     print(f"| import cycles: strongly connected groups of modules | {len(sccs)} |")
     print(f"| modules inside an import cycle | {sum(len(c) for c in sccs)} |")
     print(f"| pairs of modules importing each other | {len(pairs)} |")
+    run_sccs, _ = cycles(import_graph(srcs, typing=False))
+    print(f"| ... of the groups, those left without `TYPE_CHECKING` imports | {len(run_sccs)} |")
     print(f"| private attributes used across modules: accesses | {len(acc)} |")
     print(f"| ... distinct attributes | {len({a for _, a, _ in acc})} |")
     print(f"| ... writes | {sum(1 for *_, k in acc if k == 'write')} |")

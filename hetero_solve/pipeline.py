@@ -16,7 +16,7 @@ import onnx
 
 from .algorithms.greedy import heuristic
 from .compile import compile_problem
-from .errors import InfeasibleError
+from .errors import InfeasibleError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
@@ -27,6 +27,8 @@ from .solution import Solution, evaluate
 from .validate import check, validate
 
 ENGINES = ("auto", "heuristic", "cpsat", "sat")
+#: The progress message sent when the exact solver starts (its time limit starts counting).
+EXACT_STAGE = "exact refinement"
 Progress = Callable[[str], None]
 
 __all__ = ["solve", "refine", "Result", "ENGINES"]
@@ -72,6 +74,12 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         The partition (``solution``), its measures (``metrics``), the problem it solves and
         the warnings (also issued through Python :mod:`warnings`).
 
+    Warns
+    -----
+    HeteroSolveWarning
+        Each text of ``Result.warnings`` (a glob pin matching no node, a dimension with no
+        value, ...), through Python :mod:`warnings`.
+
     Raises
     ------
     RuleError
@@ -93,8 +101,11 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     with paused_gc():
-        return _solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                      time_limit=time_limit, seed=seed, objective=objective, progress=progress)
+        result = _solve(model, rules, dims=dims, shapes=shapes, engine=engine,
+                        time_limit=time_limit, seed=seed, objective=objective, progress=progress)
+    for message in result.warnings:
+        warn(message)
+    return result
 
 
 def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, progress) -> Result:
@@ -193,5 +204,7 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
             progress("lower bound")
         start.lower_bound = lower_bound(problem, start)
         return start
+    if progress:
+        progress(f"{EXACT_STAGE} ({engine})")
     return exact_refine(problem, start, engine=engine, time_limit=time_limit, seed=seed,
                         progress=progress)

@@ -27,7 +27,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import onnx
 
-from .errors import HeteroSolveError, ModelError, one_line
+from .errors import HeteroSolveError, ModelError, one_line, warn
+from .readers import check_regular
 
 DEFAULT_PROVIDERS = ["CPUExecutionProvider"]
 #: Random integer inputs (token ids, indices, counts) are drawn from ``[0, INT_HIGH)``: small
@@ -90,6 +91,20 @@ class RunResult:
     def bytes_out(self) -> int:
         return sum(p.bytes_out for p in self.parts)
 
+    def as_dict(self) -> dict:
+        """The run as JSON-able data (``hetero-solve run --json``): per-part counters, totals,
+        each output's dtype and shape, the inputs generated and the files saved."""
+        def described(values: Mapping) -> dict:
+            return {name: {"dtype": str(np.asarray(v).dtype), "shape": list(np.shape(v))}
+                    for name, v in values.items()}
+        return {"parts": [p.as_dict() for p in self.parts],
+                "seconds": self.seconds, "load_seconds": self.load_seconds,
+                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+                "inputs": described(self.inputs), "random_inputs": list(self.random),
+                "outputs": described(self.outputs),
+                "saved": {name: str(path) for name, path in self.saved.items()},
+                "warnings": list(self.warnings)}
+
 
 @dataclass(frozen=True)
 class InputSpec:
@@ -108,6 +123,7 @@ def load_manifest(out_dir: str | os.PathLike) -> dict:
         raise ModelError(out_dir, "no such directory: pass the OUT_DIR hetero-solve wrote")
     if not path.exists():
         raise ModelError(out_dir, "no partition.json here: pass the OUT_DIR hetero-solve wrote")
+    check_regular(path, lambda why: ModelError(path, why))   # a FIFO would block the open
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
@@ -321,8 +337,7 @@ def load_npy(path: str | os.PathLike, name: str = "") -> np.ndarray:
     """A ``.npy`` file, or a one-line error naming it."""
     path = Path(path)
     label = f"input {name!r}: " if name else ""
-    if not path.is_file():
-        raise RunError(f"{label}{path}: no such file")
+    check_regular(path, lambda why: RunError(f"{label}{path}: {why}"))   # a FIFO would block
     try:
         return np.load(path, allow_pickle=False)
     except Exception as e:
@@ -464,6 +479,8 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     result.random = [s.name for s in missing]
     if save is not None:
         result.saved = save_outputs(result.outputs, save)
+    for message in result.warnings:
+        warn(message)
     return result
 
 

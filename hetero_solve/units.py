@@ -1,4 +1,6 @@
-"""Byte sizes: memory strings from rule files and ONNX element sizes."""
+"""How quantities are read and shown: memory strings from rule files, byte sizes, ONNX element
+sizes and dtype names, device instances.  Every command shows them through these functions,
+so a size or an instance is spelled one way everywhere."""
 
 from __future__ import annotations
 
@@ -53,6 +55,17 @@ def format_bytes(n: int | None) -> str:
         if abs(n) >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def instance_label(device: str, instance: int, instances: int) -> str:
+    """A device instance as every output shows it: ``NPU`` for a device with one instance,
+    ``NPU.1`` for instance 1 of several (OpenVINO's spelling, ``GPU.0``, ``GPU.1``; also what a
+    node -> device map given to ``check`` may name).
+
+    >>> instance_label("NPU", 0, 1), instance_label("NPU", 1, 2)
+    ('NPU', 'NPU.1')
+    """
+    return f"{device}.{instance}" if instances > 1 else device
 
 
 # Bits per element.  Strings have no fixed size: count a pointer's worth.

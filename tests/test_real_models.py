@@ -155,3 +155,17 @@ def test_parts_are_valid_and_reproduce_the_model(name, rules, tmp_path):
     for k in want:
         assert got[k].shape == want[k].shape, k
         np.testing.assert_allclose(got[k], want[k], atol=1e-4, rtol=1e-4, err_msg=k)
+
+
+def test_a_declared_minus_one_dim_is_not_static():
+    """Paddle exports declare a dynamic batch as ``dim_value: -1``; ONNX shape inference
+    copies it along.  It is an unknown dim, not a size: the tensor is not static and an unknown
+    dim counts as 1 in its bytes (SPEC section 5)."""
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 3])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                               helper.make_node("Neg", ["r"], ["y"], name="neg")], "g", [x], [y])
+    mg = hs.load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert not mg.tensor_type("r").static
+    assert mg.tensor_bytes("r") == 3 * 4

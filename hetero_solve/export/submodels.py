@@ -63,8 +63,14 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
                 seen.add(c)
                 const_names.append(problem.const_names[c])
     constant_nodes, initializers, sparse = constants_as_held(mg, const_names)
-    body = [graph_nodes[g] for g in sorted(problem.graph_index[v] for v in nodes)]
+    order = sorted(problem.graph_index[v] for v in nodes)
+    body = [graph_nodes[g] for g in order]
     device = problem.devices[sol.part_device[p]].name
+    if not outputs:
+        # Every result of this part is a dead end (read by nothing, not a graph output), so
+        # SPEC section 5 gives it no outputs; a model without outputs cannot run.
+        # (A result read only by folded nodes is no dead end, but nothing here reads it.)
+        outputs = unread_outputs(mg, order) or [x for g in order for x in mg.outputs[g] if x]
     graph = helper.make_graph(
         constant_nodes + body, f"{mg.model.graph.name or 'model'}_part{p}_{device}",
         [value_info(mg, x) for x in inputs], [value_info(mg, x) for x in outputs],
@@ -76,6 +82,19 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
     if mg.model.functions:
         model.functions.extend(mg.model.functions)
     return model
+
+
+def unread_outputs(mg: ModelGraph, graph_nodes: Iterable[int]) -> list[str]:
+    """The outputs of the nodes ``graph_nodes`` (indices into ``graph.node``) that no node
+    reads (in the main graph or from a subgraph) and that are not graph outputs.
+
+    They are the outputs of the model of a part that has no outputs by SPEC section 5 (its
+    nodes are dead ends: the original model computes and discards them too).  The manifest
+    keeps SPEC's outputs, and a part's ``memory`` does not count them."""
+    read = set(mg.graph_outputs)
+    read.update(chain.from_iterable(mg.inputs))
+    read.update(chain.from_iterable(mg.outer_inputs))
+    return [x for g in graph_nodes for x in mg.outputs[g] if x and x not in read]
 
 
 DIRECT_FILE = "direct_outputs.onnx"

@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 import onnx
 
 from ..errors import ModelError, one_line
+from ..readers import check_regular, read_bytes, resolves_inside
 from .graph import (GraphLists, InputDim, ModelGraph, TensorType, subgraph_constants,
                     subgraph_outer_inputs)
 
@@ -23,55 +24,119 @@ SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})
 
 
+#: protobuf cannot parse a message of 2 GiB or more: a larger model keeps its weights outside.
+MODEL_FILE_BYTES = (2 << 30) - 1
+
+
 def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, str, bytes | None]:
     """The ``ModelProto``, a display path, and the file's bytes when they are the whole model
-    (no external data), so the checker can reuse them.  Unreadable input raises
-    :class:`ModelError`."""
+    (no external data), so the checker can reuse them.
+
+    Only a regular file is opened (a FIFO or a device is refused before, so nothing blocks);
+    external data must lie in regular files inside the model's folder, within their size.
+
+    Raises
+    ------
+    ModelError
+        The file is missing, not a regular file, over 2 GiB, not an ONNX model, or its
+        external data is missing, outside the model's folder or too short.
+    """
     if isinstance(source, onnx.ModelProto):
         return source, "<model>", None
     path = Path(source)
-    if not path.exists():
-        raise ModelError(path, "no such file")
-    if path.is_dir():
-        raise ModelError(path, "is a directory, expected an .onnx file")
+
+    def fail(reason: str) -> ModelError:
+        return ModelError(path, reason)
+
+    st = check_regular(path, fail)
+    if st.st_size > MODEL_FILE_BYTES:
+        raise fail(f"is {st.st_size:,} bytes: over protobuf's 2 GiB limit for one file, so not "
+                   "an ONNX model (large models keep their weights as external data)")
+    data = read_bytes(path, fail, limit=MODEL_FILE_BYTES)
     try:
-        data = path.read_bytes()
         model = onnx.ModelProto.FromString(data)
-        # A tensor stored outside names its file under the required key "location": without
-        # those bytes anywhere in the file (a C-speed search), no tensor can be external.
-        if b"location" in data and _has_external_data(model):
+    except Exception as e:  # protobuf decode errors
+        raise fail(f"cannot read ONNX model: {one_line(e)}") from None
+    # A tensor stored outside names its file under the required key "location": without
+    # those bytes anywhere in the file (a C-speed search), no tensor can be external.
+    external = _external_tensors(model) if b"location" in data else []
+    if external:
+        folder = path.parent
+        for tensor in external:
+            _check_external(tensor, folder, fail)
+        try:
             # onnx.load's external-data pass walks every tensor of every node in Python (1 s
             # at 100,000 nodes); only models that have external data pay for it.
-            onnx.load_external_data_for_model(model, str(path.parent))
-            data = None
-    except Exception as e:  # protobuf decode errors, missing external data files
-        raise ModelError(path, f"cannot read ONNX model: {one_line(e)}") from None
+            onnx.load_external_data_for_model(model, str(folder))
+        except Exception as e:  # files changed since checked, onnx's own refusals
+            raise fail(f"cannot read ONNX model: {one_line(e)}") from None
+        data = None
     return model, str(path), data
 
 
-def _has_external_data(model: onnx.ModelProto) -> bool:
-    """Does a tensor live outside the file?  Initializers, and the tensor attributes of
-    ``Constant``, subgraph and custom-domain nodes (the only nodes whose tensors can be big)."""
+def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+    """Every tensor of the model whose data lives in another file: initializers (dense and
+    sparse) and tensor attributes, in subgraphs and functions too."""
     external = onnx.TensorProto.EXTERNAL
+    A = onnx.AttributeProto
+    found: list[onnx.TensorProto] = []
     graphs = [model.graph]
-    while graphs:
-        g = graphs.pop()
-        if any(t.data_location == external for t in g.initializer):
-            return True
-        if any(t.values.data_location == external for t in g.sparse_initializer):
-            return True
-        for node in g.node:
-            if node.op_type == "Constant" or node.op_type in SUBGRAPH_OPS or node.domain not in STANDARD_DOMAINS:
-                for a in node.attribute:
-                    if a.type == onnx.AttributeProto.TENSOR and a.t.data_location == external:
-                        return True
-                    if a.type == onnx.AttributeProto.TENSORS and any(t.data_location == external for t in a.tensors):
-                        return True
-                    if a.type == onnx.AttributeProto.GRAPH:
+    node_lists = [f.node for f in model.functions]
+    while graphs or node_lists:
+        if graphs:
+            g = graphs.pop()
+            found.extend(t for t in g.initializer if t.data_location == external)
+            for sp in g.sparse_initializer:
+                found.extend(t for t in (sp.values, sp.indices) if t.data_location == external)
+            node_lists.append(g.node)
+            continue
+        for node in node_lists.pop():
+            for a in node.attribute:
+                kind = a.type
+                if kind == A.TENSOR:
+                    tensors = [a.t]
+                elif kind == A.TENSORS:
+                    tensors = list(a.tensors)
+                elif kind == A.SPARSE_TENSOR:
+                    tensors = [a.sparse_tensor.values, a.sparse_tensor.indices]
+                elif kind == A.SPARSE_TENSORS:
+                    tensors = [t for sp in a.sparse_tensors for t in (sp.values, sp.indices)]
+                else:
+                    if kind == A.GRAPH:
                         graphs.append(a.g)
-                    elif a.type == onnx.AttributeProto.GRAPHS:
+                    elif kind == A.GRAPHS:
                         graphs.extend(a.graphs)
-    return False
+                    continue
+                found.extend(t for t in tensors if t.data_location == external)
+    return found
+
+
+def _check_external(tensor: onnx.TensorProto, folder: Path, fail) -> None:
+    """The external data of ``tensor``: a relative location inside ``folder`` naming a
+    regular file, offset and length whole numbers within it."""
+    info = {e.key: e.value for e in tensor.external_data}
+    where = f"external data of tensor {tensor.name!r}"
+    location = info.get("location", "")
+    if not location or "\0" in location:
+        raise fail(f"{where}: no file location")
+    if os.path.isabs(location):
+        raise fail(f"{where}: location {location!r} is an absolute path; it must be relative to "
+                   "the model's folder")
+    file = folder / location
+    if not resolves_inside(file, folder):
+        raise fail(f"{where}: location {location!r} points outside the model's folder")
+    st = check_regular(file, lambda why: fail(f"{where}: {location}: {why}"))
+    numbers = {}
+    for key in ("offset", "length"):
+        text = info.get(key)
+        if text is None:
+            continue
+        if not text.isdigit():   # also refuses "-1"
+            raise fail(f"{where}: {key} {text!r} is not a whole number >= 0")
+        numbers[key] = int(text)
+    end = numbers.get("offset", 0) + numbers.get("length", 0)
+    if end > st.st_size:
+        raise fail(f"{where}: {location} has {st.st_size:,} bytes, the tensor needs {end:,}")
 
 
 def check_model(model: onnx.ModelProto, path: str, data: bytes | None = None) -> None:

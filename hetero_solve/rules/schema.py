@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import onnx.defs
-import yaml
 
 from ..errors import RuleError
+from ..filekind import content_kind
+from ..readers import check_regular, read_yaml
 from ..problem import OBJECTIVE_TERMS, Objective
 from ..units import dtype_from_name, parse_memory
 
@@ -108,18 +109,13 @@ def load_rules(source: str | Path | dict, *, base_dir: str | Path | None = None)
 
 
 def _read_yaml(file: Path, shown: str, key: str) -> Any:
-    if not file.exists():
-        raise RuleError(shown, key, f"no such file: {file}")
-    try:
-        with open(file, encoding="utf-8") as f:
-            return yaml.safe_load(f)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise RuleError(shown, key, f"YAML syntax error{where}: {problem}") from None
-    except OSError as e:
-        raise RuleError(shown, key, f"cannot read: {e.strerror}") from None
+    """A rule file or catalog: a regular file, bounded in size, UTF-8 (or UTF-16/32 with a
+    byte-order mark), YAML with bounded nesting and aliases (:mod:`hetero_solve.readers`).
+    An ONNX model given instead (arguments swapped) is named as such."""
+    if content_kind(file) == "model":
+        raise RuleError(shown, key, "this is an ONNX model, not a rule file (a model goes "
+                                    "first, its rule file second)")
+    return read_yaml(file, lambda reason: RuleError(shown, key, reason))
 
 
 class _Parser:
@@ -190,9 +186,12 @@ class _Parser:
             k = f"{key}[{i}]"
             if not isinstance(item, str):
                 raise self.fail(k, f"expected a file path, got {item!r}")
+            if "\0" in item:
+                raise self.fail(k, "expected a file path, got a string with a NUL character")
             file = (self.base / item).resolve()
             if not file.exists():
                 raise self.fail(k, f"included file does not exist: {item} (looked for {file})")
+            check_regular(file, lambda why: self.fail(k, f"{item}: {why}"))   # FIFOs, devices
             if str(file) in seen:
                 raise self.fail(k, f"include cycle: {item} includes itself")
             content = _read_yaml(file, str(file), "")

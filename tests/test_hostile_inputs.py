@@ -1,0 +1,203 @@
+"""Hostile input files: each is refused with one line and exit code 2, quickly, before it can
+block (FIFOs), exhaust memory (YAML bombs) or leak a file from elsewhere (external data)
+(issue 16).  One test per finding; ``test_fuzz.py`` covers the space around them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from conftest import EXAMPLES, RULES
+from isolated import outcome
+
+import hetero_solve as hs
+from hetero_solve.errors import RuleError
+from hetero_solve.readers import YAML_DEPTH, load_yaml
+
+MODEL = EXAMPLES / "seed000.onnx"
+RULE_TEXT = (RULES / "seed000.yaml").read_text()
+FAST = ["-q", "--engine", "heuristic"]
+
+
+@pytest.fixture
+def box(tmp_path):
+    shutil.copy(MODEL, tmp_path / "m.onnx")
+    (tmp_path / "r.yaml").write_text(RULE_TEXT)
+    return tmp_path
+
+
+def refused(box, *argv, expect: str) -> str:
+    r = outcome([*map(str, argv), "-o", "out", *FAST], cwd=box, timeout=30)
+    assert r.code == 2, r
+    assert len(r.err_lines) == 1 and r.err_lines[0].startswith("hetero-solve: error: "), r
+    assert expect in r.err_lines[0], r
+    assert not (box / "out").exists()
+    return r.err_lines[0]
+
+
+# -- rule files: encodings -----------------------------------------------------------------------
+
+def test_a_latin1_comment_names_the_byte_line_and_column(box):
+    (box / "l.yaml").write_bytes("# café\n".encode("latin-1") + RULE_TEXT.encode())
+    refused(box, "m.onnx", "l.yaml", expect="l.yaml: not UTF-8 text: byte 0xE9 at line 1, column 6")
+
+
+def test_a_binary_rule_file_is_refused(box):
+    (box / "b.yaml").write_bytes(bytes(range(256)) * 8)
+    refused(box, "m.onnx", "b.yaml", expect="not a text file: a NUL byte")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig", "utf-32"])
+def test_a_byte_order_mark_says_the_encoding(box, encoding):
+    (box / "u.yaml").write_bytes(("# café\n" + RULE_TEXT).encode(encoding))
+    a = hs.solve(box / "m.onnx", box / "u.yaml", engine="heuristic")
+    b = hs.solve(box / "m.onnx", box / "r.yaml", engine="heuristic")
+    assert a.solution.part_of == b.solution.part_of
+
+
+# -- rule files: YAML that would exhaust memory or recursion --------------------------------------
+
+BILLION_LAUGHS = ('version: 1\na: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+                  + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join(["*" + chr(97 + i)] * 9)
+                            + "]\n" for i in range(8)))
+
+
+def test_billion_laughs_is_refused(box):
+    (box / "bomb.yaml").write_text(BILLION_LAUGHS)
+    refused(box, "m.onnx", "bomb.yaml", expect="aliases expand to over 1,000,000 values")
+
+
+def test_a_self_referencing_alias_is_refused():
+    with pytest.raises(RuleError, match="refer to themselves"):
+        load_yaml("devices: &d [*d]", lambda why: RuleError("r.yaml", "", why))
+
+
+@pytest.mark.parametrize("text", ["version: 1\ndevices: " + "[" * 2000 + "]" * 2000,
+                                  "version: 1\ndevices:\n" + "".join(" " * i + "- \n" for i in range(1, 1500))])
+def test_deep_nesting_is_refused(box, text):
+    (box / "deep.yaml").write_text(text)
+    refused(box, "m.onnx", "deep.yaml", expect=f"nested deeper than {YAML_DEPTH} levels")
+
+
+def test_a_key_given_twice_is_an_error_and_a_merge_may_override():
+    fail = lambda why: RuleError("r.yaml", "", why)  # noqa: E731
+    with pytest.raises(RuleError, match="line 2, column 1: the key 'version' appears twice"):
+        load_yaml("version: 1\nversion: 2\n", fail)
+    assert load_yaml("a: &a {x: 1, y: 2}\nb: {<<: *a, y: 3}", fail)["b"] == {"x": 1, "y": 3}
+
+
+def test_plain_data_only_dates_stay_strings_binary_is_refused():
+    fail = lambda why: RuleError("r.yaml", "", why)  # noqa: E731
+    assert load_yaml("name: 2024-01-31\nx: =", fail) == {"name": "2024-01-31", "x": "="}
+    for text in ("a: !!binary aGk=", "a: !!set {x}", "a: !!python/object:os.system x"):
+        with pytest.raises(RuleError, match="YAML error at line 1"):
+            load_yaml(text, fail)
+
+
+def test_an_oversized_rule_file_is_refused_unread(box):
+    with open(box / "huge.yaml", "wb") as f:
+        f.truncate(64 << 20)     # sparse: refused by its size, never read
+    refused(box, "m.onnx", "huge.yaml", expect="over the 16,777,216 bytes")
+
+
+# -- files that are not regular files --------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["model", "rules", "include"])
+def test_a_fifo_is_refused_before_it_is_opened(box, which):
+    os.mkfifo(box / "fifo")
+    if which == "model":
+        refused(box, "fifo", "r.yaml", expect="fifo: is a pipe (FIFO), not a file")
+    elif which == "rules":
+        refused(box, "m.onnx", "fifo", expect="fifo: is a pipe (FIFO), not a file")
+    else:
+        (box / "inc.yaml").write_text(RULE_TEXT.replace("version: 1", "version: 1\ninclude: [fifo]", 1))
+        refused(box, "m.onnx", "inc.yaml",
+                expect="inc.yaml: include[0]: fifo: is a pipe (FIFO), not a file")
+
+
+@pytest.mark.parametrize("target,expect", [("/dev/zero", "is a device"), (".", "is a folder")])
+def test_devices_and_folders_are_refused_as_model_rules_and_include(box, target, expect):
+    refused(box, target, "r.yaml", expect=f"{target}: {expect}, not a file")
+    refused(box, "m.onnx", target, expect=f"{target}: {expect}, not a file")
+    (box / "inc.yaml").write_text(RULE_TEXT.replace("version: 1", f"version: 1\ninclude: ['{target}']", 1))
+    refused(box, "m.onnx", "inc.yaml", expect=f"include[0]: {target}: {expect}, not a file")
+
+
+def test_an_input_array_that_is_a_fifo_is_refused(box):
+    hs.solve(box / "m.onnx", box / "r.yaml", engine="heuristic").write(box / "ans")
+    os.mkfifo(box / "x.npy")
+    name = json.loads((box / "ans" / "partition.json").read_text())["graph_inputs"][0]
+    r = outcome(["run", "ans", "--input", f"{name}=x.npy", "--no-save"], cwd=box, timeout=30)
+    assert r.code == 2 and len(r.err_lines) == 1 and "is a pipe (FIFO), not a file" in r.err, r
+
+
+def test_an_oversized_model_file_is_refused_unread(box):
+    with open(box / "big.onnx", "wb") as f:
+        f.truncate(3 << 30)      # sparse
+    refused(box, "big.onnx", "r.yaml", expect="over protobuf's 2 GiB limit")
+
+
+# -- external data ----------------------------------------------------------------------------------
+
+def _external_model(folder, location: str, offset: int | None = None, length: int | None = None):
+    w = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[4], data_location=T.EXTERNAL)
+    for key, value in (("location", location), ("offset", offset), ("length", length)):
+        if value is not None:
+            entry = w.external_data.add()
+            entry.key, entry.value = key, str(value)
+    graph = h.make_graph([h.make_node("Add", ["x", "w"], ["y"], name="add")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [4])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [4])], initializer=[w])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    folder.mkdir(exist_ok=True)
+    with open(folder / "m.onnx", "wb") as f:   # onnx.save would check the location itself
+        f.write(model.SerializeToString())
+    return folder / "m.onnx"
+
+
+@pytest.mark.parametrize("location,expect", [
+    ("../secret.bin", "points outside the model's folder"),
+    ("link.bin", "points outside the model's folder"),
+    ("SECRET", "is an absolute path"),
+    ("fifo.bin", "fifo.bin: is a pipe (FIFO), not a file"),
+    ("sub", "sub: is a folder, not a file"),
+    ("missing.bin", "missing.bin: no such file"),
+])
+def test_external_data_outside_the_folder_or_not_a_file_is_refused(box, location, expect):
+    secret = box / "secret.bin"
+    secret.write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    folder = box / "model"
+    folder.mkdir()
+    (folder / "link.bin").symlink_to(secret)
+    os.mkfifo(folder / "fifo.bin")
+    (folder / "sub").mkdir()
+    path = _external_model(folder, str(secret) if location == "SECRET" else location)
+    refused(box, path, "r.yaml", expect=expect)
+
+
+def test_external_data_shorter_than_the_tensor_is_refused(box):
+    folder = box / "model"
+    folder.mkdir()
+    (folder / "w.bin").write_bytes(b"\0" * 16)
+    refused(box, _external_model(folder, "w.bin", offset=8, length=16), "r.yaml",
+            expect="w.bin has 16 bytes, the tensor needs 24")
+    refused(box, _external_model(folder, "w.bin", offset=-1), "r.yaml",
+            expect="offset '-1' is not a whole number")
+
+
+def test_external_data_inside_the_folder_still_loads(box):
+    folder = box / "model"
+    folder.mkdir()
+    (folder / "w.bin").write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    path = _external_model(folder, "w.bin")
+    r = outcome([path, "r.yaml", "-o", "out", *FAST], cwd=box)
+    assert r.code == 0, r
+    assert hs.verify(path, box / "out").ok
