@@ -57,7 +57,7 @@ def check_command(
             warned.show()
             print_json(s) if as_json else _print(format_summary(s))
             return
-        mg = load_model(model, dims={**rule_set.dims, **parse_dims(dim)})
+        mg = load_model(model, dims=parse_dims(dim), rule_dims=rule_set.dims)
         report = query(rule_set, mg)
     warned.show(skip=report.warnings if not as_json else ())
     print_json(report.as_dict()) if as_json else _print(format_query(report, nodes=nodes))
