@@ -8,6 +8,7 @@ constants with their sizes, data edges, and value-input edges (opset-aware).
 from __future__ import annotations
 
 import fnmatch
+import heapq
 
 from .errors import InfeasibleError, RuleError
 from .measures import problem_arrays
@@ -35,8 +36,11 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     value_pred = _value_edges(mg, rules, placeable, index)
 
     graph_outputs = set(mg.graph_outputs)
-    t_bytes = mg.bytes_of(t_names, initializers=False)   # initializers are constants
+    t_bytes = mg.bytes_of(t_names)
     c_bytes = mg.bytes_of(c_names)
+    unknown = mg.open_sizes(t_names) + mg.open_sizes(c_names)
+    if unknown:
+        warnings.append(_unknown_size_warning(unknown))
     node_consts = struct["node_consts"]
     flat = struct["flat"]
     if mg.subgraph_constants:
@@ -45,9 +49,6 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     options: list[FoldOption] = []
     if mg.folded and any(d.memory is not None for d in rules.devices):
         options, c_names, c_bytes = _fold_options(mg, rules, placeable, index, c_names, c_bytes)
-    unknown = mg.unknown_size_warning()
-    if unknown:
-        warnings.append(unknown)
     problem = Problem(
         devices=[Device(d.name, d.memory, d.instances, d.enforce_values) for d in rules.devices],
         names=names, op_types=ops, allowed=allowed, succ=struct["succ"], pred=struct["pred"],
@@ -141,6 +142,12 @@ def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dic
             requires=tuple(sorted({position[r] for o in outs[i] for r, _ in readers[o]
                                    if r in position}))))
     return options, c_names, c_bytes
+def _unknown_size_warning(names: list[str]) -> str:
+    """SPEC section 5: an unknown dimension counts as 1, with a warning naming the tensors."""
+    first = heapq.nsmallest(5, names)   # the first five by name, without sorting them all
+    shown = ", ".join(first) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"{len(names)} tensor(s) have unknown dimensions or type, counted as 1 element "
+            f"in memory and transfer sizes (give --dim NAME=VALUE): {shown}")
 
 
 def _with_subgraph_constants(mg: ModelGraph, placeable: list[int], c_names: list[str],
