@@ -153,3 +153,30 @@ def test_relaxed_assignment_bounds_the_fallback(seed):
         for sol in (fit_by_runs(p, parts_without_memory(p, devices)), realize(p, devices)):
             if sol is not None:
                 assert validate(p, normalize(p, sol)) == []
+
+
+def test_runs_span_long_stretches_of_large_activations():
+    """A chain of 150 nodes whose activations are larger than a card, except one small tensor
+    in the middle: two cards hold it as two runs (cut at the small tensor), though every
+    prefix of either run overflows until the run closes over the large tensors."""
+    n = 150
+    big = 50
+    tb = [big] * n
+    tb[74] = 1                       # the only cheap cut
+    tb[n - 1] = 1                    # a small graph output
+    cb = [0] * n
+    cb[10] = cb[100] = 30            # weights: 60 bytes, more than one card holds
+    p = make_problem(n, [(v, v + 1) for v in range(n - 1)], [[0, 1]] * n,
+                     [Device("CARD", memory=40, instances=2), "CPU"],
+                     tensor_bytes=tb, const_bytes=cb)
+    p.node_inputs[0].append(len(p.tensor_names))      # a small graph input
+    p.tensor_names.append("x")
+    p.tensor_bytes.append(1)
+    p.tensor_producer.append(-1)
+    p.tensor_consumers.append([0])
+    p.tensor_is_output.append(False)
+    sol = fit_by_runs(p, parts_without_memory(p, [0] * n))
+    assert sol is not None and validate(p, normalize(p, sol)) == []
+    assert evaluate(p, sol).fallback == 0 and sol.num_parts == 2
+    best = refine(p, heuristic(p), time_limit=5)
+    assert evaluate(p, best).fallback == 0 and best.num_parts == 2 and best.status == "optimal"

@@ -57,12 +57,35 @@ def check_command(
             warned.show()
             print_json(s) if as_json else _print(format_summary(s))
             return
-        mg = load_model(model, dims={**rule_set.dims, **parse_dims(dim)})
+        mg = load_model(model, dims=parse_dims(dim), rule_dims=rule_set.dims)
         report = query(rule_set, mg)
     warned.show(skip=report.warnings if not as_json else ())
     print_json(report.as_dict()) if as_json else _print(format_query(report, nodes=nodes))
     if not report.ok:
         raise typer.Exit(1)
+
+
+@rules_app.command("schema")
+def schema_command(
+    catalog: bool = typer.Option(False, "--catalog",
+                                 help="The schema of a value-input catalog instead."),
+) -> None:
+    """Print the JSON Schema of rule files (draft-07), for editors to validate and complete
+    them.
+
+    Generated from the definition the loader checks files against, so the two never
+    disagree. The repository publishes it as schemas/rules.schema.json; VS Code's YAML
+    extension picks it up from a first line such as:
+
+    \b
+      # yaml-language-server: $schema=PATH/TO/rules.schema.json
+
+    \b
+    Example:
+      hetero-solve rules schema > rules.schema.json
+    """
+    from ..rules.definition import json_schema_text
+    typer.echo(json_schema_text("catalog" if catalog else "rules"), nl=False)
 
 
 def model_and_rules(files: list[Path]) -> tuple[Path | None, Path]:

@@ -67,6 +67,7 @@ SEQUENCE_EXACT_STATES = 4096   # ... by the branch and bound that follows
 SEQUENCE_RATE = 40_000_000  # work units (see sequence.search) per budget second: measured
                             # 40-70 million here, i.e. 4,000-10,000 extensions on 4k-15k units
 STAGE_WEIGHT = {"fallback": 1, "partitions": 2, "transfer": 1}   # shares of the time budget
+MEMORY_STAGE_WEIGHT = {"fallback": 2, "partitions": 2, "transfer": 1}   # ... when memory binds
 WALL_FACTOR, WALL_EXTRA = 1.5, 1.0   # wall-clock safety net: 1.5 x time_limit + 1 s
 TRANSFER_SHARE = 1 / 3     # at most this share of the time limit goes to the transfer stage
 
@@ -180,7 +181,8 @@ class _Refiner:
         parts gets twice the share of the other terms."""
         order = list(self.p.objective.order) if self.p.objective.lexicographic else ["weighted"]
         rest = order[len(order) - stages_left:]
-        w = [STAGE_WEIGHT.get(t, 1) for t in rest]
+        weight = MEMORY_STAGE_WEIGHT if self.view(fixed=False)[1] else STAGE_WEIGHT
+        w = [weight.get(t, 1) for t in rest]
         return max(0.0, self.limit - self.spent) * w[0] / max(1, sum(w))
 
     def wall_left(self) -> float:
@@ -243,10 +245,14 @@ class _Refiner:
             mod = cpsat if name == "cpsat" else sat
             kw = {"workers": self.workers} if name == "cpsat" else {}
             start = best.solution if best is not None and best.solution is not None else hint
-            r = mod.solve(enc, weights, caps=caps, hint=start, time_limit=max(0.05, b),
-                          seed=self.seed, progress=self.say, label=f"{label} ({name})",
-                          deadline=min(time.perf_counter() + WALL_FACTOR * b + WALL_EXTRA,
-                                       self.wall_end), **kw)
+            try:
+                r = mod.solve(enc, weights, caps=caps, hint=start, time_limit=max(0.05, b),
+                              seed=self.seed, progress=self.say, label=f"{label} ({name})",
+                              deadline=min(time.perf_counter() + WALL_FACTOR * b + WALL_EXTRA,
+                                           self.wall_end), **kw)
+            except ValueError as e:     # e.g. negative byte counts from an unknown dim
+                self.runs.append({"engine": name, "skipped": str(e)})
+                continue
             self.spent += r.stats.get("deterministic_time", 0.0)
             self.deterministic &= r.stats.get("deterministic", True)
             r.stats["engine"] = name
@@ -440,10 +446,11 @@ class _Refiner:
         partitions that fit (parts without memory, then runs kept or dropped).  True when
         the best answer meets the bound."""
         self.say(f"fallback: relaxed assignment model on {self.p.n} node(s)")
+        # the wall-clock net is the whole run's: on a loaded machine a deterministic second
+        # of this small model can take several wall seconds, and it is the stage's key step
         a = relaxed_fallback(self.p, R, mem, hint=self.best if self.valid else None,
                              time_limit=max(0.05, budget), seed=self.seed,
-                             deadline=min(time.perf_counter() + WALL_FACTOR * budget
-                                          + WALL_EXTRA, self.wall_end))
+                             deadline=self.wall_end)
         self.spent += a.stats.get("deterministic_time", 0.0)
         self.deterministic &= a.stats.get("deterministic", True)
         self.runs.append({"engine": "relaxed assignment", "bound": a.bound,

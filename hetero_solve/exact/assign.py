@@ -55,6 +55,8 @@ from ortools.sat.python import cp_model
 
 from ..problem import Problem
 from ..solution import Solution
+
+INTERVAL_LIMIT = 32     # split witnesses per edge at most (see split_witnesses)
 from ..measures import topological_order
 
 
@@ -106,6 +108,54 @@ def forced_splits(problem: Problem, R: list[tuple[int, ...]], d: int) -> list[se
     return out
 
 
+def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
+                    limit: int = INTERVAL_LIMIT) -> dict[tuple[int, int], list[int]]:
+    """Per edge ``u -> c`` (both may be on ``d``, not already a forced split): the nodes ``w``
+    strictly between them (``u -> ... -> w -> ... -> c``) that may leave ``d``.  If one of
+    them does, ``u`` and ``c`` cannot share a part on ``d`` (the path would leave the part and
+    come back).  Edges with more than ``limit`` such nodes are left out (the model stays
+    valid, only weaker)."""
+    n = problem.n
+    order = topological_order(problem.succ, problem.pred)
+    desc = [0] * n
+    for x in reversed(order):
+        dx = 1 << x
+        for s_ in problem.succ[x]:
+            dx |= desc[s_]
+        desc[x] = dx
+    anc = [0] * n
+    for x in order:
+        ax = 1 << x
+        for u in problem.pred[x]:
+            ax |= anc[u]
+        anc[x] = ax
+    movable = 0
+    for w in range(n):
+        if d in R[w] and len(R[w]) > 1:
+            movable |= 1 << w
+    out: dict[tuple[int, int], list[int]] = {}
+    for u in range(n):
+        if d not in R[u]:
+            continue
+        du = desc[u] & ~(1 << u) & movable
+        for c in problem.succ[u]:
+            if d not in R[c]:
+                continue
+            between = du & anc[c] & ~(1 << c)
+            if not between:
+                continue
+            k = between.bit_count()
+            if k > limit:
+                continue
+            ws = []
+            while between:
+                low = between & -between
+                ws.append(low.bit_length() - 1)
+                between ^= low
+            out[(u, c)] = ws
+    return out
+
+
 def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices, *,
                      hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
                      deadline: float | None = None, fallback_cap: int | None = None,
@@ -145,6 +195,16 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
     items_total = 0
     for d in mem:
         split = forced_splits(problem, R, d)
+        witnesses = split_witnesses(problem, R, d)
+        off_d: dict[int, cp_model.LinearExpr] = {}
+
+        def off(w: int):
+            """1 when ``w`` is not on ``d``."""
+            e = off_d.get(w)
+            if e is None:
+                e = off_d[w] = 1 - sum(lit for (e_, _i), lit in x[w].items() if e_ == d)
+            return e
+
         cap = devs[d].memory
         for i in range(devs[d].instances):
             terms = []
@@ -178,6 +238,8 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
                         m.Add(zin >= xc)
                     else:
                         m.Add(zin >= xc - xu)
+                        for w in witnesses.get((u, c), ()):
+                            m.Add(zin >= xc + off(w) - 1)
                 # output of the set: made by a member, read outside (or a graph output)
                 if xu is not None:
                     zout = m.NewBoolVar("")
@@ -188,6 +250,8 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
                     else:
                         for c in cons:
                             m.Add(zout >= xu - on(c, d, i))
+                            for w in witnesses.get((u, c), ()):
+                                m.Add(zout >= xu + off(w) - 1)
             items_total += len(terms)
             if terms and sum(s for s, _ in terms) > cap:
                 m.Add(sum(s * z for s, z in terms) <= cap)

@@ -36,7 +36,32 @@ from ..problem import Device, Problem
 from ..solution import Solution
 from ..measures import topological_order
 
-RUN_SLACK = 64      # the DP stops growing a run after this many nodes in a row over capacity
+RUN_STEPS = 400_000  # a run DP grows runs by about this many nodes in all: a run stops
+                     # growing after max(64, RUN_STEPS / nodes) nodes in a row over capacity
+                     # (inner activations can exceed an instance until the run closes them)
+
+
+def _slack(m: int) -> int:
+    return max(64, RUN_STEPS // max(1, m))
+
+
+def depth_first_order(problem: Problem) -> list[int]:
+    """A topological order that finishes a branch before starting the next (Kahn's algorithm
+    with a last-in, first-out ready list): contiguous runs of it keep branches together, so
+    their boundaries stay small."""
+    indeg = [len(p) for p in problem.pred]
+    ready = [v for v in range(problem.n) if indeg[v] == 0][::-1]
+    order = []
+    while ready:
+        v = ready.pop()
+        order.append(v)
+        for w in reversed(problem.succ[v]):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    if len(order) != problem.n:
+        raise ValueError("the graph has a cycle")
+    return order
 
 
 def parts_without_memory(problem: Problem, node_device: list[int]) -> Solution:
@@ -64,6 +89,7 @@ def cut_runs(problem: Problem, nodes: list[int], cap: int, *, fewest: bool = Tru
     back = [0] * (m + 1)
     best[0] = (0, 0)
     cb = problem.const_bytes
+    slack = _slack(m)
     for i in range(m):
         if best[i] == INF:
             continue
@@ -84,7 +110,7 @@ def cut_runs(problem: Problem, nodes: list[int], cap: int, *, fewest: bool = Tru
             used = tracker.used
             if used > cap:
                 over += 1
-                if over > RUN_SLACK:
+                if over > slack:
                     break
                 continue
             over = 0
@@ -175,122 +201,139 @@ def _drop_device(problem: Problem, v: int, d: int) -> int:
     return -1
 
 
-def _slot_runs(problem: Problem, nodes: list[int], d: int, cap: int, lam: float,
-               part_cost: float) -> tuple[float, list[tuple[int, int, int, int]]]:
-    """Cut one slot (nodes in topological order, on limited device ``d``) into runs, each kept
-    on ``d`` (cost ``lam x memory``) or dropped to an unlimited device (cost: its nodes
-    preferring ``d``, i.e. fallback), every run also costing ``part_cost``.  Exact dynamic
-    programme over cut points.  Returns the cost and the runs as ``(start, end, device,
-    memory)``."""
-    m = len(nodes)
-    INF = float("inf")
-    best = [INF] * (m + 1)
-    back: list[tuple[int, int, int]] = [(0, -1, 0)] * (m + 1)
-    best[0] = 0.0
-    cb = problem.const_bytes
-    pref_here = [1 if problem.allowed[v][0] == d else 0 for v in nodes]
-    drop_to = [_drop_device(problem, v, d) for v in nodes]
-    vp = problem.value_pred
-    for i in range(m):
-        if best[i] == INF:
-            continue
-        base = best[i] + part_cost
-        # keep nodes[i:j] on d
-        tracker = MemoryTracker(problem)
-        consts: set[int] = set()
-        const_bytes = 0
-        over = 0
-        for j in range(i, m):
-            v = nodes[j]
-            for c in problem.node_consts[v]:
-                if c not in consts:
-                    consts.add(c)
-                    const_bytes += cb[c]
-            if const_bytes > cap:
-                break
-            tracker.add(v)
-            used = tracker.used
-            if used > cap:
-                over += 1
-                if over > RUN_SLACK:
-                    break
-                continue
+class _SlotRuns:
+    """The runs one slot (nodes in topological order, on limited device ``d``) can be cut
+    into: ``keep[i]`` = ``(j, memory)`` for every run ``nodes[i:j]`` that fits ``cap``
+    (measured once, exactly, with :class:`~hetero_solve.measures.MemoryTracker`), and
+    ``drop_end[i]`` = how far a run starting at ``i`` can go when dropped to an unlimited
+    device (one device for the whole run, no value edge inside on an enforcing one)."""
+
+    def __init__(self, problem: Problem, nodes: list[int], d: int, cap: int):
+        self.nodes = nodes
+        self.d = d
+        m = len(nodes)
+        cb = problem.const_bytes
+        slack = _slack(m)
+        self.keep: list[list[tuple[int, int]]] = []
+        for i in range(m):
+            tracker = MemoryTracker(problem)
+            consts: set[int] = set()
+            const_bytes = 0
             over = 0
-            cost = base + lam * used
-            if cost < best[j + 1]:
-                best[j + 1] = cost
-                back[j + 1] = (i, d, used)
-        # drop nodes[i:j] to one unlimited device (no enforced value edge inside)
-        e = drop_to[i]
-        if e < 0:
-            continue
-        enforce = problem.devices[e].enforce_values
-        inside: set[int] = set()
-        fb = 0
-        for j in range(i, m):
-            v = nodes[j]
-            if drop_to[j] != e and e not in problem.allowed[v]:
-                break
-            if enforce and any(u in inside for u in vp[v]):
-                break
-            inside.add(v)
-            fb += pref_here[j]
-            cost = base + fb
-            if cost < best[j + 1]:
-                best[j + 1] = cost
-                back[j + 1] = (i, e, 0)
-    runs = []
-    j = m
-    if best[m] == INF:
-        return INF, []
-    while j > 0:
-        i, dev, used = back[j]
-        runs.append((i, j, dev, used))
-        j = i
-    return best[m], runs[::-1]
+            ends = []
+            for j in range(i, m):
+                v = nodes[j]
+                for c in problem.node_consts[v]:
+                    if c not in consts:
+                        consts.add(c)
+                        const_bytes += cb[c]
+                if const_bytes > cap:
+                    break       # constants only grow with the run
+                tracker.add(v)
+                if tracker.used > cap:
+                    over += 1
+                    if over > slack:
+                        break
+                    continue
+                over = 0
+                ends.append((j + 1, tracker.used))
+            self.keep.append(ends)
+        self.pref = [0]         # prefix counts of nodes preferring d (fallback when dropped)
+        for v in nodes:
+            self.pref.append(self.pref[-1] + (problem.allowed[v][0] == d))
+        self.drop_to = [_drop_device(problem, v, d) for v in nodes]
+        self.drop_end = []
+        vp = problem.value_pred
+        for i in range(m):
+            e = self.drop_to[i]
+            if e < 0:
+                self.drop_end.append(i)
+                continue
+            enforce = problem.devices[e].enforce_values
+            inside: set[int] = set()
+            j = i
+            while j < m:
+                v = nodes[j]
+                if e not in problem.allowed[v] or (enforce and any(u in inside for u in vp[v])):
+                    break
+                inside.add(v)
+                j += 1
+            self.drop_end.append(j)
+
+    def cut(self, lam: float, part_cost: float) -> list[tuple[int, int, int, int]]:
+        """Runs minimising ``sum(part_cost + (lam x memory if kept else fallback))``, as
+        ``(start, end, device, memory)``; exact over the cut points.  ``[]`` when none."""
+        m = len(self.nodes)
+        INF = float("inf")
+        best = [INF] * (m + 1)
+        back: list[tuple[int, int, int]] = [(0, -1, 0)] * (m + 1)
+        best[0] = 0.0
+        pref = self.pref
+        for i in range(m):
+            b = best[i]
+            if b == INF:
+                continue
+            base = b + part_cost
+            for j, used in self.keep[i]:
+                cost = base + lam * used
+                if cost < best[j]:
+                    best[j] = cost
+                    back[j] = (i, self.d, used)
+            e = self.drop_to[i]
+            for j in range(i + 1, self.drop_end[i] + 1):
+                cost = base + pref[j] - pref[i]
+                if cost < best[j]:
+                    best[j] = cost
+                    back[j] = (i, e, 0)
+        if best[m] == INF:
+            return []
+        runs = []
+        j = m
+        while j > 0:
+            i, dev, used = back[j]
+            runs.append((i, j, dev, used))
+            j = i
+        return runs[::-1]
 
 
 def fit_by_runs(problem: Problem, parts: Solution, *, part_cost: float = 1e-3,
-                iterations: int = 24) -> Solution | None:
+                iterations: int = 40, depth_first: bool = True) -> Solution | None:
     """Make ``parts`` (valid apart from memory) fit: every part on a limited device is cut into
     contiguous runs of its topological order, each kept on the device or dropped to an
     unlimited one, choosing the cuts that minimise ``fallback + lam x memory kept`` per part
-    (:func:`_slot_runs`), with ``lam`` the smallest (by bisection) whose kept runs pack into the
-    instances.  A Lagrangian relaxation of the capacity: each evaluation is exact, the packing
-    is first fit decreasing.  ``None`` when no ``lam`` packs."""
-    n = problem.n
-    order = topological_order(problem.succ, problem.pred)
+    (:class:`_SlotRuns`), with ``lam`` the smallest (by bisection on a log scale) whose kept
+    runs pack into the instances.  A Lagrangian relaxation of the capacity: each evaluation is
+    exact, the packing is first fit decreasing.  ``None`` when no ``lam`` packs."""
+    order = depth_first_order(problem) if depth_first else topological_order(problem.succ,
+                                                                             problem.pred)
     members: list[list[int]] = [[] for _ in range(parts.num_parts)]
     for v in order:
         members[parts.part_of[v]].append(v)
     devs = problem.devices
-    limited = [p for p in range(parts.num_parts) if devs[parts.part_device[p]].memory is not None]
-    cache: dict[float, tuple] = {}
+    slots = {p: _SlotRuns(problem, members[p], parts.part_device[p],
+                          devs[parts.part_device[p]].memory)
+             for p in range(parts.num_parts) if devs[parts.part_device[p]].memory is not None}
+    cache: dict[float, Solution | None] = {}
 
-    def attempt(lam: float):
-        if lam in cache:
-            return cache[lam]
-        chosen = {}
-        for p in limited:
-            d = parts.part_device[p]
-            _, runs = _slot_runs(problem, members[p], d, devs[d].memory, lam, part_cost)
-            if not runs:
-                cache[lam] = None
-                return None
-            chosen[p] = runs
-        sol = _assemble(problem, parts, members, chosen)
-        cache[lam] = sol
-        return sol
+    def attempt(lam: float) -> Solution | None:
+        if lam not in cache:
+            chosen = {}
+            for p, sr in slots.items():
+                runs = sr.cut(lam, part_cost)
+                if not runs:
+                    cache[lam] = None
+                    return None
+                chosen[p] = runs
+            cache[lam] = _assemble(problem, parts, members, chosen)
+        return cache[lam]
 
-    lo, hi = 0.0, 1.0
-    tot = max(1, sum(problem.const_bytes) + sum(problem.tensor_bytes))
-    hi = 4.0 * n / tot          # at this price dropping everything is cheaper than keeping
-    if attempt(lo) is not None:
-        return attempt(lo)
+    if attempt(0.0) is not None:
+        return attempt(0.0)
+    lo, hi = 1e-12, float(problem.n + 1)    # at hi, a kept byte costs more than every node
     if attempt(hi) is None:
         return None
     for _ in range(iterations):
-        mid = (lo + hi) / 2
+        mid = (lo * hi) ** 0.5
         if attempt(mid) is None:
             lo = mid
         else:
