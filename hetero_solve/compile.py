@@ -14,7 +14,7 @@ from .errors import InfeasibleError, RuleError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
 from .model.structure import structure
-from .problem import Device, Objective, Problem, Refusals
+from .problem import Device, FoldOption, Objective, Problem, Refusals
 from .rules.conditions import SupportChecker
 from .rules.schema import Rules
 
@@ -46,6 +46,9 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     if mg.subgraph_constants:
         c_names, c_bytes, node_consts, flat = _with_subgraph_constants(
             mg, placeable, c_names, c_bytes, node_consts, flat)
+    options: list[FoldOption] = []
+    if mg.folded and any(d.memory is not None for d in rules.devices):
+        options, c_names, c_bytes = _fold_options(mg, rules, placeable, index, c_names, c_bytes)
     problem = Problem(
         devices=[Device(d.name, d.memory, d.instances, d.enforce_values) for d in rules.devices],
         names=names, op_types=ops, allowed=allowed, succ=struct["succ"], pred=struct["pred"],
@@ -58,7 +61,8 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         refusals=refusals,
         meta={"model": mg.path, "rules": rules.path, "folded": list(mg.folded),
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
-              "dims": dict(mg.dims), "opset": mg.opset})
+              "dims": dict(mg.dims), "opset": mg.opset},
+        fold_options=options)
     # Large models are measured with numpy; the flat pairs structure found serve as they are.
     problem.arrays = problem_arrays(problem, flat)
     return problem
@@ -126,6 +130,82 @@ def missing_dims_text(entry: dict) -> str:
     plural = len(entry["dims"]) > 1 or bool(entry["inputs"])
     return (f"{entry['device']} refused {entry['nodes']} node(s) only because "
             f"{' and '.join(what)} {'have' if plural else 'has'} no value: pass {entry['hint']}")
+
+
+def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int],
+                  c_names: list[str], c_bytes: list[int]
+                  ) -> tuple[list[FoldOption], list[str], list[int]]:
+    """The folded nodes whose folding can cost memory (:class:`FoldOption`), with the
+    constants placing one needs added to the constant lists.
+
+    A folded node is always folded when every reader of its outputs reads them only as a
+    value-dependent input, or is itself such a node: those are the shape chains, whose
+    folding removes value splits and costs bytes of shape values only.  Every other folded
+    node is an option, unless a folded node that is not an option reads it (unfolding it
+    would make that reader's input unknown)."""
+    folded = list(mg.folded)
+    is_folded = set(folded)
+    outs = {i: [o for o in mg.outputs[i] if o] for i in folded}
+    made_by = {o: i for i, os_ in outs.items() for o in os_}
+    readers: dict[str, list[tuple[int, bool]]] = {o: [] for o in made_by}
+    for i, ins in enumerate(mg.inputs):
+        if not ins or (i not in index and i not in is_folded):
+            continue
+        if i in index:
+            idx = rules.value_input_indices(mg.op_types[i], mg.opsets.get(mg.domains[i] or "",
+                                                                           mg.opset))
+        else:
+            idx = ()
+        for k, x in enumerate(ins):
+            if x in readers:
+                readers[x].append((i, k in idx))
+    safe: dict[int, bool] = {}
+    for i in reversed(folded):      # graph order is topological: readers first
+        safe[i] = all(as_value or (r in is_folded and safe.get(r, False))
+                      for o in outs[i] for r, as_value in readers[o])
+    # a Shape of a placed tensor reads no constant: it stays folded
+    candidates = [i for i in folded if not safe[i]
+                  and all(x in mg.constant_tensors for x in mg.all_inputs(i))]
+    # an option read by a folded node that is not an option stays folded (closure)
+    keep = set(candidates)
+    changed = True
+    while changed:
+        changed = False
+        for i in list(keep):
+            if any(r in is_folded and r not in keep for o in outs[i] for r, _ in readers[o]):
+                keep.discard(i)
+                changed = True
+    chosen = [i for i in folded if i in keep]
+    if not chosen:
+        return [], c_names, c_bytes
+    c_names, c_bytes = list(c_names), list(c_bytes)
+    cid = {x: k for k, x in enumerate(c_names)}
+
+    def const_id(x: str) -> int:
+        k = cid.get(x)
+        if k is None:
+            k = cid[x] = len(c_names)
+            c_names.append(x)
+            c_bytes.append(mg.bytes_of([x])[0])
+        return k
+
+    position = {i: k for k, i in enumerate(chosen)}
+    checker = SupportChecker(rules, mg)
+    refusals = [checker.refusals(d, chosen) for d in range(len(rules.devices))]
+    options = []
+    for k, i in enumerate(chosen):
+        ins = mg.all_inputs(i)
+        options.append(FoldOption(
+            graph_index=i, name=mg.names[i], op_type=mg.op_types[i],
+            allowed=tuple(d for d in range(len(rules.devices)) if refusals[d][k] is None),
+            const_inputs=tuple(dict.fromkeys(const_id(x) for x in ins
+                                             if x in mg.constant_tensors)),
+            outputs=tuple(const_id(o) for o in outs[i]),
+            value_readers=tuple(sorted({index[r] for o in outs[i] for r, v in readers[o]
+                                        if v and r in index})),
+            requires=tuple(sorted({position[r] for o in outs[i] for r, _ in readers[o]
+                                   if r in position}))))
+    return options, c_names, c_bytes
 
 
 def _unknown_size_warning(names: list[str]) -> str:

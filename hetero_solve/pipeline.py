@@ -143,7 +143,13 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
         except InfeasibleError as failure:
             sol = _exact_rescue(problem, failure, engine, time_limit, seed, say)
         lap("heuristic")
-        sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed, progress=say)
+        if engine == "heuristic":
+            sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed,
+                         progress=say)
+        else:   # the exact engine also decides optional folds: the problem may change
+            from .exact import refine_with_folds
+            problem, sol = refine_with_folds(problem, sol, engine=engine,
+                                             time_limit=time_limit, seed=seed, progress=say)
         lap("exact")
         say("validating")
         metrics = evaluate(problem, sol)

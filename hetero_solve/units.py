@@ -14,6 +14,8 @@ _UNITS = {
     "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4,
 }
 _MEMORY_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
+#: The memory strings rule files accept, as a JSON Schema pattern (no flags: cases spelled out).
+MEMORY_PATTERN = (r"^\s*([0-9]+(\.[0-9]*)?|\.[0-9]+)\s*(|[bB]|[kKmMgGtT][iI]?[bB])\s*$")
 
 
 def parse_memory(value: object) -> int:
@@ -32,6 +34,8 @@ def parse_memory(value: object) -> int:
             raise ValueError(f"memory must not be negative, got {value}")
         return value
     if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"memory must be a finite number of bytes, got {value}")
         if value < 0:
             raise ValueError(f"memory must not be negative, got {value}")
         return int(value)
@@ -107,6 +111,13 @@ _NAMES = _build_names()
 def dtype_name(elem_type: int) -> str:
     """``float32`` style name of an ONNX element type (the names rule files use)."""
     return _NAMES.get(elem_type, "unknown")
+
+
+def dtype_names() -> list[str]:
+    """Every dtype name rule files accept: ``float32`` style, then ONNX's (``FLOAT``)."""
+    names = [n for e, n in sorted(_NAMES.items()) if e]
+    onnx_names = [TensorProto.DataType.Name(e) for e in sorted(_NAMES) if e]
+    return list(dict.fromkeys(names + onnx_names))
 
 
 def dtype_from_name(name: str) -> int | None:

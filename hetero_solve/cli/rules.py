@@ -65,6 +65,29 @@ def check_command(
         raise typer.Exit(1)
 
 
+@rules_app.command("schema")
+def schema_command(
+    catalog: bool = typer.Option(False, "--catalog",
+                                 help="The schema of a value-input catalog instead."),
+) -> None:
+    """Print the JSON Schema of rule files (draft-07), for editors to validate and complete
+    them.
+
+    Generated from the definition the loader checks files against, so the two never
+    disagree. The repository publishes it as schemas/rules.schema.json; VS Code's YAML
+    extension picks it up from a first line such as:
+
+    \b
+      # yaml-language-server: $schema=PATH/TO/rules.schema.json
+
+    \b
+    Example:
+      hetero-solve rules schema > rules.schema.json
+    """
+    from ..rules.definition import json_schema_text
+    typer.echo(json_schema_text("catalog" if catalog else "rules"), nl=False)
+
+
 def model_and_rules(files: list[Path]) -> tuple[Path | None, Path]:
     """``[MODEL] RULES`` from the command line; ``RULES MODEL`` (the order of earlier versions)
     is recognised by the files' contents.  A model alone, or two of a kind, is named."""
