@@ -68,6 +68,70 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     return problem
 
 
+def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[dict]:
+    """What the graph inputs' dims with no value cost on each static-shape device: the nodes
+    it refuses *only* because they have none.
+
+    Decided by a counterfactual, not by reading names: the model is analysed again with every
+    such dim given a value (1), and a node counts when a device that refused it for a
+    non-static shape takes it there, or it folds there.  Returns one entry per device that
+    loses nodes: ``{"device", "nodes", "dims", "inputs", "hint"}`` (``dims``: the named dims
+    with no value; ``inputs``: inputs with anonymous ones; ``hint``: the flags to pass).
+    """
+    from .model.load import analyse_model
+    from .problem import NonStaticShape
+
+    unset = mg.unset_dims()
+    static = [d for d, dev in enumerate(rules.devices) if dev.static_shapes]
+    if not unset or not static or problem.n == 0:
+        return []
+    refused = {d: [v for v in range(problem.n)
+                   if isinstance(problem.refusals.entry(v, d), NonStaticShape)] for d in static}
+    if not any(refused.values()):
+        return []
+    names = sorted({u.name for u in unset if u.name is not None})
+    anonymous = sorted({u.input for u in unset if u.name is None})
+    dims = {**mg.dims, **{n: 1 for n in names}}
+    shapes = dict(mg.shapes)
+    for x in anonymous:
+        shapes[x] = tuple(u.value if u.value is not None else
+                          dims.get(u.name, 1) if u.name is not None else 1
+                          for u in mg.input_dims if u.input == x)
+    try:
+        alt = analyse_model(mg.model, mg.path, None, dims=dims, shapes=shapes, check=False)
+    except Exception:   # a value the model rejects: no claim
+        return []
+    checker = SupportChecker(rules, alt)
+    alt_folded = set(alt.folded)
+    hint = " ".join([f"--dim {n}=N" for n in names] + [
+        f"--shape {x}=" + ",".join(str(u.value) if u.value is not None else "?"
+                                   for u in mg.input_dims if u.input == x) for x in anonymous])
+    found = []
+    for d in static:
+        nodes = [problem.graph_index[v] for v in refused[d]]
+        kept = [g for g in nodes if g not in alt_folded]
+        reasons = checker.reasons(d, kept)
+        freed = len(nodes) - len(kept) + sum(1 for r in reasons if r is None)
+        if freed:
+            found.append({"device": rules.devices[d].name, "nodes": freed, "dims": names,
+                          "inputs": anonymous, "hint": hint})
+    return found
+
+
+def missing_dims_text(entry: dict) -> str:
+    """One line for :func:`missing_dims`'s entry."""
+    what = []
+    if entry["dims"]:
+        shown = ", ".join(repr(n) for n in entry["dims"])
+        what.append(f"dim{'s' if len(entry['dims']) > 1 else ''} {shown}")
+    if entry["inputs"]:
+        shown = ", ".join(repr(x) for x in entry["inputs"])
+        what.append(f"anonymous dims of input{'s' if len(entry['inputs']) > 1 else ''} {shown}")
+    plural = len(entry["dims"]) > 1 or bool(entry["inputs"])
+    return (f"{entry['device']} refused {entry['nodes']} node(s) only because "
+            f"{' and '.join(what)} {'have' if plural else 'has'} no value: pass {entry['hint']}")
+
+
 def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int],
                   c_names: list[str], c_bytes: list[int]
                   ) -> tuple[list[FoldOption], list[str], list[int]]:
@@ -142,6 +206,8 @@ def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dic
             requires=tuple(sorted({position[r] for o in outs[i] for r, _ in readers[o]
                                    if r in position}))))
     return options, c_names, c_bytes
+
+
 def _unknown_size_warning(names: list[str]) -> str:
     """SPEC section 5: an unknown dimension counts as 1, with a warning naming the tensors."""
     first = heapq.nsmallest(5, names)   # the first five by name, without sorting them all

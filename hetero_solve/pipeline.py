@@ -15,7 +15,7 @@ from typing import Callable
 import onnx
 
 from .algorithms.greedy import heuristic
-from .compile import compile_problem
+from .compile import compile_problem, missing_dims, missing_dims_text
 from .errors import InfeasibleError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
@@ -133,6 +133,9 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
     try:
         say(f"compiling rules for {len(mg.names)} nodes")
         problem = compile_problem(mg, rule_set, objective=objective)
+        # Input dims with no value may cost a static-shape device nodes: say which, how many.
+        problem.meta["missing_dims"] = missing_dims(mg, rule_set, problem)
+        problem.meta["warnings"].extend(map(missing_dims_text, problem.meta["missing_dims"]))
         lap("compile")
         say("greedy heuristic")
         try:

@@ -51,6 +51,38 @@ def parse_dims(values: list[str] | None) -> dict[str, int]:
     return dims
 
 
+def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
+    """``--shape NAME=d0,d1,...`` options: one graph input's whole shape each."""
+    shapes: dict[str, list[int]] = {}
+    for item in values or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--shape {item!r}: expected NAME=d0,d1,..., e.g. "
+                             f"--shape x=1,3,320,320")
+        try:
+            dims = [int(d) for d in value.split(",")] if value.strip() else []
+        except ValueError:
+            raise UsageError(f"--shape {item!r}: {value!r} is not a list of whole numbers "
+                             f"separated by commas") from None
+        if any(d < 0 for d in dims):
+            raise UsageError(f"--shape {item!r}: dims must be >= 0")
+        shapes[name.strip()] = dims
+    return shapes
+
+
+def shape_option():
+    return typer.Option([], "--shape", metavar="INPUT=D0,D1,...",
+                        help="Whole shape of a graph input, e.g. --shape x=1,3,320,320 (for "
+                             "anonymous '?' dims; repeatable; beats --dim for that input). "
+                             "'hetero-solve dims MODEL' lists the inputs and their dims.")
+
+
+def dim_option(more: str = ""):
+    return typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
+                        help="Value of a symbolic dimension of the model's inputs, e.g. --dim "
+                             "batch=1 (repeatable; beats the rule file's dims)." + more)
+
+
 # -- arguments in the wrong place --------------------------------------------------------------
 
 def expect_model_and_rules(model: Path, rules: Path, usage: str = USAGE) -> None:
