@@ -31,6 +31,9 @@ def parse_dims(values: list[str] | None) -> dict[str, int]:
             raise UsageError(f"--dim {item!r}: {value!r} is not a whole number") from None
         if number < 1:
             raise UsageError(f"--dim {item!r}: the value must be >= 1")
+        if number >= 2**63:
+            raise UsageError(f"--dim {name.strip()}=...: the value must be below 2^63 (ONNX "
+                             "dimensions are 64-bit)")
         dims[name.strip()] = number
     return dims
 
