@@ -82,6 +82,96 @@ def run_one(graph: str, n: int, time_limit: float, seed: int) -> dict:
     }
 
 
+MEM_RULES = sorted((ROOT / "benchmarks" / "rules").glob("mem-*.yaml"))
+
+
+def run_real(name: str, time_limit: float, seed: int) -> list[dict]:
+    """In a child process: one corpus model on every memory-limited profile (load once)."""
+    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))   # the machine is shared
+    sys.path.insert(0, str(ROOT))
+    from corpus import truth as T
+    from hetero_solve.algorithms.greedy import heuristic
+    from hetero_solve.compile import compile_problem
+    from hetero_solve.errors import InfeasibleError
+    from hetero_solve.exact import refine
+    from hetero_solve.exact.analysis import binding_devices, device_sets
+    from hetero_solve.model.load import load_model
+    from hetero_solve.rules import load_rules
+    from hetero_solve.solution import evaluate
+    from hetero_solve.validate import validate
+
+    entry = T.load_corpus()[name]
+    path = T.model_file(name, entry)
+    mg = load_model(str(path), dims=dict(entry.get("dims") or {}))
+    rows = []
+    for rules_path in MEM_RULES:
+        row = {"model": name, "rules": rules_path.stem}
+        try:
+            p = compile_problem(mg, load_rules(str(rules_path)))
+            row["nodes"] = p.n
+            row["binds"] = bool(binding_devices(p, device_sets(p, fixed=False)))
+            t0 = time.perf_counter()
+            try:
+                h = heuristic(p)
+            except InfeasibleError as e:
+                row["heuristic_error"] = str(e)[:120]
+                h = None
+            t1 = time.perf_counter()
+            if h is None:
+                from hetero_solve.pipeline import _exact_rescue
+                s = _exact_rescue(p, InfeasibleError("greedy"), "auto", time_limit, seed,
+                                  lambda _m: None)
+            else:
+                s = refine(p, h, time_limit=time_limit, seed=seed)
+            t2 = time.perf_counter()
+            assert validate(p, s) == []
+            sm = evaluate(p, s)
+            hm = evaluate(p, h) if h is not None else None
+            stages = {st["stage"]: st for st in s.stats.get("stages", [])}
+            row.update({
+                "heuristic": (hm.fallback, hm.partitions) if hm else None,
+                "exact": (sm.fallback, sm.partitions),
+                "fallback_lb": s.stats.get("bounds", {}).get("fallback"),
+                "parts_lb": s.lower_bound, "proven": s.stats.get("proven", []),
+                "status": s.status,
+                "methods": {k: v.get("method") for k, v in stages.items()},
+                "heuristic_s": round(t1 - t0, 2), "exact_s": round(t2 - t1, 2),
+                "deterministic_s": s.stats.get("deterministic_seconds"),
+                "deterministic": s.stats.get("deterministic")})
+        except Exception as e:     # noqa: BLE001 - a benchmark reports, it does not stop
+            row["error"] = f"{type(e).__name__}: {e}"[:200]
+        rows.append(row)
+    return rows
+
+
+def real_models() -> list[str]:
+    """Corpus models present here (committed, or built into the cache)."""
+    sys.path.insert(0, str(ROOT))
+    from corpus import truth as T
+    return [n for n, e in T.load_corpus().items() if T.model_file(n, e).exists()]
+
+
+def real_table(rows: list[dict]) -> str:
+    head = ("| model | profile | nodes | memory binds | heuristic (fallback, parts) "
+            "| exact (fallback, parts) | fallback bound | parts bound | proven | status "
+            "| seconds (heur + exact) | det. s |\n"
+            "| --- | --- | ---: | --- | --- | --- | ---: | ---: | --- | --- | ---: | ---: |")
+    lines = [head]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['rules']} | {r.get('nodes', '')} | | | "
+                         f"error: {r['error'][:80]} | | | | | | |")
+            continue
+        h = r["heuristic"]
+        lines.append(
+            f"| {r['model']} | {r['rules']} | {r['nodes']} | {'yes' if r['binds'] else 'no'} "
+            f"| {f'{h[0]}, {h[1]}' if h else 'failed'} | {r['exact'][0]}, {r['exact'][1]} "
+            f"| {'' if r['fallback_lb'] is None else r['fallback_lb']} | {r['parts_lb']} "
+            f"| {', '.join(r['proven']) or 'nothing'} | {r['status']} "
+            f"| {r['heuristic_s']} + {r['exact_s']} | {r['deterministic_s']} |")
+    return "\n".join(lines)
+
+
 def machine() -> str:
     import ortools
     import pysat
@@ -132,9 +222,36 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="time limits of 5 s")
     ap.add_argument("--write", action="store_true", help="write benchmarks/results/exact.md")
     ap.add_argument("--one", nargs=3, metavar=("GRAPH", "N", "LIMIT"), help=argparse.SUPPRESS)
+    ap.add_argument("--real", action="store_true",
+                    help="corpus models on benchmarks/rules/mem-*.yaml (10 s each)")
+    ap.add_argument("--models", default="", help="with --real: these models only")
+    ap.add_argument("--one-real", nargs=2, metavar=("MODEL", "LIMIT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(run_one(args.one[0], int(args.one[1]), float(args.one[2]), args.seed)))
+        return
+    if args.one_real:
+        print(json.dumps(run_real(args.one_real[0], float(args.one_real[1]), args.seed)))
+        return
+    if args.real:
+        info = machine()
+        print(info, flush=True)
+        rows = []
+        for name in (args.models.split(",") if args.models else real_models()):
+            cmd = [sys.executable, __file__, "--seed", str(args.seed), "--one-real", name, "10"]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            if res.returncode != 0:
+                got = [{"model": name, "rules": "all", "error": res.stderr.strip().splitlines()[-1]}]
+            else:
+                got = json.loads(res.stdout.strip().splitlines()[-1])
+            for row in got:
+                print(json.dumps(row), flush=True)
+            rows += got
+        print(real_table(rows))
+        out = ROOT / "benchmarks" / "results" / "exact-real.json"
+        if args.write:
+            out.write_text(json.dumps({"machine": info, "rows": rows}, indent=1) + "\n")
+            print(f"written {out}")
         return
     info = machine()
     print(info, flush=True)

@@ -10,7 +10,7 @@ subprocess, so that process-wide peak memory (RSS high-water mark) belongs to th
 - ``floor``: ``onnx.load(path)`` + ``onnx.shape_inference.infer_shapes(model, data_prop=True)``
   on the same file, the least any tool that reads and shape-infers the model pays;
 - ``pipeline``: our stages, called as ``hetero_solve.solve`` calls them, with ``load`` split
-  into ``read_model``, ``check_model``, ``flatten`` and ``analyse_shapes``; then
+  into ``read_model``, ``check_model`` and ``analyse_model`` (flattening, shapes, folding); then
   ``Result.write(out, submodels=False, annotated=False, dots=False)`` (``partition.json`` and
   ``affinity.json``).  The first repetition also runs ``hetero_solve.solve(...,
   engine="heuristic")`` afterwards and checks it gives the same partition.
@@ -207,7 +207,6 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
     from hetero_solve.model.load import analyse_model, check_model, flatten, read_model
     from hetero_solve.model.parallel import fork_pays
     sequential_load = os.environ.get("BENCH_SEQUENTIAL_LOAD") == "1" or trace or profile
-    from hetero_solve.model.shapes import analyse_shapes
     from hetero_solve.result import Result
     from hetero_solve.solution import evaluate
     from hetero_solve.validate import check
@@ -217,9 +216,8 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
             "ort_imported_before": "onnxruntime" in sys.modules}
 
     sub = SubTimer()
-    for attr in ("_inference_base", "_infer", "_index_types", "find_foldable", "evaluate_folded",
-                 "_folded_inputs_of_dynamic_nodes", "control_flow_hints", "_with_folded",
-                 "_constant_tensors", "_unused_dims"):
+    for attr in ("light_copy", "infer", "_types", "find_foldable", "folded_readers",
+                 "control_flow_hints", "_without", "_nonstatic", "_subgraph_nodes"):
         sub.wrap(shapes_mod, attr, f"shapes.{attr.lstrip('_')}")
     sub.wrap(compile_mod, "resolve_pins", "compile.resolve_pins")
     sub.wrap(compile_mod, "_allowed_devices", "compile.allowed_devices")
@@ -230,7 +228,6 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
     _model, rules_spec, dims, _ = CASES[case]
     rec = Recorder(trace, profile)
     rules = rec.run("rules", lambda: read_rules(rules_spec))
-    all_dims = {**rules.dims, **dims}
     # solve() pauses the cyclic GC for the whole pipeline; so does this measurement.
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -240,12 +237,13 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
         # flattens.  The three stages overlap, so all their time is reported under "shapes".
         rec.run("check", lambda: None)
         rec.run("flatten", lambda: None)
-        mg = rec.run("shapes", lambda: analyse_model(model, shown, data, all_dims, defer_check=True))
+        mg = rec.run("shapes", lambda: analyse_model(model, shown, data, dims,
+                                                     rule_dims=rules.dims, defer_check=True))
     else:
         rec.run("check", lambda: check_model(model, shown, data))
-        mg = rec.run("flatten", lambda: flatten(model, shown))
-        mg.dims = dict(all_dims)
-        rec.run("shapes", lambda: analyse_shapes(mg, fold=True))
+        rec.run("flatten", lambda: None)   # analyse_model flattens: counted under "shapes"
+        mg = rec.run("shapes", lambda: analyse_model(model, shown, data, dims,
+                                                     rule_dims=rules.dims, check=False))
     base["ort_imported_after_load"] = "onnxruntime" in sys.modules
     problem = rec.run("compile", lambda: compile_problem(mg, rules))
     sol = rec.run("heuristic", lambda: heuristic(problem))

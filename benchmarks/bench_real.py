@@ -303,7 +303,7 @@ def report(shapes: list[dict], rows: list[dict], info: dict, args, load: tuple) 
             L.append(f"| {s['model']} | | {s.get('nodes', '')} | | | | | load fails: {s['error']} |")
             continue
         tot_t += s["static_truth"]
-        tot_o += s["static_ours"] - len(s.get("extra", []))
+        tot_o += s["static_ours"] - s["wrong"] - len(s.get("extra", []))
         tot_w += s["wrong"]
         pct = 100.0 * s["static_ours"] / s["static_truth"] if s["static_truth"] else 100.0
         ops = ", ".join(f"{op} {n}" for op, n in sorted(s["missed_ops"].items(),
@@ -321,8 +321,8 @@ def report(shapes: list[dict], rows: list[dict], info: dict, args, load: tuple) 
         L.append(f"| {s['model']} | {s['stored']} | {s['nodes']} | {s['static_truth']} | "
                  f"{s['static_ours']} | {pct:.1f} | {s['wrong']} | {'; '.join(extra)} |")
     if tot_t:
-        L.append(f"| **all** | | | **{tot_t}** | **{tot_o}** | **{100.0 * tot_o / tot_t:.1f}** | "
-                 f"**{tot_w}** | |")
+        L.append(f"| **all** (ours right) | | | **{tot_t}** | **{tot_o}** | "
+                 f"**{100.0 * tot_o / tot_t:.1f}** | **{tot_w}** | |")
     L.append("")
     profiles = list(dict.fromkeys(r["rules"] for r in rows))
     models = list(dict.fromkeys(r["model"] for r in rows))
@@ -387,8 +387,9 @@ def report(shapes: list[dict], rows: list[dict], info: dict, args, load: tuple) 
              f"{sum(1 for r in ok if r.get('never_worse') is False)} worse than the trivial map; "
              f"{sum(1 for r in ok if r.get('status') == 'optimal')} proven optimal.")
     if tot_t:
-        L.append(f"- Static tensors: {tot_o} of {tot_t} ({100.0 * tot_o / tot_t:.1f} %), "
-                 f"{tot_w} wrong.")
+        L.append(f"- Static tensors: {tot_o} of {tot_t} runtime-static tensors resolved with "
+                 f"the runtime's shape ({100.0 * tot_o / tot_t:.1f} %); {tot_w} called static "
+                 "with a wrong shape.")
     L.append("")
     return "\n".join(L)
 

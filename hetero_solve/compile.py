@@ -8,6 +8,7 @@ constants with their sizes, data edges, and value-input edges (opset-aware).
 from __future__ import annotations
 
 import fnmatch
+import heapq
 
 from .errors import InfeasibleError, ModelError, RuleError
 from .measures import problem_arrays
@@ -35,17 +36,17 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     value_pred = _value_edges(mg, rules, placeable, index)
 
     graph_outputs = set(mg.graph_outputs)
-    t_bytes = mg.bytes_of(t_names, initializers=False)   # initializers are constants
+    t_bytes = mg.bytes_of(t_names)
     c_bytes = mg.bytes_of(c_names)
+    unknown = mg.open_sizes(t_names) + mg.open_sizes(c_names)
+    if unknown:
+        warnings.append(_unknown_size_warning(unknown))
     node_consts = struct["node_consts"]
     flat = struct["flat"]
     if mg.subgraph_constants:
         c_names, c_bytes, node_consts, flat = _with_subgraph_constants(
             mg, placeable, c_names, c_bytes, node_consts, flat)
     _check_sizes(mg, t_names + c_names, t_bytes + c_bytes)
-    unknown = mg.unknown_size_warning()
-    if unknown:
-        warnings.append(unknown)
     problem = Problem(
         devices=[Device(d.name, d.memory, d.instances, d.enforce_values) for d in rules.devices],
         names=names, op_types=ops, allowed=allowed, succ=struct["succ"], pred=struct["pred"],
@@ -79,6 +80,14 @@ def _check_sizes(mg: ModelGraph, names: list[str], sizes: list[int]) -> None:
     raise ModelError(mg.path, f"tensor {names[k]!r} has {sizes[k]:,} bytes (shape "
                               f"{mg.tensor_type(names[k]).shape}), and the model's tensors add up "
                               f"to more than 2^62 bytes: check the dims{dims}")
+
+
+def _unknown_size_warning(names: list[str]) -> str:
+    """SPEC section 5: an unknown dimension counts as 1, with a warning naming the tensors."""
+    first = heapq.nsmallest(5, names)   # the first five by name, without sorting them all
+    shown = ", ".join(first) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"{len(names)} tensor(s) have unknown dimensions or type, counted as 1 element "
+            f"in memory and transfer sizes (give --dim NAME=VALUE): {shown}")
 
 
 def _with_subgraph_constants(mg: ModelGraph, placeable: list[int], c_names: list[str],

@@ -3,6 +3,8 @@ to be printed as one line by the command line, which maps them to exit code 2.""
 
 from __future__ import annotations
 
+import warnings
+
 
 class HeteroSolveError(Exception):
     """Base class: an input problem the user can fix.  ``str(e)`` is one line."""
@@ -55,6 +57,21 @@ class ValidationError(HeteroSolveError):
         head = "; ".join(str(v) for v in self.violations[:3])
         more = f" (and {len(self.violations) - 3} more)" if len(self.violations) > 3 else ""
         super().__init__(f"invalid partition: {head}{more}")
+
+
+class HeteroSolveWarning(UserWarning):
+    """Category of every warning the library issues (a glob pin that matches no node, a
+    dimension with no value, a part file that will not pass ``onnx.checker``...).  The same
+    texts are in the result's ``warnings`` list.  Silence them with
+    ``warnings.filterwarnings("ignore", category=HeteroSolveWarning)``, or make them errors
+    with ``"error"``."""
+
+
+def warn(message: str, stacklevel: int = 2) -> None:
+    """Issue ``message`` as a :class:`HeteroSolveWarning`.  ``stacklevel`` as for
+    :func:`warnings.warn`, counted from the caller of this function (2: its caller's caller,
+    the user's code when called from a public entry point)."""
+    warnings.warn(message, HeteroSolveWarning, stacklevel=stacklevel + 1)
 
 
 def one_line(e: BaseException | str, limit: int = 400) -> str:

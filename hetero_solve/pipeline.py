@@ -16,7 +16,7 @@ import onnx
 
 from .algorithms.greedy import heuristic
 from .compile import compile_problem
-from .errors import InfeasibleError
+from .errors import InfeasibleError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
@@ -28,6 +28,8 @@ from .validate import check, validate
 
 ENGINES = ("auto", "heuristic", "cpsat", "sat")
 MAX_TIME_LIMIT = 1e6   #: seconds (11 days): a longer limit, infinity included, is no limit
+#: The progress message sent when the exact solver starts (its time limit starts counting).
+EXACT_STAGE = "exact refinement"
 Progress = Callable[[str], None]
 
 __all__ = ["solve", "refine", "Result", "ENGINES"]
@@ -35,7 +37,7 @@ __all__ = ["solve", "refine", "Result", "ENGINES"]
 
 def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
           rules: str | os.PathLike | dict | Rules, *, dims: dict[str, int] | None = None,
-          engine: str = "auto", time_limit: float = 10.0, seed: int = 0,
+          shapes: dict[str, list[int]] | None = None, engine: str = "auto", time_limit: float = 10.0, seed: int = 0,
           objective: Objective | None = None, progress: Progress | None = None) -> Result:
     """Partition ``model`` under ``rules``: the fewest parts every device can run.
 
@@ -51,7 +53,10 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         A rule file (YAML), the same as a parsed mapping, or loaded :class:`Rules`.
     dims : dict of str to int, optional
         Values of symbolic dimensions of the graph inputs; they override the rule file's
-        ``dims``.
+        ``dims``.  A name no graph input uses is a warning (the rule file's are silent).
+    shapes : dict of str to list of int, optional
+        Whole shapes of graph inputs by name (for anonymous ``?`` dims), e.g.
+        ``{"x": [1, 3, 320, 320]}``; they win over ``dims`` for that input.
     engine : {"auto", "heuristic", "cpsat", "sat"}, default "auto"
         ``heuristic``: the greedy answer with its lower bound; ``cpsat`` or ``sat``: exact
         refinement within ``time_limit``; ``auto``: the best available (CP-SAT).
@@ -69,6 +74,12 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     Result
         The partition (``solution``), its measures (``metrics``), the problem it solves and
         the warnings (also issued through Python :mod:`warnings`).
+
+    Warns
+    -----
+    HeteroSolveWarning
+        Each text of ``Result.warnings`` (a glob pin matching no node, a dimension with no
+        value, ...), through Python :mod:`warnings`.
 
     Raises
     ------
@@ -95,11 +106,14 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     # Infinity means no limit; the engines count conflicts and deadlines in 64-bit integers.
     time_limit = min(time_limit, MAX_TIME_LIMIT)
     with paused_gc():
-        return _solve(model, rules, dims=dims, engine=engine, time_limit=time_limit, seed=seed,
-                      objective=objective, progress=progress)
+        result = _solve(model, rules, dims=dims, shapes=shapes, engine=engine,
+                        time_limit=time_limit, seed=seed, objective=objective, progress=progress)
+    for message in result.warnings:
+        warn(message)
+    return result
 
 
-def _solve(model, rules, *, dims, engine, time_limit, seed, objective, progress) -> Result:
+def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, progress) -> Result:
     say = progress or (lambda _msg: None)
     seconds: dict[str, float] = {}
     clock = time.perf_counter()
@@ -113,13 +127,13 @@ def _solve(model, rules, *, dims, engine, time_limit, seed, objective, progress)
     say("reading rules")
     rule_set = rules if isinstance(rules, Rules) else load_rules(rules)
     lap("rules")
-    all_dims = {**rule_set.dims, **(dims or {})}
     if isinstance(model, ModelGraph):
         mg = model
     else:
         say("loading the model and inferring shapes")
         # The checker (forked, lowest priority, on large models) is waited for at the end.
-        mg = load_model(model, dims=all_dims, defer_check=True)
+        mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims,
+                        defer_check=True)
     lap("load")
     try:
         say(f"compiling rules for {len(mg.names)} nodes")
@@ -195,5 +209,7 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
             progress("lower bound")
         start.lower_bound = lower_bound(problem, start)
         return start
+    if progress:
+        progress(f"{EXACT_STAGE} ({engine})")
     return exact_refine(problem, start, engine=engine, time_limit=time_limit, seed=seed,
                         progress=progress)

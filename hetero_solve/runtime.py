@@ -27,7 +27,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import onnx
 
-from .errors import HeteroSolveError, ModelError, one_line
+from .errors import HeteroSolveError, ModelError, one_line, warn
 from .readers import check_regular
 
 DEFAULT_PROVIDERS = ["CPUExecutionProvider"]
@@ -90,6 +90,20 @@ class RunResult:
     @property
     def bytes_out(self) -> int:
         return sum(p.bytes_out for p in self.parts)
+
+    def as_dict(self) -> dict:
+        """The run as JSON-able data (``hetero-solve run --json``): per-part counters, totals,
+        each output's dtype and shape, the inputs generated and the files saved."""
+        def described(values: Mapping) -> dict:
+            return {name: {"dtype": str(np.asarray(v).dtype), "shape": list(np.shape(v))}
+                    for name, v in values.items()}
+        return {"parts": [p.as_dict() for p in self.parts],
+                "seconds": self.seconds, "load_seconds": self.load_seconds,
+                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+                "inputs": described(self.inputs), "random_inputs": list(self.random),
+                "outputs": described(self.outputs),
+                "saved": {name: str(path) for name, path in self.saved.items()},
+                "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -465,6 +479,8 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     result.random = [s.name for s in missing]
     if save is not None:
         result.saved = save_outputs(result.outputs, save)
+    for message in result.warnings:
+        warn(message)
     return result
 
 

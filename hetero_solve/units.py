@@ -1,4 +1,6 @@
-"""Byte sizes: memory strings from rule files and ONNX element sizes."""
+"""How quantities are read and shown: memory strings from rule files, byte sizes, ONNX element
+sizes and dtype names, device instances.  Every command shows them through these functions,
+so a size or an instance is spelled one way everywhere."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ _UNITS = {
     "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4,
 }
 _MEMORY_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
+#: The memory strings rule files accept, as a JSON Schema pattern (no flags: cases spelled out).
+MEMORY_PATTERN = (r"^\s*([0-9]+(\.[0-9]*)?|\.[0-9]+)\s*(|[bB]|[kKmMgGtT][iI]?[bB])\s*$")
 
 
 def parse_memory(value: object) -> int:
@@ -30,6 +34,8 @@ def parse_memory(value: object) -> int:
             raise ValueError(f"memory must not be negative, got {value}")
         return value
     if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"memory must be a finite number of bytes, got {value}")
         if value < 0:
             raise ValueError(f"memory must not be negative, got {value}")
         return int(value)
@@ -53,6 +59,17 @@ def format_bytes(n: int | None) -> str:
         if abs(n) >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def instance_label(device: str, instance: int, instances: int) -> str:
+    """A device instance as every output shows it: ``NPU`` for a device with one instance,
+    ``NPU.1`` for instance 1 of several (OpenVINO's spelling, ``GPU.0``, ``GPU.1``; also what a
+    node -> device map given to ``check`` may name).
+
+    >>> instance_label("NPU", 0, 1), instance_label("NPU", 1, 2)
+    ('NPU', 'NPU.1')
+    """
+    return f"{device}.{instance}" if instances > 1 else device
 
 
 # Bits per element.  Strings have no fixed size: count a pointer's worth.
@@ -94,6 +111,13 @@ _NAMES = _build_names()
 def dtype_name(elem_type: int) -> str:
     """``float32`` style name of an ONNX element type (the names rule files use)."""
     return _NAMES.get(elem_type, "unknown")
+
+
+def dtype_names() -> list[str]:
+    """Every dtype name rule files accept: ``float32`` style, then ONNX's (``FLOAT``)."""
+    names = [n for e, n in sorted(_NAMES.items()) if e]
+    onnx_names = [TensorProto.DataType.Name(e) for e in sorted(_NAMES) if e]
+    return list(dict.fromkeys(names + onnx_names))
 
 
 def dtype_from_name(name: str) -> int | None:

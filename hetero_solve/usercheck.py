@@ -435,7 +435,7 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         mg = model
     else:
         say("loading the model and inferring shapes")
-        mg = load_model(model, dims={**rule_set.dims, **(dims or {})})
+        mg = load_model(model, dims=dims, rule_dims=rule_set.dims)
     problem = compile_problem(mg, rule_set)
     warnings = list(problem.meta.get("warnings", []))
     resolved = _resolve(umap, mg, problem, warnings)

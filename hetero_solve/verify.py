@@ -23,7 +23,7 @@ from typing import Mapping
 import numpy as np
 import onnx
 
-from .errors import HeteroSolveError
+from .errors import HeteroSolveError, warn
 from .runtime import (RunResult, check_dims, check_inputs, load_manifest, model_input_specs,
                       random_inputs, run_original_timed, run_partitioned)
 
@@ -109,6 +109,8 @@ def verify(model: str | os.PathLike | onnx.ModelProto, out_dir: str | os.PathLik
     run = run_partitioned(out_dir, feeds, manifest=manifest)
     run.random = [s.name for s in missing]
     diffs = [compare(name, run.outputs.get(name), expected[name], tolerance) for name in outs]
+    for message in run.warnings:
+        warn(message)
     return VerifyReport(diffs, tolerance, run, original_seconds, run.random, all_dims)
 
 

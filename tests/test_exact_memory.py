@@ -3,6 +3,7 @@ with brute force on small memory-limited problems."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 import pytest
@@ -11,11 +12,13 @@ from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.errors import InfeasibleError
 from hetero_solve.exact import refine
 from hetero_solve.exact.analysis import binding_devices, device_sets
+from hetero_solve.exact.assign import relaxed_fallback
 from hetero_solve.exact.brute import brute_force
+from hetero_solve.exact.runs import fit_by_runs, parts_without_memory, realize
 from hetero_solve.generators import random_memory
 from hetero_solve.measures import topological_order
 from hetero_solve.problem import Device, Objective, make_problem
-from hetero_solve.solution import Solution, evaluate, objective_key
+from hetero_solve.solution import Solution, evaluate, normalize, objective_key
 from hetero_solve.validate import validate
 
 
@@ -45,7 +48,15 @@ def test_a_node_that_fits_nowhere_is_refused_by_name(objective):
 
 # -- brute force ------------------------------------------------------------------------------
 
-MEMORY_SEEDS = range(300)
+MEMORY_SEEDS = range(250)
+
+
+@functools.lru_cache(maxsize=None)
+def _brute(seed: int, limited_cpu: bool = False, objective: Objective | None = None):
+    p = random_memory(seed, limited_cpu=limited_cpu)
+    if objective is not None:
+        p.objective = objective
+    return p, brute_force(p)
 
 
 def _start(p):
@@ -66,8 +77,7 @@ def test_engines_match_brute_force_under_memory(seed):
     """Both engines (and ``auto`` on every third) prove the brute-force optimum on small
     problems where memory binds: activations larger than an instance, shared constants,
     nodes with several constants, 1-3 instances, lexicographic and weighted objectives."""
-    p = random_memory(seed)
-    best = brute_force(p)
+    p, best = _brute(seed)
     assert best is not None
     want = objective_key(p, best)
     start = _start(p)
@@ -79,12 +89,11 @@ def test_engines_match_brute_force_under_memory(seed):
         assert 1 <= sol.lower_bound <= sol.num_parts
 
 
-@pytest.mark.parametrize("seed", range(200))
+@pytest.mark.parametrize("seed", range(150))
 def test_refusals_only_when_nothing_fits(seed):
     """Every device limited (the CPU too): the engines refuse only problems brute force finds
     no answer for, and otherwise prove its optimum."""
-    p = random_memory(seed, limited_cpu=True)
-    best = brute_force(p)
+    p, best = _brute(seed, True)
     try:
         start = _start(p)
         sol = refine(p, start, engine="cpsat", time_limit=5)
@@ -101,8 +110,7 @@ def test_refusals_only_when_nothing_fits(seed):
 def test_the_memory_generator_covers_the_hard_features():
     seen = Counter()
     for seed in MEMORY_SEEDS:
-        p = random_memory(seed)
-        best = brute_force(p)
+        p, best = _brute(seed)
         m = evaluate(p, best)
         cap = max(d.memory or 0 for d in p.devices)
         seen["binding memory"] += bool(binding_devices(p, device_sets(p, fixed=False)))
@@ -123,3 +131,52 @@ def test_the_memory_generator_covers_the_hard_features():
                 "several instances used", "large activation inside a part", "shared constant",
                 "node with three constants", "8 nodes"):
         assert seen[key] >= 5, (key, seen)
+
+
+# -- the pieces of the decomposition ------------------------------------------------------------
+
+FALLBACK_ONLY = Objective(order=("fallback",))
+
+
+@pytest.mark.parametrize("seed", range(0, 250, 2))
+def test_relaxed_assignment_bounds_the_fallback(seed):
+    """The relaxed assignment model (one set per instance, forced splits counted) never
+    exceeds the least fallback of any valid partition (brute force); and the runs built from
+    its devices, or from the preferred ones, are valid whenever they are returned."""
+    p, best = _brute(seed, False, FALLBACK_ONLY)
+    R = device_sets(p, fixed=False)
+    mem = binding_devices(p, R)
+    a = relaxed_fallback(p, R, mem, time_limit=5)
+    assert a.optimal
+    assert a.bound <= evaluate(p, best).fallback
+    for devices in ([p.allowed[v][0] for v in range(p.n)], a.node_device):
+        for sol in (fit_by_runs(p, parts_without_memory(p, devices)), realize(p, devices)):
+            if sol is not None:
+                assert validate(p, normalize(p, sol)) == []
+
+
+def test_runs_span_long_stretches_of_large_activations():
+    """A chain of 150 nodes whose activations are larger than a card, except one small tensor
+    in the middle: two cards hold it as two runs (cut at the small tensor), though every
+    prefix of either run overflows until the run closes over the large tensors."""
+    n = 150
+    big = 50
+    tb = [big] * n
+    tb[74] = 1                       # the only cheap cut
+    tb[n - 1] = 1                    # a small graph output
+    cb = [0] * n
+    cb[10] = cb[100] = 30            # weights: 60 bytes, more than one card holds
+    p = make_problem(n, [(v, v + 1) for v in range(n - 1)], [[0, 1]] * n,
+                     [Device("CARD", memory=40, instances=2), "CPU"],
+                     tensor_bytes=tb, const_bytes=cb)
+    p.node_inputs[0].append(len(p.tensor_names))      # a small graph input
+    p.tensor_names.append("x")
+    p.tensor_bytes.append(1)
+    p.tensor_producer.append(-1)
+    p.tensor_consumers.append([0])
+    p.tensor_is_output.append(False)
+    sol = fit_by_runs(p, parts_without_memory(p, [0] * n))
+    assert sol is not None and validate(p, normalize(p, sol)) == []
+    assert evaluate(p, sol).fallback == 0 and sol.num_parts == 2
+    best = refine(p, heuristic(p), time_limit=5)
+    assert evaluate(p, best).fallback == 0 and best.num_parts == 2 and best.status == "optimal"

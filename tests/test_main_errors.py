@@ -60,7 +60,7 @@ def test_bad_options_are_one_line_and_exit_2(argv, expect, tmp_path):
 def test_a_missing_argument_is_one_line():
     r = outcome(["solve", MODEL])
     assert r.code == 2 and r.err_lines == [
-        "hetero-solve: error: Missing argument 'rules'. (see: hetero-solve solve --help)"], r
+        "hetero-solve: error: Missing argument 'RULES'. (see: hetero-solve solve --help)"], r
 
 
 def test_help_and_no_arguments_still_show_the_help():

@@ -127,17 +127,22 @@ def test_unreadable_and_invalid_models_are_model_errors(tmp_path):
 @pytest.mark.parametrize("example", ["transformer_encoder", "resnet_like", "control_flow"])
 @pytest.mark.parametrize("dims", [{}, {"batch": 1, "seq": 16}])
 def test_sizes_in_bulk_equal_sizes_one_by_one(example, dims):
-    """bytes_of (what compile sizes every tensor and constant with), with and without
-    looking names up among the raw initializers, against tensor_bytes name by name; the
-    tensors of unknown size are the same."""
+    """bytes_of (what compile sizes every tensor and constant with) against the definition
+    name by name (element count x element size, an open dim counting 1); open_sizes lists
+    exactly the tensors whose type is not static."""
+    from hetero_solve.model.graph import size_of
+    from hetero_solve.units import element_bits
     mg = load_model(EXAMPLES / f"{example}.onnx", dims)
     structure = hs.model.structure.structure(mg, mg.placeable())
     tensors, consts = structure["tensor_names"], structure["const_names"]
     assert consts and tensors
-    one_by_one = [mg.tensor_bytes(x) for x in tensors + consts]
-    unknown = set(mg._unknown_dim_tensors)
-    assert bool(unknown) == (not dims or example == "control_flow")
-    mg._unknown_dim_tensors.clear()
-    assert mg.bytes_of(tensors, initializers=False) + mg.bytes_of(consts) == one_by_one
+    one_by_one = [size_of(mg.tensor_type(x)) for x in tensors + consts]
     assert mg.bytes_of(tensors + consts) == one_by_one
-    assert mg._unknown_dim_tensors == unknown
+    for name in consts:
+        if name in mg.initializers:
+            t = mg.initializers[name]
+            count = int(np.prod(t.dims)) if t.dims else 1
+            assert mg.tensor_bytes(name) == (count * element_bits(t.data_type) + 7) // 8
+    unknown = set(mg.open_sizes(tensors + consts))
+    assert unknown == {x for x in tensors + consts if not mg.tensor_type(x).static}
+    assert bool(unknown) == (not dims or example == "control_flow")

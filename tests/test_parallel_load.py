@@ -54,10 +54,10 @@ def test_forked_check_reports_an_invalid_model(tmp_path, forking):
 def test_a_child_that_fails_falls_back_to_the_parent(forking, monkeypatch):
     import hetero_solve.model.shapes as shapes
 
-    def broken(model, dims):
+    def broken(model, dims, shapes):
         raise RuntimeError("child failed")
 
-    monkeypatch.setattr(shapes, "forked_first_inference", broken)
+    monkeypatch.setattr(shapes, "forked_inference", broken)
     model = example_models()[0]
     mg = load_model(model, dims=EXAMPLE_DIMS[model.stem])
     assert all(mg.tensor_type(o).elem_type for outs in mg.outputs for o in outs if o)
@@ -137,14 +137,15 @@ def test_structure_computed_during_inference_equals_the_one_after_shapes(model, 
     given = EXAMPLE_DIMS[model.stem] if dims == "given" else {}
     rules = load_rules(ROOT / "rules" / "gpu-cpu.yaml")
     forked_mg = load_model(model, dims=given)
-    assert forked_mg._structure_ahead is not None
+    assert forked_mg.refs is not None
     forked = compile_problem(forked_mg, rules)
     monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
     sequential_mg = load_model(model, dims=given)
-    assert sequential_mg._structure_ahead is None
+    assert sequential_mg.refs is None
     sequential = compile_problem(sequential_mg, rules)
     for f in dataclasses.fields(sequential):
-        assert getattr(forked, f.name) == getattr(sequential, f.name), f.name
+        if f.name != "arrays":
+            assert getattr(forked, f.name) == getattr(sequential, f.name), f.name
 
 
 def test_forked_inference_strips_exactly_the_float_tensors_above_64_elements():
@@ -153,7 +154,7 @@ def test_forked_inference_strips_exactly_the_float_tensors_above_64_elements():
     (float_data) go by their dims."""
     import numpy as np
     from onnx import numpy_helper as nh
-    from hetero_solve.model.shapes import SMALL_FLOAT_ELEMENTS, forked_first_inference
+    from hetero_solve.model.shapes import SMALL_FLOAT_ELEMENTS, forked_inference
 
     inits = []
     for dtype in (np.float32, np.float16, np.float64):
@@ -166,7 +167,7 @@ def test_forked_inference_strips_exactly_the_float_tensors_above_64_elements():
                          [h.make_tensor_value_info("x", T.FLOAT, [2])],
                          [h.make_tensor_value_info("y", T.FLOAT, [2])], initializer=inits)
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-    out = onnx.ModelProto.FromString(forked_first_inference(model, {}))
+    out = onnx.ModelProto.FromString(forked_inference(model, {}, {}))
     kept = {t.name: bool(t.raw_data or t.float_data or t.int64_data) for t in out.graph.initializer}
     want = {t.name: not t.name.endswith(str(SMALL_FLOAT_ELEMENTS + 1)) for t in inits}
     assert kept == want
@@ -216,73 +217,3 @@ def test_types_read_from_bytes_equal_the_parsed_model(model):
     assert [value_info(n, t) for n, t in zip(names, types)] == \
         [vi for vi in list(g.value_info) + list(g.input) + list(g.output)]
     assert len(names) > 0
-
-
-def _fold_cases():
-    """(model, folded when shapes are known) for the fold prediction: it assumes every shape
-    static and every output small, and must be caught when either is false."""
-    import numpy as np
-    from onnx import numpy_helper as nh
-    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
-    # A Shape of a static tensor: the prediction holds.
-    holds = h.make_model(h.make_graph(
-        [h.make_node("Shape", ["x"], ["s"], name="shape"),
-         h.make_node("Reshape", ["x", "s"], ["y"], name="reshape")], "g", [x],
-        [h.make_tensor_value_info("y", T.FLOAT, [2, 3])]), opset_imports=[h.make_opsetid("", 17)])
-    # NonZero's output has a data-dependent dimension: its Shape does not fold.
-    dynamic = h.make_model(h.make_graph(
-        [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
-         h.make_node("Shape", ["nz"], ["s"], name="shape"),
-         h.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], "g", [x],
-        [h.make_tensor_value_info("y", T.FLOAT, [None, None])]), opset_imports=[h.make_opsetid("", 17)])
-    # A 4 MiB ConstantOfShape of a constant shape is too big to fold.
-    big = h.make_model(h.make_graph(
-        [h.make_node("ConstantOfShape", ["shape"], ["ones"], name="fill",
-                     value=nh.from_array(np.ones(1, np.float32))),
-         h.make_node("Add", ["xb", "ones"], ["y"], name="add")], "g",
-        [h.make_tensor_value_info("xb", T.FLOAT, [1024, 1024])],
-        [h.make_tensor_value_info("y", T.FLOAT, [1024, 1024])],
-        initializer=[nh.from_array(np.array([1024, 1024], np.int64), "shape")]),
-        opset_imports=[h.make_opsetid("", 17)])
-    return [("holds", holds, ["shape"], True), ("dynamic", dynamic, [], False),
-            ("big", big, [], False)]
-
-
-@pytest.mark.parametrize("case", _fold_cases(), ids=lambda c: c[0])
-def test_fold_prediction_is_used_only_when_it_holds(case, forking, monkeypatch):
-    """compute_ahead predicts the foldable nodes while shapes are inferred; with real shapes
-    prediction_holds must accept it exactly when the real search agrees, and loading must
-    fold what the sequential path folds either way."""
-    from hetero_solve.model import shapes
-    from hetero_solve.model.fold import find_foldable, prediction_holds
-    _name, model, folded_names, holds = case
-    onnx.checker.check_model(model)
-    asked = []
-    monkeypatch.setattr(shapes, "prediction_holds",
-                        lambda mg, p: asked.append(p) or prediction_holds(mg, p))
-    mg = load_model(model)
-    assert len(asked) == 1, "loading checks the prediction made during inference"
-    predicted = find_foldable(mg, assume_static=True)
-    assert predicted, "the prediction folds something in every case"
-    assert prediction_holds(mg, predicted) is holds
-    assert (predicted == find_foldable(mg)) is holds
-    assert [mg.names[i] for i in mg.folded] == folded_names
-    monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
-    sequential = load_model(model)
-    assert _summary(mg) == _summary(sequential)
-
-
-def test_a_held_fold_prediction_carries_the_constants_and_the_folded_readers(forking):
-    """When the prediction holds, loading takes the constants and the nodes reading folded
-    outputs from it instead of scanning the graph again: they must be what a scan gives."""
-    from hetero_solve.model import shapes
-    mg = load_model(ROOT / "examples" / "transformer_encoder.onnx", dims={"batch": 1, "seq": 16})
-    held = mg._fold_prediction
-    assert held is not None and held.folded == mg.folded and mg.folded
-    assert held.constants == mg.constant_tensors == shapes._constant_tensors(mg)
-    folded_out = {o for i in mg.folded for o in mg.outputs[i] if o}
-    scanned = [(i, [x for x in ins if x in folded_out]) for i, ins in enumerate(mg.inputs)
-               if i not in set(mg.folded) and not folded_out.isdisjoint(ins)]
-    assert held.folded_readers == scanned and scanned
-    assert (shapes._folded_inputs_of_dynamic_nodes(mg, held.folded_readers)
-            == shapes._folded_inputs_of_dynamic_nodes(mg))

@@ -45,31 +45,13 @@ NO_SHAPE_INFERENCE = {"com.microsoft.DynamicQuantizeLSTM"}
 WHOLE_SHAPES = ("issue 13: input {inputs} has anonymous dims: needs its whole shape "
                 "(--shape; a shapes= keyword of load_model/solve), which the library lacks")
 
-#: (a) shapes called static that differ from onnxruntime's.
-WRONG_TODAY = {
-    "rapidocr-cls": "issue 13: the Paddle export declares the batch dim as dim_value -1; it is "
-                    "read as the static size -1 ((-1, 2, 1, 1) vs [1, 2, 1, 1], 69 tensors)",
-}
+#: (a) shapes called static that differ from onnxruntime's (none today; a model that brings
+#: one names its cause here).
+WRONG_TODAY: dict[str, str] = {}
 #: (b) tensors static at run time that hetero-solve leaves non-static.
-MISSED_TODAY = {
-    "bert-tiny-legacy": "issue 13: fold rounds do not accumulate: position_ids = Slice(buffer, "
-                        "0, Shape(input_ids)[1]) folds in a later round, and the embeddings' Add "
-                        "and all 74 tensors after it keep a batch dim 'unk__0'",
-    "silero-vad-16k-op15": "issue 13: fold rounds do not accumulate: the STFT Pad's pads "
-                           "(Cast_1, folded) are unknown to the final inference, so the Pad, "
-                           "the Conv/Slice STFT and the If outputs after it (37 tensors) "
-                           "stay symbolic",
-    "rapidocr-cls": "issue 13: needs whole input shapes (x: [-1, 3, ?, ?]); 165 tensors miss "
-                    "their batch/height/width",
-}
+MISSED_TODAY: dict[str, str] = {}
 #: Part files that fail onnx.checker, or partitions that do not reproduce the outputs.
-PIPELINE_TODAY = {
-    ("silero-vad-16k-op15", p): "issue 13: a boundary tensor of unknown rank (an If output "
-                                "whose branches disagree on rank) is declared without a shape "
-                                "in the part file: onnx.checker 'Field shape of type is "
-                                "required but missing'"
-    for p in ("gpu-cpu", "multi-card", "npu-gpu-cpu", "seed000")
-}
+PIPELINE_TODAY: dict[tuple[str, str], str] = {}
 
 
 def _takes_shapes(fn) -> bool:
@@ -175,9 +157,6 @@ def test_parts_are_valid_and_reproduce_the_model(name, rules, tmp_path):
         np.testing.assert_allclose(got[k], want[k], atol=1e-4, rtol=1e-4, err_msg=k)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: a declared dim_value -1 (Paddle's dynamic "
-                   "batch, as in rapidocr-cls) is read as the static size -1, and the tensor's "
-                   "bytes come out negative (-12 here)")
 def test_a_declared_minus_one_dim_is_not_static():
     """Paddle exports declare a dynamic batch as ``dim_value: -1``; ONNX shape inference
     copies it along.  It is an unknown dim, not a size: the tensor is not static and an unknown

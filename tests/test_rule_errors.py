@@ -101,7 +101,7 @@ def test_include_that_does_not_exist(tmp_path):
 def test_error_inside_an_included_catalog_names_the_catalog(tmp_path):
     write(tmp_path, "version: 1\nvalue_inputs: {Reshape: [one]}\n", "catalog.yaml")
     e = error_of(write(tmp_path, BASE + "include: [catalog.yaml]\n"))
-    assert e.path.endswith("catalog.yaml") and e.key == "value_inputs.Reshape"
+    assert e.path.endswith("catalog.yaml") and e.key == "value_inputs.Reshape[0]"
 
 
 def test_missing_version_and_yaml_syntax(tmp_path):

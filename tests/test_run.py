@@ -5,6 +5,7 @@ between parts."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -181,8 +182,9 @@ def test_cli_run_prints_counters_and_saves_outputs(mixed, tmp_path):
     res = runner.invoke(app, ["run", str(out), "--input", f"x={tmp_path / 'x.npy'}",
                               "--save", str(save)])
     assert res.exit_code == 0, res.output
-    for col in ("device", "providers", "run ms", "bytes in", "bytes out", "total"):
+    for col in ("device", "providers", "run ms", "data in", "data out", "total"):
         assert col in res.stdout
+    assert re.search(r"\b\d+ B\b", res.stdout)      # sizes as solve prints them, not raw bytes
     index = json.loads((save / "outputs.json").read_text())
     assert set(index) == {"half_out", "idx_out", "mask_out"}
     expected = run_original(model, {"x": x})

@@ -12,9 +12,13 @@ ties to the device with more ready nodes, then to priority order.
 Acyclic by construction: a node joins a part only when all its predecessors are in that part
 or earlier ones, so every edge goes forward.  No transitive closure is ever built.
 
-Memory limits (SPEC section 5): the part's memory is tracked incrementally; a node that would
-overflow the part's instance waits for the next part on that device, and a node that fits in no
-instance of its device on its own spills to its next allowed device (a fallback).
+Memory limits (SPEC section 5) are met after the parts are built, not node by node: a part's
+memory counts only its constants and the tensors crossing its boundary, so whether a node fits
+depends on what else its part holds (a convolution whose activations fill a card fits inside
+a larger part that keeps them internal).  :func:`heuristic` builds parts as if memory were
+unlimited, cuts and places them on device instances (:mod:`.memory_fit`), and when a device
+cannot hold its nodes, moves the nodes that cost it most memory per node to their next device
+(:mod:`.placement`) and builds again.
 
 Reference: the maximal-extension step is the ``grow`` of OpenVINO's subgraph selection (seed
 000) without its roll-backs, and the list-scheduling order follows Graham's list scheduling.
@@ -31,10 +35,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import InfeasibleError
-from ..measures import MemoryTracker, topological_order
+from ..measures import part_memories, topological_order
 from ..problem import Problem
-from ..solution import Solution, objective_term
-from ..units import format_bytes
+from ..solution import Solution, normalize, objective_term
+from .memory_fit import fit_memory
+from .placement import Placement
+
+MAX_ROUNDS = 24        # device choices tried when memory binds (each lowers a byte target)
 
 
 def heuristic(problem: Problem) -> Solution:
@@ -57,7 +64,10 @@ def heuristic(problem: Problem) -> Solution:
     Raises
     ------
     InfeasibleError
-        When memory limits leave a node no room on any device it may use.
+        When memory limits leave a node no room on any device it may use (proven: no part
+        holding it fits, the message names the node and the bytes), or when the parts found
+        could not be placed on the instances (not a proof: the exact solver may still find a
+        partition; the pipeline asks it).
 
     Examples
     --------
@@ -68,13 +78,140 @@ def heuristic(problem: Problem) -> Solution:
     (3, [0, 1, 1, 2], [0, 1, 0])
     """
     shared = _Shared(problem)
-    best = greedy(problem, direction="forward", _shared=shared)
-    if not _cannot_improve(problem, best):
-        backward = greedy(problem, direction="backward", _shared=shared)
-        best = _better(problem, best, backward)
+    if problem.has_memory_limits():
+        best = _with_memory(problem, shared)
+    else:
+        best = _best_pass(problem, shared, None)
     best.algorithm = "heuristic"
     best.stats["heuristic_partitions"] = best.num_parts
     return best
+
+
+def _best_pass(problem: Problem, shared: "_Shared", devices: list[int] | None) -> Solution:
+    """The better of the forward and backward passes (memory ignored)."""
+    best = greedy(problem, direction="forward", devices=devices, _shared=shared)
+    if not _cannot_improve(problem, best):
+        backward = greedy(problem, direction="backward", devices=devices, _shared=shared)
+        best = _better(problem, best, backward)
+    return best
+
+
+def _with_memory(problem: Problem, shared: "_Shared") -> Solution:
+    """Build parts without memory limits, fit them into the instances; while a device cannot
+    hold its parts, lower its byte target (by the bytes left over) and choose devices again.
+    Every node stays on its preferred device unless no part there can hold it, or a target
+    moves it.  When memory binds (the first parts did not fit), the simple constructions of
+    :func:`_rivals` are compared too: the answer is never worse than a valid one of them."""
+    plan = Placement(problem)
+    targets: dict[int, int] = {}
+    left: dict[int, int] = {}
+    best = None
+    for _ in range(MAX_ROUNDS):
+        dev = plan.devices(targets)
+        fitted = []
+        for direction in ("forward", "backward"):
+            sol = greedy(problem, direction=direction, devices=dev, _shared=shared)
+            fit, over = fit_memory(problem, sol)
+            if fit is not None:
+                fitted.append(fit)
+                if _cannot_improve(problem, fit):
+                    break
+            else:
+                for d, b in over.items():
+                    left[d] = min(left.get(d, b), b)
+        if fitted:
+            best = fitted[0]
+            for other in fitted[1:]:
+                best = _better(problem, best, other)
+            if not targets:
+                return best         # memory did not bind
+            break
+        for d, b in left.items():
+            dev_d = problem.devices[d]
+            whole = dev_d.memory * dev_d.instances
+            if d not in targets and plan.union.get(d, 0) > whole:
+                targets[d] = whole      # first: what the instances hold together
+            else:                       # then less, by what did not fit
+                now = min(targets.get(d, whole), plan.union.get(d, 0))
+                targets[d] = max(0, now - max(b, now // 16, 1))
+        left = {}
+    for rival in _rivals(problem):
+        best = rival if best is None else _better(problem, best, rival)
+    if best is None:
+        over = ", ".join(f"{problem.devices[d].name}" for d in targets)
+        raise InfeasibleError(f"memory: the heuristic could not fit the parts into the instances "
+                              f"of {over} (not a proof that no partition exists)", [])
+    return best
+
+
+RIVAL_NODES = {"openvino": 2_000, "graphcycles": 20_000}   # larger: too slow to try
+
+
+def _rivals(problem: Problem) -> list[Solution]:
+    """The valid answers of simple constructions that know memory only partly or not at all
+    (the baselines; every node on its preferred device, split into connected regions): cheap
+    next to the search above, and the heuristic must never be worse than them."""
+    from ..validate import validate
+    from .baselines import BASELINES, BaselineSkipped
+    out = []
+    candidates = [_preferred_regions(problem)]
+    for name, fn in BASELINES.items():
+        if problem.n > RIVAL_NODES.get(name, problem.n):
+            continue
+        try:
+            candidates.append(fn(problem))
+        except BaselineSkipped:
+            continue
+    for sol in candidates:
+        fit = _instances_first_fit(problem, sol)
+        if not validate(problem, fit):
+            out.append(fit)
+    return out
+
+
+def _preferred_regions(problem: Problem) -> Solution:
+    """Every node on its preferred device; each connected region of one device a part (what
+    OpenVINO does with an affinity map; may be cyclic, then the validator rejects it)."""
+    parent = list(range(problem.n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    pref = [a[0] for a in problem.allowed]
+    for u, succ in enumerate(problem.succ):
+        for v in succ:
+            if pref[u] == pref[v]:
+                a, b = find(u), find(v)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    ids: dict[int, int] = {}
+    part_of = [ids.setdefault(find(v), len(ids)) for v in range(problem.n)]
+    part_device = [0] * len(ids)
+    for v, q in enumerate(part_of):
+        part_device[q] = pref[v]
+    return normalize(problem, Solution(part_of, part_device, [0] * len(ids)))
+
+
+def _instances_first_fit(problem: Problem, sol: Solution) -> Solution:
+    """``sol`` with its parts on instances first-fit decreasing by memory."""
+    mems, _ = part_memories(problem, sol.part_of, sol.num_parts)
+    load: dict[tuple[int, int], int] = {}
+    inst = [0] * sol.num_parts
+    for q in sorted(range(sol.num_parts), key=lambda q: -mems[q]):
+        dev = problem.devices[sol.part_device[q]]
+        if dev.memory is None:
+            continue
+        for i in range(dev.instances):
+            if load.get((sol.part_device[q], i), 0) + mems[q] <= dev.memory:
+                break
+        else:
+            i = 0
+        inst[q] = i
+        load[(sol.part_device[q], i)] = load.get((sol.part_device[q], i), 0) + mems[q]
+    return Solution(sol.part_of, sol.part_device, inst, algorithm=sol.algorithm)
 
 
 def _cannot_improve(problem: Problem, sol: Solution) -> bool:
@@ -110,8 +247,7 @@ def _larger_parts_first(sol: Solution) -> tuple[int, ...]:
 
 
 class _Shared:
-    """What both passes need: a topological order, the value-separated pairs, and each node's
-    memory alone in a part."""
+    """What every pass needs: a topological order and the value-separated pairs."""
 
     def __init__(self, problem: Problem):
         # Compiled problems number nodes in the model's order, which ONNX requires to be
@@ -120,16 +256,14 @@ class _Shared:
         self.order = (list(range(problem.n)) if arrays is not None and arrays.edges_ascend()
                       else topological_order(problem.succ, problem.pred))
         self.sep = _separated(problem)
-        # Memory of each node alone, computed when first needed: only nodes headed for a
-        # device with a memory limit are ever asked.
-        self.alone: list[int | None] = [None] * problem.n if problem.has_memory_limits() else []
 
 
 def greedy(problem: Problem, *, direction: str = "forward",
            devices: list[int] | None = None, _shared: _Shared | None = None) -> Solution:
-    """One greedy pass.  ``direction="backward"`` builds parts from the sinks up (the same
-    algorithm on the reversed graph).  ``devices`` fixes a starting device per node (default:
-    the preferred one)."""
+    """One greedy pass, memory limits ignored (:func:`heuristic` fits the parts afterwards).
+    ``direction="backward"`` builds parts from the sinks up (the same algorithm on the
+    reversed graph).  ``devices`` fixes the device of each node (default: the preferred
+    one); every part is then on one device, all instance 0."""
     n = problem.n
     if direction == "forward":
         nxt, prv = problem.succ, problem.pred
@@ -148,29 +282,9 @@ def greedy(problem: Problem, *, direction: str = "forward",
     indeg = [len(p) for p in prv]
     ready: list[list[int]] = [[] for _ in range(D)]
     top = [-1] * D
-    free = [[d.memory] * d.instances if d.memory is not None else None for d in problem.devices]
-    most_free = [max(f) if f is not None else None for f in free]
-    alone = shared.alone
-
-    def settle(v: int) -> int:
-        """Move ``v`` down its allowed list while its device has no instance it fits in
-        alone, so that it can join a part being built on the next device right away."""
-        d = dev[v]
-        while most_free[d] is not None:
-            need = alone[v]
-            if need is None:
-                need = alone[v] = standalone_memory(problem, v)
-            if need <= most_free[d]:
-                break
-            allowed = problem.allowed[v]
-            pos = allowed.index(d)
-            if pos + 1 == len(allowed):
-                break           # nowhere else: the spill step reports it
-            d = dev[v] = allowed[pos + 1]
-        return d
 
     def push(v: int) -> None:
-        d = settle(v)
+        d = dev[v]
         ready[d].append(v)
         if level[v] > top[d]:
             top[d] = level[v]
@@ -181,7 +295,6 @@ def greedy(problem: Problem, *, direction: str = "forward",
 
     part_of = [-1] * n
     part_device: list[int] = []
-    part_instance: list[int] = []
     placed = 0
     while placed < n:
         d = _next_device(ready, top)
@@ -191,15 +304,7 @@ def greedy(problem: Problem, *, direction: str = "forward",
         ready[d] = []
         top[d] = -1
         p = len(part_device)
-        inst = 0
-        tracker = None
-        cap = 0
-        if free[d] is not None:
-            inst = max(range(len(free[d])), key=free[d].__getitem__)
-            tracker = MemoryTracker(problem)
-            cap = free[d][inst]
         part_device.append(d)
-        part_instance.append(inst)
         size = 0
         waiting: list[int] = []
         qi = 0
@@ -209,23 +314,13 @@ def greedy(problem: Problem, *, direction: str = "forward",
             if enforce[d] and sep[v] and any(part_of[u] == p for u in sep[v]):
                 waiting.append(v)       # a value input made in this part: next part
                 continue
-            if tracker is not None:
-                delta = tracker.delta(v)
-                if tracker.used + delta > cap:
-                    if size:
-                        waiting.append(v)   # this instance is full: a later part
-                    else:
-                        _spill(problem, v, dev, free)
-                        push(v)
-                    continue
-                tracker.add(v, delta)
             part_of[v] = p
             size += 1
             placed += 1
             for w in nxt[v]:
                 indeg[w] -= 1
                 if indeg[w] == 0:
-                    if settle(w) == d:
+                    if dev[w] == d:
                         queue.append(w)
                     else:
                         push(w)
@@ -233,34 +328,13 @@ def greedy(problem: Problem, *, direction: str = "forward",
             push(v)
         if size == 0:
             part_device.pop()
-            part_instance.pop()
-        elif tracker is not None:
-            free[d][inst] -= tracker.used
-            most_free[d] = max(free[d])
     k = len(part_device)
     if direction == "backward":   # parts were made sinks first: reverse to a topological order
         part_of = [k - 1 - p for p in part_of]
         part_device.reverse()
-        part_instance.reverse()
     # Part ids are topological by construction: a node joins a part only after all its
     # predecessors are placed in that part or an earlier one.
-    return Solution(part_of, part_device, part_instance, algorithm=f"greedy-{direction}")
-
-
-def standalone_memory(problem: Problem, v: int) -> int:
-    """Memory of node ``v`` alone in a part: its constants, inputs, and the outputs that are
-    graph outputs or read by anyone (all readers are outside a one-node part)."""
-    cb, tb = problem.const_bytes, problem.tensor_bytes
-    is_out, cons = problem.tensor_is_output, problem.tensor_consumers
-    m = 0
-    for c in problem.node_consts[v]:   # distinct per node (compile dedupes a node's reads)
-        m += cb[c]
-    for t in problem.node_inputs[v]:
-        m += tb[t]
-    for t in problem.node_outputs[v]:
-        if is_out[t] or cons[t]:
-            m += tb[t]
-    return m
+    return Solution(part_of, part_device, [0] * k, algorithm=f"greedy-{direction}")
 
 
 def _next_device(ready: list[list[int]], top: list[int]) -> int:
@@ -308,21 +382,3 @@ def _bottom_levels(problem: Problem, nxt, order: list[int], dev, enforce, direct
                 best = b
         level[v] = best
     return level
-
-
-def _spill(problem: Problem, v: int, dev: list[int], free) -> None:
-    """Move ``v`` to its next allowed device: it fits in no instance of its current one."""
-    allowed = problem.allowed[v]
-    d = dev[v]
-    pos = allowed.index(d)
-    if pos + 1 < len(allowed):
-        dev[v] = allowed[pos + 1]
-        return
-    need = MemoryTracker(problem).delta(v)
-    options = ", ".join(
-        f"{problem.devices[a].name} (largest free instance "
-        f"{format_bytes(max(free[a])) if free[a] is not None else 'unlimited'})" for a in allowed)
-    raise InfeasibleError(
-        f"memory: node {problem.names[v]!r} ({problem.op_types[v]}) needs {need} bytes "
-        f"({format_bytes(need)}) on its own; no instance of its devices has room: {options}",
-        [problem.names[v]])

@@ -28,14 +28,40 @@ class _DefaultToSolve(TyperGroup):
         return super().parse_args(ctx, args)
 
 
+# Plain help (click's formatter): readable in a pipe, no markdown eating <placeholders>, and
+# flags shown as flags (typer's rich panels print "<bool>" after every flag).
 app = typer.Typer(
-    cls=_DefaultToSolve, no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
-    context_settings={"help_option_names": ["-h", "--help"]})
+    cls=_DefaultToSolve, no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 
+
+def version() -> str:
+    """The installed hetero-solve's version, with the onnx and onnxruntime it runs on."""
+    from importlib.metadata import PackageNotFoundError, version as installed
+    try:
+        own = installed("hetero-solve")
+    except PackageNotFoundError:   # run from a source tree without installing
+        from .. import __version__ as own
+    parts = [f"hetero-solve {own}"]
+    for dep in ("onnx", "onnxruntime", "ortools"):
+        try:
+            parts.append(f"{dep} {installed(dep)}")
+        except PackageNotFoundError:
+            pass
+    return ", ".join(parts)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version())
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version,
+                                      is_eager=True, help="Print the version and exit."),
+) -> None:
     """Split an ONNX model into the fewest parts for heterogeneous devices, with a proof.
 
     Start with: hetero-solve MODEL.onnx RULES.yaml (short for: hetero-solve solve MODEL RULES).
@@ -70,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     except HeteroSolveError as e:
         _exit(2, f"error: {one_line(e, ERROR_CHARS)}", debug)
     except _CLICK_ERRORS as e:                      # bad option values, unknown options, ...
-        if type(e).__name__ == "NoArgsIsHelpError":  # the help was printed
+        if type(e).__name__ == "NoArgsIsHelpError":  # no arguments: the help, on stderr
+            e.show()
             sys.exit(e.exit_code)
         hint = _help_hint(e)
         _exit(e.exit_code, f"error: {one_line(e.format_message(), ERROR_CHARS)}{hint}", debug)

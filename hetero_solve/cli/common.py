@@ -1,18 +1,34 @@
-"""Shared command-line helpers: consoles, --dim parsing, progress on stderr."""
+"""Shared command-line helpers: consoles, --dim parsing, argument kinds, progress, warnings,
+JSON output."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+import warnings
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
 
 import typer
 from rich.console import Console
+from rich.spinner import Spinner
 
-from ..errors import HeteroSolveError
+from ..errors import HeteroSolveError, HeteroSolveWarning
+from ..filekind import content_kind
+from ..pipeline import EXACT_STAGE
 
 out_console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
+
+#: Width used to render tables when stdout is not a terminal: wide enough that no row wraps
+#: in the middle of a field (a pipe has no width; rich would assume 80 columns).
+PIPE_WIDTH = 10_000
+
+USAGE = "hetero-solve MODEL.onnx RULES.yaml"
+
+Say = Callable[[str], None]
 
 
 class UsageError(HeteroSolveError):
@@ -38,25 +54,183 @@ def parse_dims(values: list[str] | None) -> dict[str, int]:
     return dims
 
 
-@contextmanager
-def progress_on_stderr(quiet: bool = False):
-    """Yield a ``say(message)`` callback: a live status line on a terminal, timestamped lines
-    otherwise (so logs of long runs show where the time went)."""
-    if quiet:
-        yield lambda _msg: None
-        return
-    start = time.perf_counter()
-    if err_console.is_terminal:
-        with err_console.status("starting") as status:
-            yield lambda msg: status.update(f"[{time.perf_counter() - start:6.1f}s] {msg}")
-    else:
-        def say(msg: str) -> None:
-            print(f"hetero-solve [{time.perf_counter() - start:6.1f}s] {msg}", file=sys.stderr,
-                  flush=True)
-        yield say
+# -- arguments in the wrong place --------------------------------------------------------------
+
+def expect_model_and_rules(model: Path, rules: Path, usage: str = USAGE) -> None:
+    """A rule file given where the model is expected, or a model where the rules are (the
+    arguments swapped), is named before anything is read: one line, exit code 2."""
+    model_kind, rules_kind = content_kind(model), content_kind(rules)
+    if model_kind == "rules" and rules_kind == "model":
+        raise UsageError(f"arguments in the wrong order: {model} is a rule file and {rules} an "
+                         f"ONNX model; the model comes first: {usage}")
+    if model_kind == "rules":
+        raise UsageError(f"{model} is a rule file where the ONNX model is expected: {usage}")
+    if rules_kind == "model":
+        raise UsageError(f"{rules} is an ONNX model where the rule file is expected: {usage}")
+
+
+# -- printing ----------------------------------------------------------------------------------
+
+def print_out(renderable: Any, **options) -> None:
+    """Print to stdout; tables are never wrapped in the middle of a field when stdout is a
+    pipe or a file."""
+    if not out_console.is_terminal:
+        options.setdefault("width", PIPE_WIDTH)
+    out_console.print(renderable, **options)
+
+
+def print_line(text: str) -> None:
+    """One line of plain text on stdout (no markup, no wrapping)."""
+    out_console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    """``data`` as JSON on stdout (NaN and infinities as strings, so any JSON reader takes it)."""
+    sys.stdout.write(json.dumps(_finite(data), indent=1) + "\n")
+    sys.stdout.flush()
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and value != value:
+        return "nan"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def note(text: str) -> None:
+    """An informative line on stderr."""
+    err_console.print(f"hetero-solve: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
 def fail(message: str) -> None:
     """Print one line and exit 2."""
     err_console.print(f"hetero-solve: error: {message}", markup=False, soft_wrap=True)
     raise typer.Exit(2)
+
+
+# -- warnings ----------------------------------------------------------------------------------
+
+class Warnings:
+    """The library's warnings (:class:`~hetero_solve.errors.HeteroSolveWarning`) caught while a
+    command runs, printed once each as ``hetero-solve: warning: ...`` when it succeeds."""
+
+    def __init__(self) -> None:
+        self.caught: list[str] = []
+        self.shown: set[str] = set()
+
+    def show(self, more: Iterable[str] = (), skip: Iterable[str] = ()) -> None:
+        """Print the caught warnings and ``more`` (a result's warnings list), each once;
+        ``skip``: texts the command prints itself, in its report."""
+        self.shown.update(skip)
+        for text in [*self.caught, *more]:
+            if text not in self.shown:
+                self.shown.add(text)
+                err_console.print(f"hetero-solve: warning: {text}", markup=False,
+                                  highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def caught_warnings() -> Iterator[Warnings]:
+    """Catch the library's warnings (printed by :meth:`Warnings.show` after the command's work,
+    never before an error line); other libraries' warnings are passed on unchanged."""
+    found = Warnings()
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always", HeteroSolveWarning)
+        try:
+            yield found
+        finally:
+            others = [w for w in records if not issubclass(w.category, HeteroSolveWarning)]
+            found.caught.extend(str(w.message) for w in records
+                                if issubclass(w.category, HeteroSolveWarning))
+    for w in others:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+# -- progress ----------------------------------------------------------------------------------
+
+class _LiveLine:
+    """The live progress line: spinner, running clock, stage, and while the exact solver runs
+    the time it has used of its limit.  Rendered by rich several times a second, so the clock
+    moves while a stage runs."""
+
+    def __init__(self, time_limit: float | None):
+        self.start = time.perf_counter()
+        self.time_limit = time_limit
+        self.message = "starting"
+        self.budget_start: float | None = None
+        self.spinner = Spinner("dots", style="cyan")
+
+    def say(self, message: str) -> None:
+        if message.startswith(EXACT_STAGE):
+            self.budget_start = time.perf_counter()
+        elif message.startswith(("validating", "writing")):
+            self.budget_start = None
+        self.message = message
+
+    def text(self) -> str:
+        now = time.perf_counter()
+        line = f"{now - self.start:6.1f}s  {self.message}"
+        if self.budget_start is not None and self.time_limit:
+            line += f"  [{now - self.budget_start:.1f}s of the {self.time_limit:g}s time limit]"
+        return line
+
+    def __rich__(self):
+        self.spinner.update(text=self.text())
+        return self.spinner
+
+
+@contextmanager
+def progress_on_stderr(quiet: bool = False, verbose: bool = False,
+                       time_limit: float | None = None) -> Iterator[Say]:
+    """Yield a ``say(message)`` callback for progress.
+
+    On a terminal: one live line on stderr (spinner, running clock, the stage, and the exact
+    solver's time budget), erased when the work ends, so the next line is the result or the
+    one error line.  Not on a terminal (a pipe, a log file): silent, unless ``verbose``, which
+    prints one timestamped line per stage (also on a terminal).  ``quiet``: nothing at all."""
+    if quiet:
+        yield _silent
+        return
+    if verbose:
+        start = time.perf_counter()
+
+        def say(msg: str) -> None:
+            err_console.print(f"hetero-solve [{time.perf_counter() - start:6.1f}s] {msg}",
+                              markup=False, highlight=False, soft_wrap=True)
+        yield say
+        return
+    if not err_console.is_terminal:
+        yield _silent
+        return
+    from rich.live import Live
+    line = _LiveLine(time_limit)
+    with Live(line, console=err_console, transient=True, refresh_per_second=8):
+        yield line.say
+
+
+def _silent(_message: str) -> None:
+    return None
+
+
+# -- options shared by several commands --------------------------------------------------------
+
+def quiet_option() -> Any:
+    return typer.Option(False, "--quiet", "-q", help="No progress line, even on a terminal.")
+
+
+def verbose_option() -> Any:
+    return typer.Option(False, "--verbose", "-v",
+                        help="Progress as timestamped lines on stderr, also when it is not a "
+                             "terminal (by default a live line on a terminal only).")
+
+
+def json_option(what: str) -> Any:
+    return typer.Option(False, "--json", help=f"Print {what} as JSON on stdout instead of the "
+                                              "table.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List
 
@@ -11,15 +10,18 @@ import typer
 from ..exact.explain import explain_text
 from ..pipeline import solve
 from . import app
-from .common import UsageError, out_console, parse_dims, progress_on_stderr
+from .common import (UsageError, caught_warnings, expect_model_and_rules, out_console,
+                     parse_dims, print_json, progress_on_stderr, quiet_option, verbose_option)
 
 EXACT_ENGINES = ("auto", "cpsat", "sat")
 
 
 @app.command("explain")
 def explain_command(
-    model: Path = typer.Argument(..., help="The ONNX model.", show_default=False),
-    rules: Path = typer.Argument(..., help="Rule file (YAML).", show_default=False),
+    model: Path = typer.Argument(..., metavar="MODEL", help="The ONNX model.",
+                                 show_default=False),
+    rules: Path = typer.Argument(..., metavar="RULES", help="Rule file (YAML).",
+                                 show_default=False),
     time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
                                      help="Seconds for the exact solver after the heuristic."),
     dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
@@ -30,25 +32,31 @@ def explain_command(
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON (the "
                                                        "'explain' entry of partition.json)."),
     limit: int = typer.Option(40, "--limit", min=1, help="Breaks to list per chain."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+    quiet: bool = quiet_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Why MODEL needs at least k parts under RULES: the chain of nodes behind the lower bound
     and the reason for each forced break (device change, value input, memory), then how the
     rest was proven.  Nothing is written.
 
-    Example: hetero-solve explain examples/transformer_encoder.onnx rules/npu-static.yaml --dim seq=16
+    \b
+    Example:
+      hetero-solve explain examples/transformer_encoder.onnx rules/npu-static.yaml --dim seq=16
     """
     if engine not in EXACT_ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(EXACT_ENGINES)}")
+    expect_model_and_rules(model, rules, "hetero-solve explain MODEL.onnx RULES.yaml")
     dims = parse_dims(dim)
-    with progress_on_stderr(quiet) as say:
-        result = solve(model, rules, dims=dims, engine=engine, time_limit=time_limit, seed=seed,
-                       progress=say)
+    with caught_warnings() as warned:
+        with progress_on_stderr(quiet, verbose, time_limit) as say:
+            result = solve(model, rules, dims=dims, engine=engine, time_limit=time_limit,
+                           seed=seed, progress=say)
     ex = result.explanation
     if ex is None:
         raise UsageError("no explanation: the exact solver is not available in this build")
+    warned.show(result.warnings)
     if as_json:
-        out_console.print_json(json.dumps(ex))
+        print_json(ex)
         return
     m, sol = result.metrics, result.solution
     out_console.print(f"{Path(result.model_graph.path).name}: {m.partitions} part(s), "

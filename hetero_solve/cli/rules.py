@@ -1,8 +1,7 @@
-"""``hetero-solve rules check RULES [MODEL]``: validate a rule file and explain it on a model."""
+"""``hetero-solve rules check [MODEL] RULES``: validate a rule file and explain it on a model."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -12,7 +11,9 @@ from ..model import load_model
 from ..rules import load_rules
 from ..rules.check import format_query, format_summary, query, summary
 from . import app
-from .common import out_console, parse_dims
+from ..filekind import content_kind
+from .common import (UsageError, caught_warnings, expect_model_and_rules, out_console, parse_dims,
+                     print_json)
 
 rules_app = typer.Typer(no_args_is_help=True, add_completion=False,
                         help="Rule files: validate one, or see what each device takes in a model.")
@@ -21,10 +22,10 @@ app.add_typer(rules_app, name="rules")
 
 @rules_app.command("check")
 def check_command(
-    rules: Path = typer.Argument(..., help="Rule file (YAML) to validate.", show_default=False),
-    model: Optional[Path] = typer.Argument(None, help="ONNX model: report per device which nodes "
-                                                      "it takes and refuses, and why.",
-                                           show_default=False),
+    files: List[Path] = typer.Argument(..., metavar="[MODEL] RULES", show_default=False,
+                                       help="A rule file (YAML) to validate, after the ONNX model "
+                                            "to explain it on (the order of solve). RULES MODEL, "
+                                            "the order of earlier versions, still works."),
     dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
                                   help="Value of a symbolic dimension (repeatable; beats the "
                                        "rule file's dims)."),
@@ -43,18 +44,66 @@ def check_command(
     Exit code 0 when every node has a device, 1 when some node fits no device or is pinned to
     a device that refuses it, 2 for an invalid rule file or model (one line on stderr).
 
-    Example: hetero-solve rules check rules/npu-static.yaml examples/resnet_like.onnx
+    \b
+    Examples:
+      hetero-solve rules check rules/npu-static.yaml
+      hetero-solve rules check examples/resnet_like.onnx rules/npu-static.yaml
     """
-    rule_set = load_rules(rules)
-    if model is None:
-        s = summary(rule_set)
-        _print(json.dumps(s, indent=2) if as_json else format_summary(s))
-        return
-    mg = load_model(model, dims={**rule_set.dims, **parse_dims(dim)})
-    report = query(rule_set, mg)
-    _print(json.dumps(report.as_dict(), indent=2) if as_json else format_query(report, nodes=nodes))
+    model, rules = model_and_rules(files)
+    with caught_warnings() as warned:
+        rule_set = load_rules(rules)
+        if model is None:
+            s = summary(rule_set)
+            warned.show()
+            print_json(s) if as_json else _print(format_summary(s))
+            return
+        mg = load_model(model, dims=parse_dims(dim), rule_dims=rule_set.dims)
+        report = query(rule_set, mg)
+    warned.show(skip=report.warnings if not as_json else ())
+    print_json(report.as_dict()) if as_json else _print(format_query(report, nodes=nodes))
     if not report.ok:
         raise typer.Exit(1)
+
+
+@rules_app.command("schema")
+def schema_command(
+    catalog: bool = typer.Option(False, "--catalog",
+                                 help="The schema of a value-input catalog instead."),
+) -> None:
+    """Print the JSON Schema of rule files (draft-07), for editors to validate and complete
+    them.
+
+    Generated from the definition the loader checks files against, so the two never
+    disagree. The repository publishes it as schemas/rules.schema.json; VS Code's YAML
+    extension picks it up from a first line such as:
+
+    \b
+      # yaml-language-server: $schema=PATH/TO/rules.schema.json
+
+    \b
+    Example:
+      hetero-solve rules schema > rules.schema.json
+    """
+    from ..rules.definition import json_schema_text
+    typer.echo(json_schema_text("catalog" if catalog else "rules"), nl=False)
+
+
+def model_and_rules(files: list[Path]) -> tuple[Path | None, Path]:
+    """``[MODEL] RULES`` from the command line; ``RULES MODEL`` (the order of earlier versions)
+    is recognised by the files' contents.  A model alone, or two of a kind, is named."""
+    usage = "hetero-solve rules check [MODEL] RULES"
+    if len(files) == 1:
+        if content_kind(files[0]) == "model":
+            raise UsageError(f"{files[0]} is an ONNX model; rules check needs a rule file: "
+                             f"{usage}")
+        return None, files[0]
+    if len(files) != 2:
+        raise UsageError(f"expected one or two files, got {len(files)}: {usage}")
+    first, second = files
+    if content_kind(first) == "rules" and content_kind(second) == "model":
+        return second, first
+    expect_model_and_rules(first, second, usage)
+    return first, second
 
 
 def _print(text: str) -> None:

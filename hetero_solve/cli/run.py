@@ -17,9 +17,11 @@ from rich.table import Table
 
 from ..errors import HeteroSolveError
 from ..export.writer import check_target
-from ..units import format_bytes
+from ..units import format_bytes, instance_label
 from . import app
-from .common import UsageError, err_console, fail, out_console, parse_dims, progress_on_stderr
+from .common import (UsageError, caught_warnings, expect_model_and_rules, fail, json_option,
+                     note, parse_dims, print_json, print_line, print_out, progress_on_stderr,
+                     quiet_option, verbose_option)
 
 MAX_ROWS = 40
 
@@ -31,15 +33,6 @@ def _errors() -> Iterator[None]:
         yield
     except HeteroSolveError as e:
         fail(str(e))
-
-
-def _warn(lines: list[str]) -> None:
-    for w in lines:
-        err_console.print(f"hetero-solve: warning: {w}", markup=False, soft_wrap=True)
-
-
-def _note(text: str) -> None:
-    err_console.print(f"hetero-solve: {text}", markup=False, soft_wrap=True)
 
 
 def parse_inputs(values: list[str] | None) -> dict[str, np.ndarray]:
@@ -79,6 +72,7 @@ def run_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
     repeat: int = typer.Option(1, "--repeat", "-r", min=1,
                                help="Run each part this many times; times are medians."),
+    as_json: bool = json_option("the per-part counters, inputs and outputs"),
 ) -> None:
     """Run the parts in id order with onnxruntime, each on its device's execution provider.
 
@@ -87,34 +81,38 @@ def run_command(
     outputs.json mapping tensor names to files. A provider this onnxruntime lacks falls back
     to CPU with a warning.
 
-    Example: hetero-solve run resnet_like.hetero --input image=image.npy
+    \b
+    Example:
+      hetero-solve run resnet_like.hetero --input image=image.npy
     """
     from ..runtime import run
-    with _errors():
+    with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
         target = None if no_save else (save or out_dir / "outputs")
         result = run(out_dir, feeds, dims, seed=seed, repeat=repeat, save=target)
-    _warn(result.warnings)
+    warned.show(result.warnings)
     if result.random:
-        _note(f"random inputs (seed {seed}): {', '.join(result.random)}")
+        note(f"random inputs (seed {seed}): {', '.join(result.random)}")
+    if as_json:
+        print_json(result.as_dict())
+        return
     table = Table(title=f"{out_dir}: {len(result.parts)} part(s)", title_justify="left")
-    for col in ("part", "device", "providers", "load ms", "run ms", "bytes in", "bytes out"):
+    for col in ("part", "device", "providers", "load ms", "run ms", "data in", "data out"):
         table.add_column(col, justify="left" if col in ("device", "providers") else "right")
     for p in result.parts:
         providers = ", ".join(x.removesuffix("ExecutionProvider") for x in p.providers)
         table.add_row(str(p.id), p.device, providers, _ms(p.load_seconds), _ms(p.seconds),
-                      str(p.bytes_in), str(p.bytes_out))
+                      format_bytes(p.bytes_in), format_bytes(p.bytes_out))
     table.add_section()
     table.add_row("total", "", "", _ms(result.load_seconds), _ms(result.seconds),
-                  str(result.bytes_in), str(result.bytes_out))
-    out_console.print(table)
+                  format_bytes(result.bytes_in), format_bytes(result.bytes_out))
+    print_out(table)
     for name, value in result.outputs.items():
         arr = np.asarray(value)
-        out_console.print(f"output {name}: {arr.dtype} {tuple(arr.shape)}", markup=False)
+        print_line(f"output {name}: {arr.dtype} {tuple(arr.shape)}")
     if result.saved:
-        out_console.print(f"saved: {target}/ ({len(result.saved)} file(s) and outputs.json)",
-                          markup=False)
+        print_line(f"saved: {target}/ ({len(result.saved)} file(s) and outputs.json)")
 
 
 # -- verify -----------------------------------------------------------------------------------
@@ -133,6 +131,7 @@ def verify_command(
                                     help="An output passes when |a-b| <= tol*max(1,|b|) "
                                          "everywhere (integers, bools, strings: equal)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
+    as_json: bool = json_option("the comparison"),
 ) -> None:
     """Run MODEL and the partition in OUT_DIR on the same inputs and compare every output.
 
@@ -140,16 +139,23 @@ def verify_command(
     ids) and the dims the partition was made for. Prints the max absolute and relative
     difference per output; exit code 1 when one is over the tolerance, 2 on bad input.
 
-    Example: hetero-solve verify examples/resnet_like.onnx examples/resnet_like.hetero
+    \b
+    Example:
+      hetero-solve verify examples/resnet_like.onnx examples/resnet_like.hetero
     """
     from ..verify import verify
-    with _errors():
+    with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
         report = verify(model, out_dir, feeds, dims, tolerance=tolerance, seed=seed)
-    _warn(report.warnings)
+    warned.show(report.warnings)
     if report.random:
-        _note(f"random inputs (seed {seed}): {', '.join(report.random)}")
+        note(f"random inputs (seed {seed}): {', '.join(report.random)}")
+    if as_json:
+        print_json(report.as_dict())
+        if not report.ok:
+            raise typer.Exit(1)
+        return
     table = Table(title=f"{model.name} vs {out_dir}: {len(report.run.parts)} part(s)",
                   title_justify="left")
     for col in ("output", "dtype", "shape", "max abs", "max rel", "result"):
@@ -158,23 +164,25 @@ def verify_command(
         verdict = "ok" if o.ok else "FAIL" + (f": {o.note}" if o.note else "")
         table.add_row(o.name, o.dtype, str(tuple(o.shape)), f"{o.max_abs:.3g}",
                       f"{o.max_rel:.3g}", verdict)
-    out_console.print(table)
+    print_out(table)
     bad = [o.name for o in report.outputs if not o.ok]
     if bad:
-        out_console.print(f"verify: FAILED: {len(bad)} of {len(report.outputs)} output(s) over "
-                          f"tolerance {tolerance:g}: {', '.join(bad)}", markup=False)
+        print_line(f"verify: FAILED: {len(bad)} of {len(report.outputs)} output(s) over "
+                   f"tolerance {tolerance:g}: {', '.join(bad)}")
         raise typer.Exit(1)
-    out_console.print(f"verify: ok: {len(report.outputs)} output(s) within tolerance "
-                      f"{tolerance:g} (original {_ms(report.original_seconds)} ms, partitioned "
-                      f"{_ms(report.run.seconds)} ms)", markup=False)
+    print_line(f"verify: ok: {len(report.outputs)} output(s) within tolerance {tolerance:g} "
+               f"(original {_ms(report.original_seconds)} ms, partitioned "
+               f"{_ms(report.run.seconds)} ms)")
 
 
 # -- check ------------------------------------------------------------------------------------
 
 @app.command("check")
 def check_command(
-    model: Path = typer.Argument(..., help="The ONNX model.", show_default=False),
-    rules: Path = typer.Argument(..., help="Rule file (YAML).", show_default=False),
+    model: Path = typer.Argument(..., metavar="MODEL", help="The ONNX model.",
+                                 show_default=False),
+    rules: Path = typer.Argument(..., metavar="RULES", help="Rule file (YAML).",
+                                 show_default=False),
     affinity: Path = typer.Option(..., "--affinity", "-a", metavar="FILE.json",
                                   help="node -> device (like affinity.json), node -> part id, or "
                                        "a partition.json.", show_default=False),
@@ -195,7 +203,9 @@ def check_command(
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Export partition.json, affinity and .dot files only."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+    as_json: bool = json_option("the check (violations, parts, comparison)"),
+    quiet: bool = quiet_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Validate a user-defined partition, as Glow validates user-defined partitions.
 
@@ -205,21 +215,25 @@ def check_command(
     and its part count is shown next to the optimum hetero-solve finds. Exit code 0 valid,
     1 violations, 2 bad input.
 
-    Example: hetero-solve check model.onnx rules/npu-static.yaml --affinity my_affinity.json
+    \b
+    Example:
+      hetero-solve check model.onnx rules/npu-static.yaml --affinity my_affinity.json
     """
     from ..pipeline import ENGINES
     from ..usercheck import SPLITS, check_affinity
-    with _errors():
+    with _errors(), caught_warnings() as warned:
         if split not in SPLITS:
             raise UsageError(f"--split {split!r}: expected one of {', '.join(SPLITS)}")
         if engine not in ENGINES:
             raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        expect_model_and_rules(model, rules,
+                               "hetero-solve check MODEL.onnx RULES.yaml --affinity MAP.json")
         dims = parse_dims(dim)
         target = None
         if not no_export:   # refused before solving, not after
             target = check_target(model.with_name(model.stem + ".user.hetero") if out is None
                                   else out)
-        with progress_on_stderr(quiet) as say:
+        with progress_on_stderr(quiet, verbose, time_limit) as say:
             report = check_affinity(model, rules, affinity, dims=dims, split=split,
                                     engine=engine, time_limit=time_limit, seed=seed,
                                     progress=say)
@@ -227,12 +241,38 @@ def check_command(
             if report.valid and not no_export:
                 say(f"writing {target}")
                 written = report.write(target, submodels=not no_models, annotated=not no_models)
-    _warn(report.warnings)
-    _print_check(report, model)
-    if written is not None:
-        out_console.print(f"written: {written}/", markup=False)
+    warned.show(report.warnings)
+    if as_json:
+        print_json(check_as_dict(report, written))
+    else:
+        _print_check(report, model)
+        if written is not None:
+            print_line(f"written: {written}/")
     if not report.valid:
         raise typer.Exit(1)
+
+
+def check_as_dict(report, written: Path | None) -> dict:
+    """What ``check --json`` prints: the verdict, the violations, the map's parts (as
+    partition.json lists them) and the comparison with the optimum."""
+    p, sol, m = report.problem, report.solution, report.metrics
+    parts = []
+    for k, nodes in enumerate(sol.parts()):
+        dev = p.devices[sol.part_device[k]]
+        parts.append({"id": k, "device": dev.name, "instance": sol.part_instance[k],
+                      "node_names": [p.names[v] for v in nodes],
+                      "memory": m.part_memory[k] if k < len(m.part_memory) else None})
+    optimum = report.optimum
+    return {
+        "valid": report.valid, "split": report.split,
+        "violations": [v.as_dict() for v in report.violations],
+        "objective": m.as_dict(), "partitions": parts,
+        "device_partitions": report.device_partitions,
+        "optimum": None if optimum is None else {
+            **optimum.metrics.as_dict(), "status": optimum.solution.status,
+            "lower_bound": optimum.solution.lower_bound},
+        "warnings": list(report.warnings),
+        "out_dir": None if written is None else str(written)}
 
 
 def _print_check(report, model: Path) -> None:
@@ -245,19 +285,19 @@ def _print_check(report, model: Path) -> None:
         table.add_column(col, justify="right" if col in ("part", "nodes", "memory") else "left")
     for k, nodes in enumerate(sol.parts()[:MAX_ROWS]):
         dev = p.devices[sol.part_device[k]]
-        inst = f".{sol.part_instance[k]}" if dev.instances > 1 else ""
         first = ", ".join(p.names[v] for v in nodes[:3]) + (", ..." if len(nodes) > 3 else "")
-        table.add_row(str(k), dev.name + inst, str(len(nodes)), first,
+        table.add_row(str(k), instance_label(dev.name, sol.part_instance[k], dev.instances),
+                      str(len(nodes)), first,
                       format_bytes(m.part_memory[k]))
     if sol.num_parts > MAX_ROWS:
         table.add_row("...", f"{sol.num_parts - MAX_ROWS} more", "", "", "")
-    out_console.print(table)
+    print_out(table)
     for v in report.violations:
-        out_console.print(f"violation: {v.kind}: {v.message}", markup=False, soft_wrap=True)
+        print_line(f"violation: {v.kind}: {v.message}")
     terms = m.as_dict()
     line = (f"parts: {m.partitions}   fallback: {terms['fallback']} node(s)   "
             f"transfer: {format_bytes(terms['transfer'])}")
-    out_console.print(line, markup=False, soft_wrap=True)
+    print_line(line)
     compare = []
     if report.device_partitions is not None:
         compare.append(f"fewest for these devices: {report.device_partitions} part(s)")
@@ -266,13 +306,12 @@ def _print_check(report, model: Path) -> None:
         compare.append(f"hetero-solve: {o.metrics.partitions} part(s), fallback "
                        f"{o.metrics.fallback} ({o.solution.status})")
     if compare:
-        out_console.print("   ".join(compare), markup=False, soft_wrap=True)
+        print_line("   ".join(compare))
     if report.valid:
-        out_console.print("check: valid", markup=False)
+        print_line("check: valid")
     else:
         kinds: dict[str, int] = {}
         for v in report.violations:
             kinds[v.kind] = kinds.get(v.kind, 0) + 1
         summary = ", ".join(f"{c} {k}" for k, c in kinds.items())
-        out_console.print(f"check: INVALID: {len(report.violations)} violation(s) ({summary})",
-                          markup=False)
+        print_line(f"check: INVALID: {len(report.violations)} violation(s) ({summary})")

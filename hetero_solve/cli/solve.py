@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -11,21 +12,24 @@ from rich.table import Table
 from ..export.writer import check_target, default_out_dir
 from ..pipeline import ENGINES, solve
 from ..result import Result
-from ..units import format_bytes
+from ..units import format_bytes, instance_label
 from . import app
-from .common import UsageError, err_console, out_console, parse_dims, progress_on_stderr
+from .common import (UsageError, caught_warnings, expect_model_and_rules, json_option,
+                     parse_dims, print_json, print_line, print_out, progress_on_stderr,
+                     quiet_option, verbose_option)
 
 MAX_ROWS = 40
 
 
 @app.command("solve")
 def solve_command(
-    model: Path = typer.Argument(..., help="The ONNX model to split.", show_default=False),
-    rules: Path = typer.Argument(..., help="Rule file (YAML): devices, ops, memory, pins. "
+    model: Path = typer.Argument(..., metavar="MODEL", help="The ONNX model to split.",
+                                 show_default=False),
+    rules: Path = typer.Argument(..., metavar="RULES", help="Rule file (YAML): devices, ops, memory, pins. "
                                            "See rules/ for profiles to start from.",
                                  show_default=False),
     out: Optional[str] = typer.Option(None, "-o", "--out", help="Output directory "
-                                      "(default: <model stem>.hetero/ next to the model): new, "
+                                      "(default: MODEL_STEM.hetero/ next to the model): new, "
                                       "empty, or a previous answer, which is replaced."),
     time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
                                      help="Seconds for the exact solver after the heuristic."),
@@ -39,31 +43,40 @@ def solve_command(
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Write partition.json, affinity and .dot files only "
                                         "(no per-part ONNX models, no annotated model)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+    as_json: bool = json_option("the result (partition.json's content)"),
+    quiet: bool = quiet_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Partition MODEL under RULES: the fewest parts that every device can run, written to OUT.
 
     Writes partition.json (the result), partN_DEVICE.onnx (one model per part; run them in id
     order), affinity.json (node -> device), model.annotated.onnx, affinity.dot and
-    partitions.dot. Progress goes to stderr, a summary table to stdout. Exit code 2 on bad
-    input, with nothing written.
+    partitions.dot. A summary table goes to stdout (--json: the result as JSON); progress is a
+    live line on stderr when it is a terminal. Exit code 2 on bad input (one line on stderr),
+    with nothing written.
 
-    Example: hetero-solve examples/transformer_encoder.onnx rules/npu-static.yaml --dim batch=1
-
-    Example: hetero-solve model.onnx rules/gpu-cpu.yaml -o out/ --time-limit 30
+    \b
+    Examples:
+      hetero-solve examples/transformer_encoder.onnx rules/npu-static.yaml --dim seq=16
+      hetero-solve model.onnx rules/gpu-cpu.yaml -o out/ --time-limit 30
     """
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    expect_model_and_rules(model, rules)
     dims = parse_dims(dim)
     target = check_target(default_out_dir(str(model)) if out is None else out)   # before solving
-    with progress_on_stderr(quiet) as say:
-        result = solve(model, rules, dims=dims, engine=engine, time_limit=time_limit, seed=seed,
-                       progress=say)
-        say(f"writing {target}")
-        written = result.write(target, submodels=not no_models, annotated=not no_models,
-                               progress=say)
-    for w in result.warnings:
-        err_console.print(f"hetero-solve: warning: {w}", markup=False, soft_wrap=True)
+    with caught_warnings() as warned:
+        with progress_on_stderr(quiet, verbose, time_limit) as say:
+            result = solve(model, rules, dims=dims, engine=engine, time_limit=time_limit,
+                           seed=seed, progress=say)
+            say(f"writing {target}")
+            written = result.write(target, submodels=not no_models, annotated=not no_models,
+                                   progress=say)
+    warned.show(result.warnings)
+    if as_json:
+        manifest = json.loads((written / "partition.json").read_text(encoding="utf-8"))
+        print_json({**manifest, "out_dir": str(written)})
+        return
     print_summary(result, written)
 
 
@@ -86,21 +99,21 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
             top += ", ..."
         n_in = sum(1 for t in _boundary(p, sol, k, nodes, inputs=True))
         n_out = sum(1 for t in _boundary(p, sol, k, nodes, inputs=False))
-        inst = f":{sol.part_instance[k]}" if dev.instances > 1 else ""
-        table.add_row(str(k), dev.name + inst, str(len(nodes)), top, str(n_in), str(n_out),
+        table.add_row(str(k), instance_label(dev.name, sol.part_instance[k], dev.instances),
+                      str(len(nodes)), top, str(n_in), str(n_out),
                       format_bytes(m.part_memory[k]))
     if len(manifest_parts) > MAX_ROWS:
         table.add_row("...", f"{len(manifest_parts) - MAX_ROWS} more", "", "", "", "", "")
-    out_console.print(table)
+    print_out(table)
     lb = sol.lower_bound
-    out_console.print(
+    print_line(
         f"status: {sol.status}   parts: {m.partitions}"
         + (f" (lower bound {lb})" if lb is not None else "")
         + f"   fallback: {m.fallback} node(s)   transfer: {format_bytes(m.transfer)}"
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")
     if out_dir is not None:
-        out_console.print(f"written: {out_dir}/")
+        print_line(f"written: {out_dir}/")
 
 
 def _boundary(p, sol, k, nodes, inputs: bool):

@@ -47,10 +47,12 @@ from ..units import format_bytes
 from ..validate import validate
 from . import cpsat, sat, sequence
 from .analysis import binding_devices, device_sets, min_part_memory
+from .assign import relaxed_fallback
 from .bounds import Bounds, lower_bounds
 from .encoding import Encoding
 from .explain import explain
 from .reductions import Reduced, contract_chains
+from .runs import fit_by_runs, parts_without_memory, realize
 
 __all__ = ["refine", "lower_bound", "refuse_unplaceable", "ENGINES"]
 
@@ -65,6 +67,7 @@ SEQUENCE_EXACT_STATES = 4096   # ... by the branch and bound that follows
 SEQUENCE_RATE = 40_000_000  # work units (see sequence.search) per budget second: measured
                             # 40-70 million here, i.e. 4,000-10,000 extensions on 4k-15k units
 STAGE_WEIGHT = {"fallback": 1, "partitions": 2, "transfer": 1}   # shares of the time budget
+MEMORY_STAGE_WEIGHT = {"fallback": 2, "partitions": 2, "transfer": 1}   # ... when memory binds
 WALL_FACTOR, WALL_EXTRA = 1.5, 1.0   # wall-clock safety net: 1.5 x time_limit + 1 s
 TRANSFER_SHARE = 1 / 3     # at most this share of the time limit goes to the transfer stage
 
@@ -145,6 +148,7 @@ class _Refiner:
         self.units: int | None = None
         self.method = ""                       # how the current stage was settled
         self._views: dict[bool, tuple] = {}
+        self.fallback_lb = 0                   # no valid answer has less fallback
 
     # -- helpers -----------------------------------------------------------------------------
     @property
@@ -177,7 +181,8 @@ class _Refiner:
         parts gets twice the share of the other terms."""
         order = list(self.p.objective.order) if self.p.objective.lexicographic else ["weighted"]
         rest = order[len(order) - stages_left:]
-        w = [STAGE_WEIGHT.get(t, 1) for t in rest]
+        weight = MEMORY_STAGE_WEIGHT if self.view(fixed=False)[1] else STAGE_WEIGHT
+        w = [weight.get(t, 1) for t in rest]
         return max(0.0, self.limit - self.spent) * w[0] / max(1, sum(w))
 
     def wall_left(self) -> float:
@@ -240,10 +245,14 @@ class _Refiner:
             mod = cpsat if name == "cpsat" else sat
             kw = {"workers": self.workers} if name == "cpsat" else {}
             start = best.solution if best is not None and best.solution is not None else hint
-            r = mod.solve(enc, weights, caps=caps, hint=start, time_limit=max(0.05, b),
-                          seed=self.seed, progress=self.say, label=f"{label} ({name})",
-                          deadline=min(time.perf_counter() + WALL_FACTOR * b + WALL_EXTRA,
-                                       self.wall_end), **kw)
+            try:
+                r = mod.solve(enc, weights, caps=caps, hint=start, time_limit=max(0.05, b),
+                              seed=self.seed, progress=self.say, label=f"{label} ({name})",
+                              deadline=min(time.perf_counter() + WALL_FACTOR * b + WALL_EXTRA,
+                                           self.wall_end), **kw)
+            except ValueError as e:     # e.g. negative byte counts from an unknown dim
+                self.runs.append({"engine": name, "skipped": str(e)})
+                continue
             self.spent += r.stats.get("deterministic_time", 0.0)
             self.deterministic &= r.stats.get("deterministic", True)
             r.stats["engine"] = name
@@ -411,15 +420,57 @@ class _Refiner:
         if self.valid and self.metrics()["fallback"] <= forced:
             self.method = "bound"       # nodes no instance of their preferred device can hold
             return True
+        self.fallback_lb = max(self.fallback_lb, forced)
+        budget = self.budget(left)
+        if mem and self.engine in ("auto", "cpsat"):
+            spent0 = self.spent
+            if self.decompose_fallback(R, mem, budget / 2):
+                self.method = "relaxation"
+                return True
+            budget = max(0.0, budget - (self.spent - spent0))
         K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
         r = self.solve(self.p, R, K, bounds, {"fallback": 1}, caps, self.best, mem,
-                       self.budget(left), "fallback", self.engines())
+                       budget, "fallback", self.engines())
         self.take(r, None)
         ok = bool(r and r.optimal and complete)
+        if ok:
+            self.fallback_lb = self.metrics()["fallback"]
         self.method = (r.stats.get("engine") if ok else "unproven") if r else "skipped"
         if r and r.optimal and not complete:
             self.method = f"optimal within {K} parts only"
         return ok
+
+    def decompose_fallback(self, R, mem, budget: float) -> bool:
+        """Device choice first (:mod:`.assign`): the relaxed assignment model bounds the
+        fallback from below and proposes devices; :mod:`.runs` turns device choices into
+        partitions that fit (parts without memory, then runs kept or dropped).  True when
+        the best answer meets the bound."""
+        self.say(f"fallback: relaxed assignment model on {self.p.n} node(s)")
+        # the wall-clock net is the whole run's: on a loaded machine a deterministic second
+        # of this small model can take several wall seconds, and it is the stage's key step
+        a = relaxed_fallback(self.p, R, mem, hint=self.best if self.valid else None,
+                             time_limit=max(0.05, budget), seed=self.seed,
+                             deadline=self.wall_end)
+        self.spent += a.stats.get("deterministic_time", 0.0)
+        self.deterministic &= a.stats.get("deterministic", True)
+        self.runs.append({"engine": "relaxed assignment", "bound": a.bound,
+                          "fallback": a.fallback, **a.stats})
+        if a.node_device is None and a.optimal:
+            raise InfeasibleError(
+                "memory: the devices' instances cannot hold the model: even with every node "
+                "free to use any device it may use, the constants and boundary tensors of the "
+                "nodes that must share a device exceed its instances' memory")
+        self.fallback_lb = max(self.fallback_lb, a.bound)
+        starts = [[self.p.allowed[v][0] for v in range(self.p.n)]]
+        if a.node_device is not None:
+            starts.append(a.node_device)
+        for k, devices in enumerate(starts):
+            sol = fit_by_runs(self.p, parts_without_memory(self.p, devices))
+            kept = self.accept(sol, "exact-runs")
+            self.runs.append({"engine": "runs", "from": ("preferred", "relaxation")[k],
+                              "fallback": self.metrics(sol)["fallback"] if sol else None,
+                              "kept": kept})
+        return self.valid and self.metrics()["fallback"] <= self.fallback_lb
 
     def stage_partitions(self, caps: dict[str, int], left: int) -> bool:
         fixed = caps.get("fallback") == 0
@@ -433,6 +484,11 @@ class _Refiner:
             return True
         # fallback 0 is built into R when fixed; other caps need the full model
         other = {t: v for t, v in caps.items() if not (t == "fallback" and fixed)}
+        if mem and self.valid and self.engine in ("auto", "cpsat"):
+            self.regroup()
+            if all_proven and self.best.num_parts <= bounds.lb:
+                self.method = self.parts_proof = "bound"
+                return True
         red, b2 = (None, bounds)
         if not mem and not other:
             red, b2 = self.reduce(R)
@@ -457,6 +513,16 @@ class _Refiner:
             return True
         self.method = "unproven"
         return False
+
+    def regroup(self) -> None:
+        """Fewer parts with the same devices: the best answer's device per node, parts
+        rebuilt without memory and cut into runs that fit (:func:`.runs.realize`); the
+        fallback does not change."""
+        devices = self.best.node_device()
+        sol = realize(self.p, devices)
+        kept = self.accept(sol, "exact-runs")
+        self.runs.append({"engine": "runs", "from": "best devices",
+                          "parts": sol.num_parts if sol else None, "kept": kept})
 
     def stage_transfer(self, caps: dict[str, int], left: int) -> bool:
         if self.valid and self.metrics()["transfer"] == 0:
@@ -552,6 +618,9 @@ class _Refiner:
                        "through": bv.lb_through, "devices_fixed": fixed},
             "stages": self.stages,
         })
+        if self.view(fixed=False)[1]:       # memory can bind: fallback has a bound of its own
+            fb = self.fallback_lb if not self.proven.get("fallback") else self.metrics(sol)["fallback"]
+            out.stats["bounds"]["fallback"] = min(fb, self.metrics(sol)["fallback"])
         if self.units is not None:
             out.stats["contracted_units"] = self.units
         out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed)

@@ -82,6 +82,8 @@ class _CNF:
         """Bits (least significant first) of ``sum w * lit`` for ``w > 0``."""
         cols: dict[int, list[int]] = {}
         for w, x in terms:
+            if w < 0:       # sizes are bytes; a negative one is a bug upstream, not a weight
+                raise ValueError(f"negative weight {w} in a sum")
             k = 0
             while w:
                 if w & 1:

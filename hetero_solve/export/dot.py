@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..problem import Problem
 from ..measures import quotient_edges
 from ..solution import Solution
-from ..units import format_bytes
+from ..units import format_bytes, instance_label
 
 PALETTE = ["#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5",
            "#ffffb3", "#bc80bd", "#ccebc5"]
@@ -52,7 +52,8 @@ def partitions_dot(problem: Problem, sol: Solution, memory: list[int], title: st
     for p in range(sol.num_parts):
         d = sol.part_device[p]
         dev = problem.devices[d]
-        label = (f"part {p}\\n{dev.name}:{sol.part_instance[p]}\\n{sizes[p]} nodes\\n"
+        label = (f"part {p}\\n{instance_label(dev.name, sol.part_instance[p], dev.instances)}"
+                 f"\\n{sizes[p]} nodes\\n"
                  f"{format_bytes(memory[p])}")
         lines.append(f'  p{p} [label={_q(label)}, fillcolor="{PALETTE[d % len(PALETTE)]}"];')
     for a, b in sorted(quotient_edges(problem, sol.part_of)):

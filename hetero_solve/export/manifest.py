@@ -74,7 +74,9 @@ def build_manifest(result: "Result", files: bool = True) -> dict:
         "status": sol.status,
         "objective": metrics.as_dict(),
         "objective_spec": p.objective.describe(),
-        "lower_bound": {"partitions": sol.lower_bound},
+        "lower_bound": {"partitions": sol.lower_bound,
+                        **({"fallback": stats["bounds"]["fallback"]}
+                           if "fallback" in stats.get("bounds", {}) else {})},
         "partitions": parts,
         "edges": [list(e) for e in sorted(quotient_edges(p, sol.part_of))],
         "folded": sorted(p.meta.get("folded", [])),

@@ -7,15 +7,16 @@ unnamed and duplicate-named nodes, outer-scope reads of subgraph nodes), then sh
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import onnx
 
 from ..errors import ModelError, one_line
 from ..readers import check_regular, read_bytes, resolves_inside
-from .graph import ModelGraph, subgraph_constants, subgraph_outer_inputs
+from .graph import (GraphLists, InputDim, ModelGraph, TensorType, subgraph_constants,
+                    subgraph_outer_inputs)
 
 #: Ops whose attributes may hold subgraphs in the standard domains.  Nodes of other domains
 #: are scanned attribute by attribute (custom ops may carry graphs too).
@@ -152,7 +153,7 @@ def check_model(model: onnx.ModelProto, path: str, data: bytes | None = None) ->
         raise ModelError(path, f"not a valid ONNX model: {one_line(e)}") from None
 
 
-def flatten(model: onnx.ModelProto, path: str) -> ModelGraph:
+def flatten(model: onnx.ModelProto, path: str) -> GraphLists:
     """Per-node lists of the main graph (no shape information yet)."""
     graph = model.graph
     nodes = list(graph.node)
@@ -178,13 +179,26 @@ def flatten(model: onnx.ModelProto, path: str) -> ModelGraph:
     opsets = {o.domain: o.version for o in model.opset_import}
     names = unique_names(raw_names, op_types)
     inner = {i: subgraph_constants(nodes[i], names[i]) for i, sub in enumerate(has_sub) if sub}
-    return ModelGraph(
+    base_constants = set(initializers)
+    base_constants.update(t.values.name for t in graph.sparse_initializer)
+    for i in constant_nodes:
+        base_constants.update(o for o in outputs[i] if o)
+    interned: dict[tuple, TensorType] = {}
+    initializer_types = {}
+    for name, t in initializers.items():
+        key = (t.data_type, tuple(t.dims))
+        found = interned.get(key)
+        if found is None:
+            found = interned[key] = TensorType(*key)
+        initializer_types[name] = found
+    return GraphLists(
         model=model, path=path, opsets=opsets, names=names,
-        subgraph_constants={i: found for i, found in inner.items() if found},
         op_types=op_types, domains=domains, inputs=inputs, outer_inputs=outer, outputs=outputs,
         has_subgraph=has_sub, graph_inputs=graph_inputs,
         graph_outputs=[x.name for x in graph.output], initializers=initializers,
-        constant_nodes=constant_nodes, producer=producer)
+        constant_nodes=constant_nodes, producer=producer, base_constants=frozenset(base_constants),
+        subgraph_constants={i: found for i, found in inner.items() if found},
+        initializer_types=initializer_types)
 
 
 def unique_names(raw: list[str], op_types: list[str]) -> list[str]:
@@ -206,62 +220,127 @@ def unique_names(raw: list[str], op_types: list[str]) -> list[str]:
     return names
 
 
-def load_model(source: str | os.PathLike | onnx.ModelProto, dims: dict[str, int] | None = None,
-               *, check: bool = True, fold: bool = True, defer_check: bool = False) -> ModelGraph:
-    """Load, check and analyse a model.
+def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, int] | None = None,
+               *, shapes: Mapping[str, Sequence[int]] | None = None,
+               rule_dims: Mapping[str, int] | None = None, check: bool = True,
+               fold: bool = True, defer_check: bool = False) -> ModelGraph:
+    """Read, check and analyse a model: its graph as per-node lists, every tensor's type, the
+    folded nodes (SPEC sections 1 and 3).
 
-    ``dims`` gives values for symbolic dimensions (SPEC section 3).  With ``fold`` (default),
-    nodes computable before running are folded to constants (SPEC section 1).  With
-    ``defer_check``, a checker still running in a forked process (large models) is not waited
-    for: the caller must call :meth:`ModelGraph.ensure_valid` before trusting the result.
+    Parameters
+    ----------
+    source : path or onnx.ModelProto
+        The model (external data is read from the file's directory).
+    dims : mapping, optional
+        Values of symbolic dimensions of the graph inputs, by name.  A name no input uses is
+        a warning that lists the names they do use.
+    shapes : mapping, optional
+        Whole shapes of graph inputs by input name (for anonymous ``?`` dims); they win over
+        ``dims`` for that input.
+    rule_dims : mapping, optional
+        Values of symbolic dimensions from a rule file: used where the graph inputs have
+        those names, silently ignored elsewhere (one rule file serves many models);
+        ``dims`` win.
+    check : bool
+        Run ``onnx.checker`` (default).
+    fold : bool
+        Fold the nodes computable before running (default).
+    defer_check : bool
+        Return while a checker running in a forked process (large models) may still be
+        running: call :meth:`ModelGraph.ensure_valid` before trusting the result.
 
-    >>> mg = load_model("examples/resnet_like.onnx", dims={"batch": 1})  # doctest: +SKIP
-    >>> mg.names[0], mg.tensor_type(mg.outputs[0][0]).shape                # doctest: +SKIP
+    Returns
+    -------
+    ModelGraph
+
+    Raises
+    ------
+    ModelError
+        The file cannot be read, the checker rejects it, or ``shapes`` disagree with the
+        model's inputs.
+
+    Examples
+    --------
+    >>> mg = load_model("examples/resnet_like.onnx", dims={"batch": 1})
+    >>> mg.names[0], mg.tensor_type(mg.outputs[0][0]).shape
     ('stem/conv', (1, 16, 32, 32))
     """
     model, path, data = read_model(source)
-    return analyse_model(model, path, data, dims, check=check, fold=fold, defer_check=defer_check)
+    return analyse_model(model, path, data, dims, shapes=shapes, rule_dims=rule_dims,
+                         check=check, fold=fold, defer_check=defer_check)
 
 
 def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
-                  dims: dict[str, int] | None = None, *, check: bool = True,
+                  dims: Mapping[str, int] | None = None, *,
+                  shapes: Mapping[str, Sequence[int]] | None = None,
+                  rule_dims: Mapping[str, int] | None = None, check: bool = True,
                   fold: bool = True, defer_check: bool = False) -> ModelGraph:
-    """Everything after reading: check, flatten, shapes and folding.  On large models the
-    checker and the first shape inference run in forked processes alongside flattening
-    (:mod:`.parallel`); ``defer_check``: see :func:`load_model`."""
+    """:func:`load_model` after reading: check, flatten, shapes and folding.  On large models
+    the checker and the first shape inference run in forked processes alongside flattening
+    (:mod:`.parallel`)."""
+    from .observe import observed_types, unknown_rank_tensors
     from .parallel import Forked, fork_pays
-    from .shapes import analyse_shapes, forked_first_inference
-    from .structure import compute_ahead
+    from .shapes import analyse_shapes, forked_inference, input_dims
+    from .structure import name_refs
 
-    dims = dict(dims or {})
+    dims = {k: int(v) for k, v in (dims or {}).items()}
+    given = {**{k: int(v) for k, v in (rule_dims or {}).items()}, **dims}
+    whole = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
+    listed = input_dims(model, path, given, whole)
     checking = inferring = None
     if fork_pays(len(model.graph.node)):
         # The checker and the first shape inference are C++ holding the GIL: run them in
-        # forked processes while this one flattens the graph and computes its structure.  The
-        # inference is the longest of the three: the checker yields to it (and to this
-        # process) and runs on what is left.
+        # forked processes while this one flattens the graph.  The inference is the longest
+        # of the three: the checker yields to it (and to this process) and runs on what is
+        # left.
         checking = Forked(_check_message, model, path, data, idle=True) if check else None
-        inferring = Forked(forked_first_inference, model, dims)
+        inferring = Forked(forked_inference, model, given, whole)
     elif check:
         check_model(model, path, data)
+    pending = _PendingCheck(checking, model, path, data)
     try:
-        mg = flatten(model, path)
-        mg.dims = dims
-        if inferring is not None:
-            # The inference takes longer than flattening: meanwhile, the graph's structure.
-            compute_ahead(mg)
+        graph = flatten(model, path)
+        refs = None
+        if inferring is not None:   # the inference takes longer: meanwhile, the tensor ids
+            constant = set(graph.constant_nodes)
+            refs = name_refs(graph, [i for i in range(len(graph.names)) if i not in constant])
         done = inferring.result() if inferring is not None else None
-        inferred = done[1] if done and done[0] == "ok" else None   # bytes: parsed when needed
-        analyse_shapes(mg, fold=fold, inferred=inferred)
+        first = done[1] if done and done[0] == "ok" else None
+        found = analyse_shapes(graph, given, whole, fold=fold, first=first)
     except Exception:
-        _raise_if_invalid(checking, model, path, data)   # an invalid model explains the failure
+        pending.raise_if_invalid()   # an invalid model explains the failure
         raise
-    if defer_check and checking is not None:
-        # The checker runs at the lowest priority: on a busy machine it may not be done yet.
-        mg._pending_check = functools.partial(_raise_if_invalid, checking, model, path, data)
-    else:
-        _raise_if_invalid(checking, model, path, data)
-    return mg
+    if not (defer_check and checking is not None):
+        pending.raise_if_invalid()
+    warnings = _unused_dims(dims, listed) + found.warnings
+    unknown = unknown_rank_tensors(graph, found.types, found.declared, set(found.folded))
+    if unknown:   # a part boundary needs a rank: the runtime knows it
+        seen = observed_types(graph, found.types, unknown)
+        for name, t in seen.items():
+            found.types[name] = t
+            found.declared.pop(name, None)
+        missing = [x for x in unknown if x not in seen]
+        if missing:
+            warnings.append(f"{len(missing)} tensor(s) have no known rank or element type "
+                            f"(neither ONNX shape inference nor a run in onnxruntime gives "
+                            f"them), so a part file where one crosses between parts fails "
+                            f"onnx.checker: {', '.join(missing[:5])}")
+    return ModelGraph.of(graph, input_dims=listed, dims=given, shapes=whole, types=found.types,
+                         declared=found.declared, folded=found.folded,
+                         constant_tensors=found.constant_tensors, nonstatic=found.nonstatic,
+                         folded_values=found.folded_values, subgraph_nodes=found.subgraph_nodes,
+                         warnings=warnings, refs=refs, checking=pending)
+
+
+def _unused_dims(dims: Mapping[str, int], listed: list[InputDim]) -> list[str]:
+    """A warning for the ``dims`` that no graph input uses, naming those they use."""
+    used = sorted({d.name for d in listed if d.name is not None})
+    unused = [k for k in dims if k not in used]
+    if not unused:
+        return []
+    names = ", ".join(repr(k) for k in unused)
+    return [f"dim{'s' if len(unused) > 1 else ''} {names} name{'' if len(unused) > 1 else 's'} "
+            f"no dimension of the model's inputs (they have: {', '.join(used) or 'no named dims'})"]
 
 
 def _check_message(model: onnx.ModelProto, path: str, data: bytes | None) -> str | None:
@@ -272,11 +351,19 @@ def _check_message(model: onnx.ModelProto, path: str, data: bytes | None) -> str
     return None
 
 
-def _raise_if_invalid(checking, model: onnx.ModelProto, path: str, data: bytes | None) -> None:
-    if checking is None:
-        return
-    done = checking.result()
-    if done is None or done[0] != "ok":   # the child died: check here
-        check_model(model, path, data)
-    elif done[1]:
-        raise ModelError(path, done[1])
+class _PendingCheck:
+    """The answer of a checker running in a forked process, waited for when asked."""
+
+    def __init__(self, checking, model: onnx.ModelProto, path: str, data: bytes | None):
+        self._checking = checking
+        self._args = (model, path, data)
+
+    def raise_if_invalid(self) -> None:
+        checking, self._checking = self._checking, None
+        if checking is None:
+            return
+        done = checking.result()
+        if done is None or done[0] != "ok":   # the child died: check here
+            check_model(*self._args)
+        elif done[1]:
+            raise ModelError(self._args[1], done[1])

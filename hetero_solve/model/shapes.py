@@ -1,160 +1,168 @@
-"""Shapes as SPEC section 3 defines them: ONNX shape inference with data propagation after
-``dims`` are substituted and foldable nodes folded, repeated until nothing changes.
+"""Shapes as SPEC section 3 defines them: ONNX shape inference with data propagation after the
+graph inputs get their dims, and foldable nodes folded, repeated until nothing changes.
 
-The inference runs on a light copy of the model: initializers with more than
-``STRIP_ELEMENTS`` elements keep their type and dims but not their data (inference reads the
-values of small integer tensors only), which keeps the copy cheap for large models and under
-protobuf's 2 GiB limit.
+Step by step (:func:`analyse_shapes`):
+
+1. The model inference runs on (:func:`prepare`): the graph inputs' symbolic dims replaced by
+   the values given (``dims`` by name, ``shapes`` whole), and nothing else declared that
+   inference can find itself: the declared ``value_info`` and output shapes of tensors made by
+   ops that have shape inference are dropped (an exporter's stale or internal names must not
+   override what inference finds); a custom op's declared outputs are kept (nothing else
+   knows them).  Big initializers keep their type and dims but not their data (inference
+   reads the values of small integer tensors only).
+2. Inference with data propagation; then the nodes that fold with those types.
+3. While folding gave values that could fix a shape inference left open (an unfolded node
+   reads one and has an output whose shape is not static): infer again on the model without
+   the folded nodes, with every folded value the rest reads given as an initializer.  Each
+   round knows every value folded so far, so what an earlier round fixed stays fixed.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import itertools
+from dataclasses import dataclass, field
+from typing import Callable
 
+import numpy as np
 import onnx
+import onnx.defs
 from onnx import numpy_helper
 from onnx import shape_inference as _onnx_inference
 
-_cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
-
+from ..errors import ModelError
 from ..units import element_bits
-from .fold import (constants_before_folding, evaluate_folded, find_foldable, folded_outputs,
-                   folded_readers, prediction_holds)
-from .graph import ModelGraph, TensorType, type_of_value_info
+from .fold import FoldedValues, base_constant_value, find_foldable, folded_readers
+from .graph import (GraphLists, InputDim, TensorType, TypeTable, free_names, type_of_proto,
+                    type_of_value_info)
 from .wire import declared_types
+
+_cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
 
 STRIP_ELEMENTS = 4096
 SMALL_FLOAT_ELEMENTS = 64
-MAX_ROUNDS = 5
+MAX_ROUNDS = 16
+LIGHT_COPY_BYTES = 1 << 30
 
 
-def first_inference(model: onnx.ModelProto, dims: dict[str, int]) -> onnx.ModelProto:
-    """Shape inference with data propagation after ``dims`` are substituted (raises on
-    failure).  Runs on the model itself, restored afterwards, unless large initializers call
-    for the light copy."""
-    if sum(len(t.raw_data) for t in model.graph.initializer) < LIGHT_COPY_BYTES:
-        with _dims_substituted(model, dims):
-            return onnx.shape_inference.infer_shapes(model, data_prop=True)
-    return onnx.shape_inference.infer_shapes(_inference_base_of(model, dims), data_prop=True)
+@dataclass
+class ShapeAnalysis:
+    """What shape analysis finds (the fields it gives a :class:`~.graph.ModelGraph`)."""
+
+    types: TypeTable
+    declared: dict[str, bytes]
+    folded: list[int]
+    constant_tensors: frozenset[str]
+    nonstatic: frozenset[str]
+    folded_values: FoldedValues
+    subgraph_nodes: dict[int, onnx.NodeProto]
+    warnings: list[str] = field(default_factory=list)
 
 
-def forked_first_inference(model: onnx.ModelProto, dims: dict[str, int]) -> bytes:
-    """:func:`first_inference`, serialised: what the forked process sends back.
+# -- the graph inputs' dims --------------------------------------------------------------------
 
-    **Destroys weights**: it must only be given a forked child's own copy of the model.
-    Floating-point initializers above ``SMALL_FLOAT_ELEMENTS`` elements lose their data in
-    place, and the result stays bytes from end to end, so neither side serialises, parses or
-    pipes the weights (half the child's time at 100,000 nodes).  Inference reads integer
-    tensors (data propagation through Gather, Concat, Slice...) and a few tiny floating-point
-    ones (``Resize``/``Upsample`` scales, ``Range`` bounds); integers are kept as
-    :func:`first_inference` keeps them (all of them, or up to ``STRIP_ELEMENTS`` elements in
-    the light copy of a model over ``LIGHT_COPY_BYTES``), so both give the same shapes."""
-    graph = model.graph
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer) \
-            or not hasattr(_cpp_inference, "infer_shapes"):
-        return first_inference(model, dims).SerializeToString()
-    light = sum(len(t.raw_data) for t in graph.initializer) >= LIGHT_COPY_BYTES
-    for t in graph.initializer:
-        dtype = t.data_type
-        if dtype in _FLOAT_TYPES:
-            # Weights are raw bytes: their element count is their length, no dims to multiply
-            # (a hundred thousand initializers: 1 s in Python for the dims alone).
-            raw, bits = len(t.raw_data), element_bits(dtype)
-            strip = raw * 8 > SMALL_FLOAT_ELEMENTS * bits if raw and bits \
-                else _elements(t) > SMALL_FLOAT_ELEMENTS
-        else:
-            strip = light and dtype != onnx.TensorProto.STRING and _elements(t) > STRIP_ELEMENTS
-        if strip:
-            if t.HasField("raw_data"):   # the usual case: one field to clear
-                t.ClearField("raw_data")
-            else:
-                for field in _DATA_FIELDS:
-                    t.ClearField(field)
-    _substitute_all(model, dims)
-    return _cpp_inference.infer_shapes(model.SerializeToString(), False, False, True)
-
-
-_FLOAT_TYPES = frozenset(t for t in onnx.TensorProto.DataType.values()
-                         if onnx.TensorProto.DataType.Name(t).startswith(("FLOAT", "DOUBLE", "BFLOAT",
-                                                                          "COMPLEX")))
-_DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data",
-                "uint64_data", "string_data")
+def input_dims(model: onnx.ModelProto, path: str, dims: dict[str, int],
+               shapes: dict[str, tuple[int, ...]]) -> list[InputDim]:
+    """Every dimension of every graph input (initializers excluded) and its value once
+    ``dims`` (by name) and ``shapes`` (whole shapes) are given.  Raises :class:`ModelError`
+    when a whole shape names no input, or disagrees with the input's rank or fixed dims."""
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [vi for vi in model.graph.input if vi.name not in inits]
+    names = [vi.name for vi in inputs]
+    for name, shape in shapes.items():
+        if name not in names:
+            raise ModelError(path, f"--shape {name}: the model has no input {name!r} "
+                                           f"(its inputs: {', '.join(names) or 'none'})")
+    found = []
+    for vi in inputs:
+        declared = type_of_value_info(vi).shape
+        whole = shapes.get(vi.name)
+        if whole is not None:
+            whole = tuple(int(d) for d in whole)
+            if declared is not None and len(declared) != len(whole):
+                raise ModelError(path, f"--shape {vi.name}: the input has rank "
+                                               f"{len(declared)}, the shape given has {len(whole)} dims")
+            for k, d in enumerate(declared or ()):
+                if isinstance(d, int) and d != whole[k]:
+                    raise ModelError(path, f"--shape {vi.name}: dim {k} of the input is "
+                                                   f"{d}, the shape given says {whole[k]}")
+        for k, d in enumerate(declared if declared is not None else whole or ()):
+            name = d if isinstance(d, str) else None
+            value = whole[k] if whole is not None else d if isinstance(d, int) else \
+                dims.get(name) if name is not None else None
+            found.append(InputDim(vi.name, k, name, value))
+    return found
 
 
-def _elements(t: onnx.TensorProto) -> int:
-    count = 1
-    for d in t.dims:
-        count *= d
-    return count
+# -- the model inference runs on ---------------------------------------------------------------
+
+def prepare(model: onnx.ModelProto, dims: dict[str, int], shapes: dict[str, tuple[int, ...]],
+            *, keep_declared: bool = False) -> None:
+    """Turn ``model`` (a copy) into what inference runs on, in place: graph inputs with their
+    values (``shapes`` whole, ``dims`` by name; a negative declared dim made unknown), and,
+    unless ``keep_declared``, no declared shape for a tensor that an op with shape inference
+    makes (its ``value_info`` dropped, a graph output's shape cleared)."""
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    for vi in g.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        whole = shapes.get(vi.name)
+        if whole is not None:
+            tt.ClearField("shape")
+            for d in whole:
+                tt.shape.dim.add().dim_value = int(d)
+            continue
+        if not tt.HasField("shape"):
+            continue
+        for d in tt.shape.dim:
+            if d.HasField("dim_param") and d.dim_param in dims:
+                d.dim_value = int(dims[d.dim_param])
+            elif d.HasField("dim_value") and d.dim_value < 0:
+                d.ClearField("dim_value")
+    if keep_declared:
+        return
+    functions = {(f.domain, f.name) for f in model.functions}
+    graphs = [g]
+    while graphs:   # the main graph and every subgraph
+        sub = graphs.pop()
+        inferable = _inferable_outputs(sub, functions)
+        kept = [vi for vi in sub.value_info if vi.name not in inferable]
+        if len(kept) != len(sub.value_info):
+            del sub.value_info[:]
+            sub.value_info.extend(kept)
+        for vi in sub.output:
+            if vi.name in inferable and vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
+        for node in sub.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    graphs.append(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    graphs.extend(a.graphs)
 
 
-def analyse_shapes(mg: ModelGraph, *, fold: bool = True,
-                   inferred: onnx.ModelProto | bytes | None = None) -> None:
-    """Fill ``mg``'s tensor types, ``folded`` and ``constant_tensors`` in place.  ``inferred``:
-    the first inference when it was already run (serialised, by a forked process)."""
-    _unused_dims(mg)
-    folded: list[int] = []
-    held = None          # the fold prediction, while ``folded`` is what it predicted
-    if inferred is None:
-        try:
-            inferred = first_inference(mg.model, mg.dims)
-        except Exception as e:  # a custom op without inference, an inconsistent declared shape
-            inferred = _inference_failed(mg, mg.model, e)
-    _index_types(mg, inferred)
-    indexed = inferred
-    base: onnx.ModelProto | None = None
-    hints = control_flow_hints(mg)
-    if hints:
-        base = _inference_base(mg)
-        base.graph.value_info.extend(hints)
-        inferred = _infer(mg, base)
-    for _round in range(MAX_ROUNDS):
-        if inferred is not indexed:   # a new inference (folded values are indexed with it)
-            _index_types(mg, inferred)
-            indexed = inferred
-        if not fold:
-            break
-        prediction = mg._fold_prediction if _round == 0 else None
-        if prediction is not None and prediction_holds(mg, prediction.folded):
-            new = list(prediction.folded)     # predicted while shapes were inferred (structure.py)
-            held = prediction
-        else:
-            new = find_foldable(mg)
-            held = None
-        grown = len(new) > len(folded)
-        folded = new
-        mg.folded = folded
-        if not grown:
-            break
-        dynamic_inputs = _folded_inputs_of_dynamic_nodes(
-            mg, held.folded_readers if held is not None else None)
-        open_folded = {o for i in folded for o in mg.outputs[i] if o and not mg.tensor_type(o).static}
-        if not dynamic_inputs and not open_folded:
-            break
-        # Folded values give their own shapes exactly (open_folded), and may fix shapes inference
-        # left open downstream (a Range of constants, say): then feed them in and infer again.
-        values = evaluate_folded(mg, dynamic_inputs | open_folded)
-        if not dynamic_inputs:
-            mg.index_folded_types()
-            break
-        base = base or _inference_base(mg)
-        dropped = {i for i in folded if all(not o or o in values for o in mg.outputs[i])}
-        inferred = _infer(mg, _with_folded(base, dropped, values))
-        kept = [i for i in range(len(mg.names)) if i not in dropped]
-        mg._inferred_index = {i: j for j, i in enumerate(kept) if mg.has_subgraph[i]}
-    else:
-        _index_types(mg, inferred)
-    mg.folded = folded
-    mg.constant_tensors = set(held.constants) if held is not None else _constant_tensors(mg)
-    mg.inferred = inferred
+_SCHEMA_KNOWN: dict[tuple[str, str], bool] = {}
 
 
-def _inference_base(mg: ModelGraph) -> onnx.ModelProto:
-    return _inference_base_of(mg.model, mg.dims)
+def _inferable_outputs(graph: onnx.GraphProto, functions: set[tuple[str, str]]) -> set[str]:
+    """Outputs of the ``graph``'s nodes whose op shape inference knows (an ONNX schema or a
+    function of the model)."""
+    out: set[str] = set()
+    for node in graph.node:
+        key = (node.domain, node.op_type)
+        ok = _SCHEMA_KNOWN.get(key)
+        if ok is None:
+            ok = _SCHEMA_KNOWN[key] = onnx.defs.has(node.op_type, node.domain)
+        if ok or key in functions:
+            out.update(node.output)
+    out.discard("")
+    return out
 
 
-def _inference_base_of(src: onnx.ModelProto, dims: dict[str, int]) -> onnx.ModelProto:
-    """A copy of the model with big initializers emptied and ``dims`` substituted."""
+def light_copy(src: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of the model whose initializers keep their type and dims but, where
+    :func:`_strip` says so, not their data."""
     m = onnx.ModelProto()
     m.ir_version = src.ir_version
     m.opset_import.extend(src.opset_import)
@@ -166,56 +174,32 @@ def _inference_base_of(src: onnx.ModelProto, dims: dict[str, int]) -> onnx.Model
     g.output.extend(src.graph.output)
     g.value_info.extend(src.graph.value_info)
     g.sparse_initializer.extend(src.graph.sparse_initializer)
-    for t in src.graph.initializer:
-        g.initializer.append(_light(t))
-    _substitute_all(m, dims)
+    huge = _is_huge(src)
+    g.initializer.extend(_light(t, huge) for t in src.graph.initializer)
     return m
 
 
-LIGHT_COPY_BYTES = 1 << 30
+def _is_huge(model: onnx.ModelProto) -> bool:
+    return sum(len(t.raw_data) for t in model.graph.initializer) >= LIGHT_COPY_BYTES
 
 
-def _dim_protos(model: onnx.ModelProto):
-    """Every dimension of the declared inputs, outputs and value infos, subgraphs included."""
-    graphs = [model.graph]
-    while graphs:
-        g = graphs.pop()
-        for vi in list(g.input) + list(g.output) + list(g.value_info):
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
-                yield from vi.type.tensor_type.shape.dim
-        for node in g.node:
-            if node.op_type in ("If", "Loop", "Scan", "SequenceMap") or node.domain not in ("", "ai.onnx"):
-                for a in node.attribute:
-                    if a.type == onnx.AttributeProto.GRAPH:
-                        graphs.append(a.g)
-                    elif a.type == onnx.AttributeProto.GRAPHS:
-                        graphs.extend(a.graphs)
+def _strip(t: onnx.TensorProto, huge: bool) -> bool:
+    """Does inference do without this initializer's data?  It reads integer tensors (data
+    propagation through Gather, Concat, Slice...) and a few tiny floating-point ones
+    (``Resize``/``Upsample`` scales, ``Range`` bounds): floating-point tensors above
+    ``SMALL_FLOAT_ELEMENTS`` elements go, and in a ``huge`` model (over ``LIGHT_COPY_BYTES``
+    of weights, near protobuf's 2 GiB limit) integer ones above ``STRIP_ELEMENTS``."""
+    dtype = t.data_type
+    if dtype in _FLOAT_TYPES:
+        # Weights are raw bytes: their element count is their length, no dims to multiply.
+        raw, bits = len(t.raw_data), element_bits(dtype)
+        return raw * 8 > SMALL_FLOAT_ELEMENTS * bits if raw and bits \
+            else _elements(t) > SMALL_FLOAT_ELEMENTS
+    return huge and dtype != onnx.TensorProto.STRING and _elements(t) > STRIP_ELEMENTS
 
 
-def _substitute_all(model: onnx.ModelProto, dims: dict[str, int]) -> list:
-    """Replace symbolic dims by their values; returns what to restore."""
-    changed = []
-    if not dims:
-        return changed
-    for d in _dim_protos(model):
-        if d.HasField("dim_param") and d.dim_param in dims:
-            changed.append((d, d.dim_param))
-            d.dim_value = int(dims[d.dim_param])
-    return changed
-
-
-@contextmanager
-def _dims_substituted(model: onnx.ModelProto, dims: dict[str, int]):
-    changed = _substitute_all(model, dims)
-    try:
-        yield
-    finally:
-        for d, param in changed:
-            d.dim_param = param
-
-
-def _light(t: onnx.TensorProto) -> onnx.TensorProto:
-    if _elements(t) <= STRIP_ELEMENTS or t.data_type == onnx.TensorProto.STRING:
+def _light(t: onnx.TensorProto, huge: bool) -> onnx.TensorProto:
+    if not _strip(t, huge):
         if t.data_location == onnx.TensorProto.EXTERNAL:
             return numpy_helper.from_array(numpy_helper.to_array(t), t.name)
         return t
@@ -226,111 +210,324 @@ def _light(t: onnx.TensorProto) -> onnx.TensorProto:
     return light
 
 
-def _unused_dims(mg: ModelGraph) -> None:
-    if not mg.dims:
-        return
-    used = set()
-    for vi in mg.model.graph.input:
-        if vi.type.HasField("tensor_type"):
-            used.update(d.dim_param for d in vi.type.tensor_type.shape.dim if d.HasField("dim_param"))
-    unused = sorted(set(mg.dims) - used)
-    if unused:
-        mg.warnings.append(f"dims {', '.join(unused)} name no symbolic dimension of the model's "
-                           f"inputs (it has: {', '.join(sorted(used)) or 'none'})")
+def _elements(t: onnx.TensorProto) -> int:
+    count = 1
+    for d in t.dims:
+        count *= d
+    return count
 
 
-def _infer(mg: ModelGraph, model: onnx.ModelProto) -> onnx.ModelProto:
-    try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception as e:  # a custom op without inference, an inconsistent declared shape
-        return _inference_failed(mg, model, e)
+def forked_inference(model: onnx.ModelProto, dims: dict[str, int],
+                     shapes: dict[str, tuple[int, ...]]) -> bytes:
+    """The first inference (:func:`prepare`, then inference), serialised: what a forked
+    process sends back.
 
-
-def _inference_failed(mg: ModelGraph, model: onnx.ModelProto, e: Exception) -> onnx.ModelProto:
-    first = " ".join(str(e).split())[:300]
-    mg.warnings.append(f"shape inference failed, using the shapes the model declares: {first}")
-    return model
-
-
-def _index_types(mg: ModelGraph, inferred: onnx.ModelProto | bytes) -> None:
-    mg.index_types(*declared_types(inferred))
-
-
-def control_flow_hints(mg: ModelGraph) -> list[onnx.ValueInfoProto]:
-    """Ranks ONNX inference leaves open on ``Loop`` and ``Scan`` outputs.
-
-    A loop-carried output has the rank of its initial value (dims: the body output's where
-    known); a ``Loop`` scan output adds a leading iteration axis to the body's.  Without this,
-    ``h = Loop(...)`` has no shape and every node after it loses its rank, and a part boundary of
-    unknown rank cannot be declared in a sub-model that ``onnx.checker`` accepts.
-    """
-    hints = []
-    for i, op in enumerate(mg.op_types):
-        if op != "Loop" or mg.domains[i] not in ("", "ai.onnx"):
-            continue
-        outs = mg.outputs[i]
-        if all(not o or mg.tensor_type(o).rank is not None for o in outs):
-            continue
-        node = mg.model.graph.node[i]
-        body = next(a.g for a in node.attribute if a.name == "body")
-        body_outs = [_with_dims(type_of_value_info(vi), mg.dims) for vi in body.output[1:]]
-        carried = len(node.input) - 2
-        for j, o in enumerate(outs):
-            if not o or mg.tensor_type(o).rank is not None or j >= len(body_outs):
-                continue
-            b = body_outs[j]
-            if j < carried:
-                init = mg.tensor_type(node.input[2 + j])
-                rank = init.rank if init.rank is not None else b.rank
-                if rank is None:
-                    continue
-                dims = [d if isinstance(d, int) else None for d in (b.shape or [None] * rank)]
-                if len(dims) != rank:
-                    dims = [None] * rank
-                elem = init.elem_type or b.elem_type
+    **Destroys weights**: it must only be given a forked child's own copy of the model.  The
+    initializers :func:`_strip` names lose their data in place (as :func:`light_copy` drops
+    them, so both give the same shapes), and the result stays bytes from end to end, so
+    neither side serialises, parses or pipes the weights."""
+    graph = model.graph
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer) \
+            or not hasattr(_cpp_inference, "infer_shapes"):
+        base = light_copy(model)
+        prepare(base, dims, shapes)
+        return infer(base)
+    huge = _is_huge(model)
+    for t in graph.initializer:
+        if _strip(t, huge):
+            if t.HasField("raw_data"):   # the usual case: one field to clear
+                t.ClearField("raw_data")
             else:
-                if b.rank is None:
-                    continue
-                dims = [None] + [d if isinstance(d, int) else None for d in b.shape]
-                elem = b.elem_type
-            hints.append(onnx.helper.make_tensor_value_info(o, elem, dims))
-    return hints
+                for name in _DATA_FIELDS:
+                    t.ClearField(name)
+    prepare(model, dims, shapes)
+    return infer(model)
 
 
-def _with_dims(t: TensorType, dims: dict[str, int]) -> TensorType:
-    if t.shape is None or not dims:
-        return t
-    return TensorType(t.elem_type, tuple(dims.get(d, d) if isinstance(d, str) else d for d in t.shape))
+_FLOAT_TYPES = frozenset(t for t in onnx.TensorProto.DataType.values()
+                         if onnx.TensorProto.DataType.Name(t).startswith(("FLOAT", "DOUBLE", "BFLOAT",
+                                                                          "COMPLEX")))
+_DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data",
+                "uint64_data", "string_data")
 
 
-def _folded_inputs_of_dynamic_nodes(mg: ModelGraph,
-                                    readers: list[tuple[int, list[str]]] | None = None) -> set[str]:
-    """Folded tensors read by an unfolded node with an output of unknown shape: only those
-    nodes can gain from another round (their inputs just became constant values).
-    ``readers``: the unfolded nodes that read folded outputs, and which, when known."""
-    if readers is None:
-        readers = folded_readers(mg, set(mg.folded), folded_outputs(mg, mg.folded))
-    types = mg.types
-    found: set[str] = set()
-    for i, ins in readers:
-        if any(o and not types[o].static for o in mg.outputs[i]):
-            found.update(ins)
-    return found
+def infer(model: onnx.ModelProto) -> bytes:
+    """Shape inference with data propagation, serialised in and out (raises on failure)."""
+    if hasattr(_cpp_inference, "infer_shapes"):
+        return _cpp_inference.infer_shapes(model.SerializeToString(), False, False, True)
+    return onnx.shape_inference.infer_shapes(model, data_prop=True).SerializeToString()
 
 
-def _with_folded(base: onnx.ModelProto, dropped: set[int], values: dict) -> onnx.ModelProto:
-    """``base`` without the ``dropped`` folded nodes, their values given as initializers."""
+# -- the analysis ------------------------------------------------------------------------------
+
+def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tuple[int, ...]],
+                   *, fold: bool = True, first: bytes | None = None) -> ShapeAnalysis:
+    """Tensor types and folded nodes of ``graph`` with the graph inputs' ``dims`` (by name)
+    and ``shapes`` (whole), as the module docstring describes.  ``first``: the first
+    inference when it was already run (by :func:`forked_inference`)."""
+    warnings: list[str] = []
+    base: onnx.ModelProto | None = None
+
+    def inference_base() -> onnx.ModelProto:
+        nonlocal base
+        if base is None:
+            base = light_copy(graph.model)
+            prepare(base, dims, shapes)
+        return base
+
+    def run(model: onnx.ModelProto) -> bytes:
+        try:
+            return infer(model)
+        except Exception as e:  # a custom op without inference, an inconsistent model
+            first_words = " ".join(str(e).split())[:300]
+            warnings.append(f"shape inference failed, using the shapes the model declares: "
+                            f"{first_words}")
+            fallback = light_copy(graph.model)
+            prepare(fallback, dims, shapes, keep_declared=True)
+            return fallback.SerializeToString()
+
+    interned: dict[tuple, TensorType] = {}
+    inferred = first if first is not None else run(inference_base())
+    types, declared = _types(graph, inferred, interned, TypeTable(graph.initializer_types))
+    kept_nodes = list(range(len(graph.names)))
+    values = FoldedValues(graph, [], types)
+    folded: list[int] = []
+    given: set[str] = set()    # the folded values inference was given, kept for every later round
+    hinted: dict[str, bytes] = {}   # control-flow outputs given a type (:func:`control_flow_hints`)
+
+    def constant(name: str) -> np.ndarray | None:
+        if name in values:
+            return values.get([name])[name]
+        return base_constant_value(graph, name) if name in graph.base_constants else None
+
+    for _round in range(MAX_ROUNDS):
+        if fold:
+            found = sorted(set(find_foldable(graph, types)).union(folded))   # a folded value stays
+            if len(found) != len(folded):
+                folded = found
+                values = FoldedValues(graph, folded, types, known=values.computed())
+        # Inference can use a folded value where an unfolded node reads it and has an output
+        # whose shape is not static.
+        useful = {x for i, xs in folded_readers(graph, set(folded), values.outputs)
+                  if any(o and not types[o].static for o in graph.outputs[i]) for x in xs}
+        hints = [vi for vi in control_flow_hints(
+            graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant)
+            if hinted.get(vi.name) != vi.type.SerializeToString()]
+        if useful <= given and not hints:
+            break
+        given |= useful
+        hinted.update((vi.name, vi.type.SerializeToString()) for vi in hints)
+        _declare(inference_base(), hints)
+        known = values.get(given)
+        # The folded nodes whose every output is given are dropped (their values are
+        # initializers now); the others stay, and inference finds them again.
+        dropped = {i for i in folded if all(not o or o in known for o in graph.outputs[i])}
+        inferred = run(_without(base, dropped, known))
+        kept_nodes = [i for i in range(len(graph.names)) if i not in dropped]
+        types, declared = _types(graph, inferred, interned, types)
+    values = FoldedValues(graph, folded, types, known=values.computed())
+    # A folded output inference left open gets its value's shape.
+    values.get([x for x in values.outputs if not types[x].static])
+    for name, value in values.computed().items():
+        types[name] = _intern(interned, onnx.helper.np_dtype_to_tensor_dtype(value.dtype),
+                              tuple(value.shape))
+    for name in values.outputs:
+        declared.pop(name, None)
+    return ShapeAnalysis(
+        types=types, declared=declared, folded=folded,
+        constant_tensors=frozenset(graph.base_constants | values.outputs),
+        nonstatic=_nonstatic(graph, types), folded_values=values,
+        subgraph_nodes=_subgraph_nodes(graph, inferred, kept_nodes), warnings=warnings)
+
+
+def _intern(interned: dict, elem_type: int, shape) -> TensorType:
+    """One shared object per distinct type (types are compared and grouped by identity)."""
+    key = (elem_type, shape)
+    t = interned.get(key)
+    if t is None:
+        t = interned[key] = TensorType(elem_type, shape)
+    return t
+
+
+def _types(graph: GraphLists, inferred: bytes, interned: dict,
+           before: TypeTable) -> tuple[TypeTable, dict[str, bytes]]:
+    """The types ``before`` with what an inference declared over them, and the declared
+    ``TypeProto`` bytes by name.  Each distinct type is parsed once (models repeat a few dozen
+    types over a hundred thousand tensors)."""
+    names, type_bytes = declared_types(inferred)
+    parsed: dict[bytes, TensorType] = {}
+    for key in set(type_bytes):
+        t = type_of_proto(onnx.TypeProto.FromString(key))
+        parsed[key] = _intern(interned, t.elem_type, t.shape)
+    types = TypeTable(before)
+    types.update(zip(names, map(parsed.__getitem__, type_bytes)))
+    return types, dict(zip(names, type_bytes))
+
+
+def _declare(model: onnx.ModelProto, types: list[onnx.ValueInfoProto]) -> None:
+    """Declare the ``types`` in ``model``: a graph output's own entry, else a value info (an
+    earlier one of the same name replaced)."""
+    g = model.graph
+    outputs = {vi.name: vi for vi in g.output}
+    new = {vi.name: vi for vi in types}
+    for name, vi in new.items():
+        if name in outputs:
+            outputs[name].type.CopyFrom(vi.type)
+    kept = [vi for vi in g.value_info if vi.name not in new]
+    del g.value_info[:]
+    g.value_info.extend(kept)
+    g.value_info.extend(vi for name, vi in new.items() if name not in outputs)
+
+
+def _without(base: onnx.ModelProto, dropped: set[int], values: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """``base`` without the ``dropped`` (folded) nodes, the ``values`` they give the rest as
+    initializers."""
     m = onnx.ModelProto()
     m.CopyFrom(base)
     del m.graph.node[:]
     m.graph.node.extend(n for i, n in enumerate(base.graph.node) if i not in dropped)
     for name, value in values.items():
-        m.graph.initializer.append(_light(numpy_helper.from_array(value, name)))
+        m.graph.initializer.append(_light(numpy_helper.from_array(value, name), False))
     return m
 
 
-def _constant_tensors(mg: ModelGraph) -> set[str]:
-    const = constants_before_folding(mg)
-    const.update(folded_outputs(mg, mg.folded))
-    return const
+def _nonstatic(graph: GraphLists, types: TypeTable) -> frozenset[str]:
+    """Every tensor a node reads or writes whose shape is not static (a dense initializer's
+    dims are its shape, unless it is also a graph input declared with open dims)."""
+    chain = itertools.chain.from_iterable
+    names = set(chain(graph.inputs)).union(chain(graph.outputs))
+    names.discard("")
+    return frozenset(x for x in names if not types[x].static)
 
+
+def _subgraph_nodes(graph: GraphLists, inferred: bytes, kept: list[int]) -> dict[int, onnx.NodeProto]:
+    """The nodes with subgraphs as the last inference returned them (``kept``: the main-graph
+    index of each node it ran on)."""
+    wanted = [k for k, i in enumerate(kept) if graph.has_subgraph[i]]
+    if not wanted:
+        return {}
+    nodes = onnx.ModelProto.FromString(inferred).graph.node
+    if len(nodes) != len(kept):   # inference failed: the model's own nodes
+        return {}
+    return {kept[k]: nodes[k] for k in wanted}
+
+
+def control_flow_hints(graph: GraphLists, types: TypeTable,
+                       inferred_nodes: Callable[[], dict[int, onnx.NodeProto]],
+                       constant: Callable[[str], np.ndarray | None]) -> list[onnx.ValueInfoProto]:
+    """Types ONNX inference leaves open on control-flow outputs that the runtime fixes.
+
+    - ``If`` on a constant condition (a folded one, often: an exporter's check of the input's
+      rank or sample rate) runs one branch: its outputs are that branch's.  ONNX inference
+      merges both branches (and loses the rank when they differ).
+    - ``Loop``: a loop-carried output has the rank of its initial value, and each dimension on
+      which the initial value and the body's output agree; a scan output adds a leading
+      iteration axis to the body's.
+
+    Without this, every node after such an output loses its shape, and a part boundary of
+    unknown rank cannot be declared in a sub-model that ``onnx.checker`` accepts.
+    ``inferred_nodes()``: the nodes with subgraphs as inference returned them (their bodies
+    typed; read only when needed); ``constant(name)``: a constant's value, else ``None``.
+    """
+    hints = []
+    bodies = None
+    for i, op in enumerate(graph.op_types):
+        if op not in ("If", "Loop") or graph.domains[i] not in ("", "ai.onnx"):
+            continue
+        outs = graph.outputs[i]
+        if all(not o or types[o].static for o in outs):
+            continue
+        if op == "If":
+            cond = graph.inputs[i][0]
+            value = constant(cond) if cond else None
+            if value is not None and value.size == 1:   # the runtime takes one branch
+                taken = ["then_branch" if bool(value.reshape(-1)[0]) else "else_branch"]
+            else:                                       # either: what both agree on
+                taken = ["then_branch", "else_branch"]
+            branches = {a.name: a.g for a in graph.model.graph.node[i].attribute}
+            found = [_branch_types(graph, branches[b], types, constant) for b in taken]
+            for o, b in zip(outs, map(_agreed, *found)):
+                if not o or b.rank is None:
+                    continue
+                t = types[o]
+                if t.rank is None or (t.rank == b.rank and _more_known(b.shape, t.shape)):
+                    hints.append(onnx.helper.make_tensor_value_info(
+                        o, b.elem_type or t.elem_type, _ints(b.shape)))
+            continue
+        if all(not o or types[o].rank is not None for o in outs):
+            continue
+        if bodies is None:
+            bodies = inferred_nodes()
+        node = bodies.get(i) or graph.model.graph.node[i]
+        body = next(a.g for a in node.attribute if a.name == "body")
+        body_outs = [type_of_value_info(vi) for vi in body.output[1:]]
+        carried = len(node.input) - 2
+        for j, o in enumerate(outs):
+            if not o or types[o].rank is not None or j >= len(body_outs):
+                continue
+            b = body_outs[j]
+            if j < carried:
+                init = types[node.input[2 + j]]
+                if init.rank is None:
+                    continue
+                agreed = b.shape if b.rank == init.rank else (None,) * init.rank
+                dims = [d if isinstance(d, int) and d == e else None
+                        for d, e in zip(init.shape, agreed)]
+                elem = init.elem_type or b.elem_type
+            else:
+                if b.rank is None:
+                    continue
+                dims = [None] + _ints(b.shape)
+                elem = b.elem_type
+            hints.append(onnx.helper.make_tensor_value_info(o, elem, dims))
+    return hints
+
+
+def _branch_types(graph: GraphLists, body: onnx.GraphProto, types: TypeTable,
+                  constant: Callable[[str], np.ndarray | None]) -> list[TensorType]:
+    """The types of the outputs of an ``If`` branch that the runtime will take: the branch
+    analysed as a model of its own (so that what it computes from constants folds, and a
+    nested ``If`` on such a value is resolved the same way), its outer-scope reads as inputs
+    of their types or, when constant, initializers of their values."""
+    from .load import flatten
+    inputs, inits = [], []
+    for name in free_names(body):
+        value = constant(name)
+        if value is not None:
+            inits.append(numpy_helper.from_array(np.asarray(value), name))
+            continue
+        t = types[name]
+        inputs.append(onnx.helper.make_tensor_value_info(
+            name, t.elem_type, None if t.shape is None else _ints(t.shape)))
+    g = onnx.helper.make_graph(list(body.node), body.name or "branch", inputs,
+                               [onnx.helper.make_value_info(vi.name, vi.type) for vi in body.output],
+                               initializer=list(body.initializer) + inits,
+                               value_info=list(body.value_info),
+                               sparse_initializer=list(body.sparse_initializer))
+    src = graph.model
+    model = onnx.helper.make_model(g, opset_imports=list(src.opset_import))
+    model.ir_version = src.ir_version
+    model.functions.extend(src.functions)
+    found = analyse_shapes(flatten(model, graph.path), {}, {})
+    return [found.types[vi.name] for vi in body.output]
+
+
+def _agreed(*found: TensorType) -> TensorType:
+    """What types ``found`` (one per branch) agree on: the rank, and each dimension."""
+    first = found[0]
+    if any(t.rank != first.rank or t.elem_type != first.elem_type for t in found[1:]):
+        return TensorType(first.elem_type, None)
+    if first.shape is None:
+        return first
+    return TensorType(first.elem_type, tuple(
+        d if all(t.shape[k] == d for t in found) else None for k, d in enumerate(first.shape)))
+
+
+def _ints(shape: tuple) -> list[int | None]:
+    """The known dimensions of ``shape`` (symbolic names inside a body mean nothing outside)."""
+    return [d if isinstance(d, int) else None for d in shape]
+
+
+def _more_known(a: tuple, b: tuple) -> bool:
+    """Does shape ``a`` know a dimension that ``b`` (same rank) does not?"""
+    return any(isinstance(x, int) and not isinstance(y, int) for x, y in zip(a, b))

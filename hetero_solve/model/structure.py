@@ -8,9 +8,8 @@ Two phases, because at 100,000 nodes the per-name Python work is the cost:
 2. :func:`node_structure`: given which nodes are placed and which names are constants,
    everything else from those id arrays with numpy, per-node lists cut out by slicing.
 
-On large models phase 1 (and phase 2 as if nothing folds) runs while the forked shape
-inference does (:func:`hetero_solve.model.load.analyse_model`): :func:`structure` then reuses
-the whole answer when nothing folded, and phase 1 when folding removed nodes.
+On large models phase 1 runs while the forked shape inference does
+(:func:`hetero_solve.model.load.load_model`).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from itertools import chain
 import numpy as np
 
 from ..measures.arrays import distinct, first_occurrences
-from .graph import ModelGraph
+from .graph import GraphLists, ModelGraph
 
 
 @dataclass
@@ -38,7 +37,7 @@ class NameRefs:
     write_counts: np.ndarray
 
 
-def name_refs(mg: ModelGraph, nodes: list[int]) -> NameRefs:
+def name_refs(mg: GraphLists, nodes: list[int]) -> NameRefs:
     has_sub = mg.has_subgraph
     inputs = mg.inputs
     reads = [inputs[i] for i in nodes]
@@ -130,70 +129,10 @@ def _cut(flat: np.ndarray, ends: np.ndarray) -> list[list[int]]:
     return [values[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
-@dataclass
-class FoldPrediction:
-    """What folding will most likely leave, worked out while shapes are inferred (see
-    :func:`compute_ahead`); it stands once :func:`.fold.prediction_holds` accepts ``folded``."""
-
-    folded: list[int]                        # the nodes predicted to fold
-    rest: list[int]                          # the placeable nodes left
-    structure: dict                          # node_structure of ``rest``
-    constants: set[str]                      # the constant tensors after folding ``folded``
-    folded_readers: list[tuple[int, list[str]]]   # unfolded nodes reading folded outputs: which
-
-
 def structure(mg: ModelGraph, placeable: list[int]) -> dict:
     """:func:`node_structure` of ``placeable`` with the model's constants (after folding),
-    from what :func:`compute_ahead` prepared when it ran."""
-    ahead, mg._structure_ahead = mg._structure_ahead, None
-    predicted, mg._fold_prediction = mg._fold_prediction, None
-    if predicted is not None and predicted.folded == mg.folded and predicted.rest == placeable:
-        return predicted.structure      # folding went as predicted: the constants are the same too
-    if ahead is not None:
-        refs, unfolded = ahead
-        if unfolded is not None and not mg.folded and refs.nodes == placeable:
-            return unfolded
-        if set(placeable) <= set(refs.nodes):
-            return node_structure(refs, placeable, mg.constant_tensors)
-    return node_structure(name_refs(mg, placeable), placeable, mg.constant_tensors)
-
-
-def compute_ahead(mg: ModelGraph) -> None:
-    """Before shapes are known: the name ids of every non-``Constant`` node, the model
-    graph's shape-independent caches, and the structure as folding will most likely leave it
-    (the constants known before folding, and the predicted folded outputs).
-
-    When every graph input's shape is static once ``dims`` are given, every shape most likely
-    is, and the foldable nodes are predicted as if it were (``mg._fold_prediction``, a
-    :class:`FoldPrediction`, checked against the real shapes by
-    :func:`.fold.prediction_holds`).  Otherwise nothing is predicted to fold."""
-    from .fold import constants_before_folding, find_foldable, folded_outputs, folded_readers
-    mg.raw_initializer_bytes()
-    mg.initializer_types()
-    mg.tensors_needing_a_type()
-    nodes = mg.placeable()
-    refs = name_refs(mg, nodes)
-    constants = constants_before_folding(mg)
-    folded = find_foldable(mg, assume_static=True) if _inputs_static(mg) else []
-    if folded:
-        dropped = set(folded)
-        rest = [i for i in nodes if i not in dropped]
-        folded_out = folded_outputs(mg, folded)
-        constants.update(folded_out)
-        mg._fold_prediction = FoldPrediction(folded, rest, node_structure(refs, rest, constants),
-                                             constants, folded_readers(mg, dropped, folded_out))
-        mg._structure_ahead = (refs, None)
-    else:
-        mg._structure_ahead = (refs, node_structure(refs, nodes, constants))
-
-
-def _inputs_static(mg: ModelGraph) -> bool:
-    """Does every declared graph input have a static shape once ``mg.dims`` are given?"""
-    for vi in mg.model.graph.input:
-        t = vi.type
-        if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-            return False
-        for d in t.tensor_type.shape.dim:
-            if not (d.HasField("dim_value") or (d.HasField("dim_param") and d.dim_param in mg.dims)):
-                return False
-    return True
+    from the name ids loading computed (``mg.refs``) when it did."""
+    refs = mg.refs
+    if refs is None or not set(placeable) <= set(refs.nodes):
+        refs = name_refs(mg, placeable)
+    return node_structure(refs, placeable, mg.constant_tensors)

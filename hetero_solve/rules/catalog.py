@@ -42,7 +42,7 @@ import onnx.defs
 import yaml
 
 DOMAINS = ("", "ai.onnx.ml")
-CATALOG_PATH = Path(__file__).resolve().parents[2] / "constraints" / "onnx-value-inputs.yaml"
+CATALOG_PATH = Path(__file__).resolve().parents[1] / "catalogs" / "onnx-value-inputs.yaml"
 
 #: Input names the ONNX schemas use for shape parameters, axes and counts.
 SHAPE_INPUT_NAMES = frozenset({

@@ -19,6 +19,7 @@ from onnx import helper
 from ..model.graph import ModelGraph, TensorType, UNKNOWN_TYPE, type_of_value_info
 from ..problem import NamedReason, NonStaticShape, Reason, reason_text
 from ..units import dtype_name
+from .ops import is_onnx_domain, rule_op_name
 from .schema import DeviceRules, OpCondition, Rules
 
 _MISSING = object()
@@ -59,7 +60,7 @@ class SupportChecker:
         alone."""
         dev = self.rules.devices[d]
         mg = self.mg
-        ops, domains, has_sub = mg.op_types, mg.domains, mg.has_subgraph
+        ops, domains, has_sub = _rule_op_names(mg), mg.domains, mg.has_subgraph
         all_inputs, all_outputs = mg.inputs, mg.outputs
         by_op = self._op_cache.setdefault(d, {})
         nonstatic = mg.nonstatic_tensors() if dev.static_shapes else ()
@@ -118,7 +119,7 @@ class SupportChecker:
         """Device, op, opset of the node's domain, and value-input positions (read by a
         ``when`` condition's dtype check) for :func:`node_refusal`."""
         dev, mg = self.rules.devices[d], self.mg
-        op = mg.op_types[i]
+        op = rule_op_name(mg.op_types[i], mg.domains[i])
         opset = mg.opsets.get(mg.domains[i] or "", mg.opset)
         value_idx = self.rules.value_input_indices(op, opset) if op in dev.when else ()
         return dev, op, opset, value_idx
@@ -193,6 +194,14 @@ def _pieces(text: str | None, slots: _Slots) -> tuple | None:
         at = m.end()
     pieces.append(text[at:])
     return tuple(pieces)
+
+
+def _rule_op_names(mg: ModelGraph) -> list[str]:
+    """Each node's op as rule files name it (:func:`~hetero_solve.rules.ops.rule_op_name`:
+    ``com.microsoft.FusedConv`` for a domain onnx does not know)."""
+    if all(not d or is_onnx_domain(d) for d in set(mg.domains)):
+        return mg.op_types
+    return [rule_op_name(op, d) for op, d in zip(mg.op_types, mg.domains)]
 
 
 def op_refusal(dev: DeviceRules, op: str) -> str | None:
@@ -290,10 +299,11 @@ def _graphs_refusal(dev: DeviceRules, node: onnx.NodeProto, lookup, types: dict,
             for t in g.initializer:
                 types[t.name] = TensorType(t.data_type, tuple(t.dims))
             for inner in g.node:
-                reason = op_refusal(dev, inner.op_type)
+                inner_op = rule_op_name(inner.op_type, inner.domain)
+                reason = op_refusal(dev, inner_op)
                 if reason is None:
                     opset = opsets.get(inner.domain or "", opsets.get("", 1))
-                    reason = node_refusal(dev, inner.op_type, tuple(inner.input), tuple(inner.output),
+                    reason = node_refusal(dev, inner_op, tuple(inner.input), tuple(inner.output),
                                           lambda n=inner: n.attribute, lookup, opset,
                                           rules.value_input_indices(inner.op_type, opset), inner.domain)
                 if reason is None:

@@ -151,8 +151,7 @@ def run_study(config: StudyConfig, *, progress: bool = True) -> StudyResult:
 def compile_pair(model: Path, rules: Path, dims: dict[str, int]) -> Problem:
     """The compiled problem every algorithm of the study reads for this pair."""
     rule_set = load_rules(rules)
-    all_dims = {**rule_set.dims, **dims}
-    return compile_problem(load_model(model, dims=all_dims), rule_set)
+    return compile_problem(load_model(model, dims=dims, rule_dims=rule_set.dims), rule_set)
 
 
 def write_outputs(out: Path, records: list[dict], algorithms: list[str],

@@ -1,0 +1,416 @@
+"""Fit a partition into device memory: cut parts that are too large into runs, and place
+parts on device instances.
+
+The greedy builds parts as if memory were unlimited.  A part on a device with a memory limit
+then either fits an instance as it is, or is cut into *runs*: contiguous stretches of a
+topological order of its nodes.  A part of the greedy is convex (any path between two of its
+nodes stays inside), so its runs, numbered in that order, keep every edge going forward: the
+partition stays acyclic, and value inputs stay separated (runs are subsets of parts that
+separate them).
+
+Only the run's boundary and constants count (SPEC section 5): a run may hold nodes whose
+activations would not fit on their own, as long as the tensors between them stay inside.  A
+run is extended node by node while its constants and inputs fit (both only grow as a run grows
+in topological order; its outputs can shrink), and the longest stretch that fits is taken.
+
+Instances, per device, tried in turn (the first that places every part wins):
+
+1. *whole parts, most free instance first*, in part order: no part is cut;
+2. *independent pieces*: a part that does not fit is split into its weakly connected
+   components (no tensor crosses such a split), first-fit decreasing;
+3. *cut to the room left*: each part goes to the instance with the most room and is cut where
+   that instance is full, continuing on the next roomiest one, so a model larger than one
+   card becomes consecutive runs on consecutive cards;
+4. *cut to the capacity, then first-fit decreasing* over every run of the device.
+
+Strategies 3 and 4 cut runs two ways (:class:`_Cutter`): along a branch-by-branch order, then
+growing each run by the node that raises its memory least.  Consecutive runs of one part on
+one instance merge again (merging never raises memory).
+
+When none places everything, the bytes left over per device are reported, and the caller
+moves nodes off that device (:mod:`.placement`).
+
+>>> from hetero_solve.problem import Device, make_problem
+>>> from hetero_solve.solution import Solution
+>>> p = make_problem(4, [(0, 1), (1, 2), (2, 3)], [[0]] * 4, [Device("CARD", 10, 2)],
+...                  tensor_bytes=1, const_bytes=[4, 4, 4, 4])
+>>> fitted, over = fit_memory(p, Solution([0, 0, 0, 0], [0], [0]))
+>>> fitted.parts(), fitted.part_instance, over
+([[0, 1], [2, 3]], [0, 1], {})
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..measures import MemoryTracker, part_memories, part_memory
+from ..problem import Problem
+from ..solution import Solution, normalize
+
+
+def run_order(problem: Problem, nodes: Sequence[int], inside: set[int]) -> list[int]:
+    """A topological order of the part ``nodes`` that finishes a branch before starting the
+    next (Kahn's algorithm with a stack), so that few tensors are open between two runs."""
+    indeg = {v: sum(1 for u in problem.pred[v] if u in inside) for v in nodes}
+    stack = sorted((v for v in nodes if indeg[v] == 0), reverse=True)
+    order: list[int] = []
+    while stack:
+        v = stack.pop()
+        order.append(v)
+        ready = []
+        for w in problem.succ[v]:
+            if w in inside:
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    ready.append(w)
+        stack.extend(sorted(ready, reverse=True))
+    return order
+
+
+def longest_run(problem: Problem, order: Sequence[int], start: int, cap: int) -> tuple[int, int]:
+    """The longest run ``order[start:end]`` whose memory fits ``cap``: ``(end, memory)``, with
+    ``end == start`` when none fits.  Stops once the run's constants and inputs alone exceed
+    ``cap`` (they never shrink as the run grows)."""
+    mem = MemoryTracker(problem)
+    fixed = _Fixed(problem)
+    best, best_mem = start, 0
+    for j in range(start, len(order)):
+        v = order[j]
+        if not fixed.add(v, cap):
+            break
+        mem.add(v)
+        if mem.used <= cap:
+            best, best_mem = j + 1, mem.used
+    return best, best_mem
+
+
+class _Fixed:
+    """The constants and inputs of a run grown in topological order: they never shrink as it
+    grows, so once they exceed the room no longer run can fit."""
+
+    __slots__ = ("p", "inside", "consts", "inputs", "bytes")
+
+    def __init__(self, problem: Problem):
+        self.p = problem
+        self.inside: set[int] = set()
+        self.consts: set[int] = set()
+        self.inputs: set[int] = set()
+        self.bytes = 0
+
+    def extra(self, v: int) -> int:
+        p = self.p
+        b = 0
+        seen = self.consts
+        for c in p.node_consts[v]:
+            if c not in seen:
+                b += p.const_bytes[c]
+        prod = p.tensor_producer
+        for t in p.node_inputs[v]:
+            if t not in self.inputs and prod[t] not in self.inside:
+                b += p.tensor_bytes[t]
+        return b
+
+    def add(self, v: int, cap: int) -> bool:
+        """Add ``v``; False (and nothing added) when the run's fixed bytes would exceed ``cap``."""
+        extra = self.extra(v)
+        if self.bytes + extra > cap:
+            return False
+        p = self.p
+        self.bytes += extra
+        self.consts.update(p.node_consts[v])
+        prod = p.tensor_producer
+        for t in p.node_inputs[v]:
+            if prod[t] not in self.inside:
+                self.inputs.add(t)
+        self.inside.add(v)
+        return True
+
+
+class _Cutter:
+    """Cuts one part into runs, front to back: each run is a prefix of a topological order of
+    what is left of the part, so what is left stays convex and the runs keep edges forward.
+
+    ``pick="order"``: the runs follow :func:`run_order` (branch by branch) and each is the
+    longest prefix that fits.  ``pick="smallest"``: a run grows by the ready node that raises
+    its memory least (a node that brings in the last reader of a large tensor lowers it),
+    for parts where branch order strands a large tensor's readers in different runs."""
+
+    MAX_READY = 64      # ready nodes compared per step ("smallest")
+
+    def __init__(self, problem: Problem, nodes: list[int], pick: str):
+        self.p = problem
+        self.pick = pick
+        self.left = set(nodes)
+        if pick == "order":
+            self.order = run_order(problem, nodes, self.left)
+            self.pos = 0
+        else:
+            self.indeg = {v: sum(1 for u in problem.pred[v] if u in self.left) for v in nodes}
+
+    def done(self) -> bool:
+        return not self.left
+
+    def take(self, cap: int) -> tuple[list[int], int] | None:
+        """The next run that fits ``cap`` bytes and its memory, or None when none does."""
+        if self.pick == "order":
+            end, mem = longest_run(self.p, self.order, self.pos, cap)
+            if end == self.pos:
+                return None
+            run = self.order[self.pos:end]
+            self.pos = end
+        else:
+            run, mem = self._grow(cap)
+            if not run:
+                return None
+            for v in run:
+                for w in self.p.succ[v]:
+                    if w in self.indeg:
+                        self.indeg[w] -= 1
+        self.left.difference_update(run)
+        return run, mem
+
+    def _grow(self, cap: int) -> tuple[list[int], int]:
+        p = self.p
+        left = self.left
+        indeg = dict(self.indeg)
+        ready = sorted(v for v in left if indeg[v] == 0)
+        mem = MemoryTracker(p)
+        fixed = _Fixed(p)
+        taken: list[int] = []
+        best, best_mem = 0, 0
+        while ready:
+            choice, choice_delta = -1, 0
+            for v in ready[:self.MAX_READY]:
+                if fixed.bytes + fixed.extra(v) > cap:
+                    continue
+                delta = mem.delta(v)
+                if choice < 0 or delta < choice_delta:
+                    choice, choice_delta = v, delta
+            if choice < 0:
+                break
+            fixed.add(choice, cap)
+            mem.add(choice, choice_delta)
+            taken.append(choice)
+            ready.remove(choice)
+            for w in p.succ[choice]:
+                if w in left:
+                    indeg[w] -= 1
+                    if indeg[w] == 0:
+                        ready.append(w)
+            if mem.used <= cap:
+                best, best_mem = len(taken), mem.used
+        return taken[:best], best_mem
+
+
+class _Piece:
+    __slots__ = ("slot", "nodes", "memory", "instance")
+
+    def __init__(self, slot: int, nodes: list[int], memory: int):
+        self.slot, self.nodes, self.memory, self.instance = slot, nodes, memory, -1
+
+
+def _whole(parts, mems, cap: int, instances: int) -> list[_Piece] | None:
+    """Each part whole on the instance with the most room, in part order."""
+    free = [cap] * instances
+    out = []
+    for slot, nodes in parts:
+        i = max(range(instances), key=free.__getitem__)
+        if mems[slot] > free[i]:
+            return None
+        free[i] -= mems[slot]
+        piece = _Piece(slot, nodes, mems[slot])
+        piece.instance = i
+        out.append(piece)
+    return out
+
+
+def components(problem: Problem, nodes: list[int]) -> list[list[int]]:
+    """The weakly connected components of the part ``nodes`` (each sorted, by first node):
+    independent pieces, which a split separates without any tensor crossing."""
+    inside = set(nodes)
+    seen: set[int] = set()
+    out = []
+    for v in sorted(nodes):
+        if v in seen:
+            continue
+        comp, stack = [], [v]
+        seen.add(v)
+        while stack:
+            x = stack.pop()
+            comp.append(x)
+            for y in (*problem.succ[x], *problem.pred[x]):
+                if y in inside and y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        out.append(sorted(comp))
+    return out
+
+
+def _components_first_fit(problem: Problem, parts, mems, cap: int, instances: int
+                          ) -> list[_Piece] | None:
+    """Parts that do not fit split into their independent components (no tensor crosses),
+    then first-fit decreasing over the instances."""
+    pieces = []
+    for slot, nodes in parts:
+        if mems[slot] <= cap:
+            pieces.append(_Piece(slot, nodes, mems[slot]))
+            continue
+        comps = components(problem, nodes)
+        if len(comps) == 1:
+            return None
+        for comp in comps:
+            pieces.append(_Piece(slot, comp, part_memory(problem, comp)))
+    return pieces if _pack(pieces, cap, instances) == 0 else None
+
+
+def _pack(pieces: list[_Piece], cap: int, instances: int) -> int:
+    """First-fit decreasing; the bytes that found no room."""
+    free = [cap] * instances
+    left = 0
+    for piece in sorted(pieces, key=lambda x: -x.memory):
+        for i in range(instances):
+            if piece.memory <= free[i]:
+                free[i] -= piece.memory
+                piece.instance = i
+                break
+        else:
+            left += piece.memory
+    return left
+
+
+def _cut_to_room(problem: Problem, parts, cap: int, instances: int, pick: str
+                 ) -> tuple[list[_Piece] | None, int]:
+    """Each part, in order, goes to the instance with the most room; where that instance is
+    full the part is cut and continues on the next roomiest one.  Returns the pieces (None
+    when they do not fit) and the bytes left over."""
+    free = [cap] * instances
+    out: list[_Piece] = []
+    for k, (slot, nodes) in enumerate(parts):
+        cut = _Cutter(problem, nodes, pick)
+        while not cut.done():
+            i = max(range(instances), key=free.__getitem__)
+            run = cut.take(free[i])
+            if run is None:
+                return None, _rest(problem, cut.left, parts[k + 1:])
+            piece = _Piece(slot, *run)
+            piece.instance = i
+            out.append(piece)
+            free[i] -= piece.memory
+    return out, 0
+
+
+def _cut_and_pack(problem: Problem, parts, mems, cap: int, instances: int, pick: str
+                  ) -> tuple[list[_Piece] | None, int]:
+    """Each part that does not fit cut into runs of at most ``cap`` (each as long as it can
+    be), then first-fit decreasing over the instances."""
+    pieces: list[_Piece] = []
+    for k, (slot, nodes) in enumerate(parts):
+        if mems[slot] <= cap:
+            pieces.append(_Piece(slot, nodes, mems[slot]))
+            continue
+        cut = _Cutter(problem, nodes, pick)
+        while not cut.done():
+            run = cut.take(cap)
+            if run is None:
+                return None, _rest(problem, cut.left, parts[k + 1:])
+            pieces.append(_Piece(slot, *run))
+    left = _pack(pieces, cap, instances)
+    return (pieces if not left else None), left
+
+
+def _rest(problem: Problem, first, later_parts) -> int:
+    """Bytes not placed: the unplaced nodes of one part and every later part, each as one
+    part (an estimate of how much must go elsewhere)."""
+    return part_memory(problem, first) + sum(part_memory(problem, nodes) for _, nodes in later_parts)
+
+
+def _place(problem: Problem, parts, mems, cap: int, instances: int) -> tuple[list[_Piece] | None, int]:
+    """The parts of one device on its instances: the first strategy (module doc) that places
+    them all, or None and the fewest bytes any strategy left over."""
+    placed = _whole(parts, mems, cap, instances)
+    if placed is not None:
+        return placed, 0
+    placed = _components_first_fit(problem, parts, mems, cap, instances)
+    if placed is not None:      # components of a part on one instance: no path between them
+        return _merge(placed, any_order=True), 0
+    left = None
+    for strategy in (_cut_to_room, _cut_and_pack):
+        for pick in ("order", "smallest"):
+            if strategy is _cut_to_room:
+                placed, over = strategy(problem, parts, cap, instances, pick)
+            else:
+                placed, over = strategy(problem, parts, mems, cap, instances, pick)
+            if placed is not None:
+                return _merge(placed), 0
+            left = over if left is None else min(left, over)
+    return None, max(1, left or 0)
+
+
+def fit_memory(problem: Problem, sol: Solution) -> tuple[Solution | None, dict[int, int]]:
+    """Cut and place the parts of ``sol`` (a partition built without memory limits, parts
+    convex and numbered in topological order) on the instances of their devices.
+
+    Parameters
+    ----------
+    problem : Problem
+    sol : Solution
+        Parts on devices; instances are ignored and chosen here.
+
+    Returns
+    -------
+    (Solution or None, dict)
+        The partition with every device instance within its memory, normalized (``None`` when
+        some device could not hold its parts), and the bytes left over per device that did
+        not fit (empty on success).
+    """
+    k = sol.num_parts
+    mems, _ = part_memories(problem, sol.part_of, k)
+    members = sol.parts()
+    by_device: dict[int, list[tuple[int, list[int]]]] = {}
+    for slot in range(k):
+        by_device.setdefault(sol.part_device[slot], []).append((slot, members[slot]))
+    pieces: list[_Piece] = []
+    overflow: dict[int, int] = {}
+    for d, parts in by_device.items():
+        dev = problem.devices[d]
+        if dev.memory is None:
+            for slot, nodes in parts:
+                piece = _Piece(slot, nodes, mems[slot])
+                piece.instance = 0
+                pieces.append(piece)
+            continue
+        placed, left = _place(problem, parts, mems, dev.memory, dev.instances)
+        if placed is None:
+            overflow[d] = left
+        else:
+            pieces.extend(placed)
+    if overflow:
+        return None, overflow
+    # Parts in slot order, each slot's runs in their order: every edge goes forward.
+    pieces.sort(key=lambda x: x.slot)
+    part_of = [0] * problem.n
+    for q, piece in enumerate(pieces):
+        for v in piece.nodes:
+            part_of[v] = q
+    fitted = Solution(part_of, [sol.part_device[x.slot] for x in pieces],
+                      [x.instance for x in pieces], algorithm=sol.algorithm, stats=dict(sol.stats))
+    return normalize(problem, fitted), {}
+
+
+def _merge(pieces: list[_Piece], any_order: bool = False) -> list[_Piece]:
+    """Consecutive runs of one part on one instance become one run again (its memory is at
+    most their sum, so the instance still holds it); with ``any_order`` (independent pieces
+    of a part, no path between them) every piece of a part on one instance joins."""
+    out: list[_Piece] = []
+    joined: dict[tuple[int, int], _Piece] = {}
+    for piece in sorted(pieces, key=lambda x: x.slot):   # stable: runs keep their order
+        last = out[-1] if out else None
+        if any_order:
+            last = joined.get((piece.slot, piece.instance))
+        if last is not None and last.slot == piece.slot and last.instance == piece.instance:
+            last.nodes = last.nodes + piece.nodes
+            last.memory += piece.memory             # an upper bound; not used after placing
+        else:
+            out.append(piece)
+            joined[(piece.slot, piece.instance)] = piece
+    return out

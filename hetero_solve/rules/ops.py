@@ -1,0 +1,75 @@
+"""Op names in rule files, against the op schemas of the installed ``onnx``.
+
+A name in ``supported``, ``unsupported`` or ``when`` is either an op type that onnx knows in
+one of its domains (``ai.onnx``, ``ai.onnx.ml``, ``ai.onnx.preview.training``), at any opset,
+written bare (``Conv``, ``LabelEncoder``); or an op of another domain written with its domain
+(``com.microsoft.FusedConv``), which cannot be checked.  Anything else is a misspelling: the
+error names the closest known ops.  A model node matches a rule name through
+:func:`rule_op_name` (its op type, prefixed by its domain when onnx does not know the domain).
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import lru_cache
+
+import onnx
+import onnx.defs
+
+#: Domains the installed onnx defines ops for ("" is ai.onnx); their ops are written bare.
+ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training")
+
+
+@lru_cache(maxsize=1)
+def _schemas() -> tuple[frozenset[str], frozenset[str]]:
+    """(op names of every domain onnx knows, those domains)."""
+    names, domains = set(), {"", "ai.onnx"}
+    for s in onnx.defs.get_all_schemas_with_history():
+        names.add(s.name)
+        domains.add(s.domain)
+    return frozenset(names), frozenset(domains)
+
+
+def known_op_names() -> frozenset[str]:
+    """Every op type the installed onnx defines, in any of its domains, at any opset."""
+    return _schemas()[0]
+
+
+def is_onnx_domain(domain: str) -> bool:
+    return domain in _schemas()[1]
+
+
+def rule_op_name(op_type: str, domain: str) -> str:
+    """How rule files name a node's op: ``Conv`` for the domains onnx knows,
+    ``com.microsoft.FusedConv`` for others."""
+    return op_type if not domain or is_onnx_domain(domain) else f"{domain}.{op_type}"
+
+
+def check_op_name(name: str) -> str | None:
+    """None when ``name`` is a valid op name for a rule file, else the reason (with the closest
+    known names)."""
+    known = known_op_names()
+    if name in known:
+        return None
+    domain, dot, op = name.rpartition(".")
+    if dot:
+        if not domain or not op:
+            return f"{name!r} is not an op type (write Op or domain.Op)"
+        if is_onnx_domain(domain):
+            if op in known:
+                return (f"write {op!r}, not {name!r}: ops of the domains onnx knows are "
+                        "written without their domain")
+            return f"unknown op {op!r} in domain {domain!r}{_closest(op)}"
+        return None     # another domain's op: written with its domain, cannot be checked
+    if any(k.lower() == name.lower() for k in known):
+        return f"unknown op {name!r}{_closest(name)}"
+    return (f"unknown op {name!r}{_closest(name)}: onnx {onnx.__version__} knows no such op; "
+            f"an op of another domain is written with its domain (e.g. com.microsoft.{name})")
+
+
+def _closest(name: str) -> str:
+    known = sorted(known_op_names())
+    same_case = [k for k in known if k.lower() == name.lower()]
+    close = same_case + [k for k in difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+                         if k not in same_case]
+    return f" (did you mean {', '.join(close[:3])}?)" if close else ""
