@@ -14,7 +14,7 @@ from .errors import InfeasibleError, ModelError, RuleError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
 from .model.structure import structure
-from .problem import Device, Objective, Problem, Refusals
+from .problem import Device, FoldOption, Objective, Problem, Refusals
 from .rules.conditions import SupportChecker
 from .rules.schema import Rules
 
@@ -46,6 +46,9 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     if mg.subgraph_constants:
         c_names, c_bytes, node_consts, flat = _with_subgraph_constants(
             mg, placeable, c_names, c_bytes, node_consts, flat)
+    options: list[FoldOption] = []
+    if mg.folded and any(d.memory is not None for d in rules.devices):
+        options, c_names, c_bytes = _fold_options(mg, rules, placeable, index, c_names, c_bytes)
     _check_sizes(mg, t_names + c_names, t_bytes + c_bytes)
     problem = Problem(
         devices=[Device(d.name, d.memory, d.instances, d.enforce_values) for d in rules.devices],
@@ -59,7 +62,8 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         refusals=refusals,
         meta={"model": mg.path, "rules": rules.path, "folded": list(mg.folded),
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
-              "dims": dict(mg.dims), "opset": mg.opset})
+              "dims": dict(mg.dims), "opset": mg.opset},
+        fold_options=options)
     # Large models are measured with numpy; the flat pairs structure found serve as they are.
     problem.arrays = problem_arrays(problem, flat)
     return problem
@@ -80,6 +84,146 @@ def _check_sizes(mg: ModelGraph, names: list[str], sizes: list[int]) -> None:
     raise ModelError(mg.path, f"tensor {names[k]!r} has {sizes[k]:,} bytes (shape "
                               f"{mg.tensor_type(names[k]).shape}), and the model's tensors add up "
                               f"to more than 2^62 bytes: check the dims{dims}")
+
+
+def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[dict]:
+    """What the graph inputs' dims with no value cost on each static-shape device: the nodes
+    it refuses *only* because they have none.
+
+    Decided by a counterfactual, not by reading names: the model is analysed again with every
+    such dim given a value (1), and a node counts when a device that refused it for a
+    non-static shape takes it there, or it folds there.  Returns one entry per device that
+    loses nodes: ``{"device", "nodes", "dims", "inputs", "hint"}`` (``dims``: the named dims
+    with no value; ``inputs``: inputs with anonymous ones; ``hint``: the flags to pass).
+    """
+    from .model.load import analyse_model
+    from .problem import NonStaticShape
+
+    unset = mg.unset_dims()
+    static = [d for d, dev in enumerate(rules.devices) if dev.static_shapes]
+    if not unset or not static or problem.n == 0:
+        return []
+    refused = {d: [v for v in range(problem.n)
+                   if isinstance(problem.refusals.entry(v, d), NonStaticShape)] for d in static}
+    if not any(refused.values()):
+        return []
+    names = sorted({u.name for u in unset if u.name is not None})
+    anonymous = sorted({u.input for u in unset if u.name is None})
+    dims = {**mg.dims, **{n: 1 for n in names}}
+    shapes = dict(mg.shapes)
+    for x in anonymous:
+        shapes[x] = tuple(u.value if u.value is not None else
+                          dims.get(u.name, 1) if u.name is not None else 1
+                          for u in mg.input_dims if u.input == x)
+    try:
+        alt = analyse_model(mg.model, mg.path, None, dims=dims, shapes=shapes, check=False)
+    except Exception:   # a value the model rejects: no claim
+        return []
+    checker = SupportChecker(rules, alt)
+    alt_folded = set(alt.folded)
+    hint = " ".join([f"--dim {n}=N" for n in names] + [
+        f"--shape {x}=" + ",".join(str(u.value) if u.value is not None else "?"
+                                   for u in mg.input_dims if u.input == x) for x in anonymous])
+    found = []
+    for d in static:
+        nodes = [problem.graph_index[v] for v in refused[d]]
+        kept = [g for g in nodes if g not in alt_folded]
+        reasons = checker.reasons(d, kept)
+        freed = len(nodes) - len(kept) + sum(1 for r in reasons if r is None)
+        if freed:
+            found.append({"device": rules.devices[d].name, "nodes": freed, "dims": names,
+                          "inputs": anonymous, "hint": hint})
+    return found
+
+
+def missing_dims_text(entry: dict) -> str:
+    """One line for :func:`missing_dims`'s entry."""
+    what = []
+    if entry["dims"]:
+        shown = ", ".join(repr(n) for n in entry["dims"])
+        what.append(f"dim{'s' if len(entry['dims']) > 1 else ''} {shown}")
+    if entry["inputs"]:
+        shown = ", ".join(repr(x) for x in entry["inputs"])
+        what.append(f"anonymous dims of input{'s' if len(entry['inputs']) > 1 else ''} {shown}")
+    plural = len(entry["dims"]) > 1 or bool(entry["inputs"])
+    return (f"{entry['device']} refused {entry['nodes']} node(s) only because "
+            f"{' and '.join(what)} {'have' if plural else 'has'} no value: pass {entry['hint']}")
+
+
+def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int],
+                  c_names: list[str], c_bytes: list[int]
+                  ) -> tuple[list[FoldOption], list[str], list[int]]:
+    """The folded nodes whose folding can cost memory (:class:`FoldOption`), with the
+    constants placing one needs added to the constant lists.
+
+    A folded node is always folded when every reader of its outputs reads them only as a
+    value-dependent input, or is itself such a node: those are the shape chains, whose
+    folding removes value splits and costs bytes of shape values only.  Every other folded
+    node is an option, unless a folded node that is not an option reads it (unfolding it
+    would make that reader's input unknown)."""
+    folded = list(mg.folded)
+    is_folded = set(folded)
+    outs = {i: [o for o in mg.outputs[i] if o] for i in folded}
+    made_by = {o: i for i, os_ in outs.items() for o in os_}
+    readers: dict[str, list[tuple[int, bool]]] = {o: [] for o in made_by}
+    for i, ins in enumerate(mg.inputs):
+        if not ins or (i not in index and i not in is_folded):
+            continue
+        if i in index:
+            idx = rules.value_input_indices(mg.op_types[i], mg.opsets.get(mg.domains[i] or "",
+                                                                           mg.opset))
+        else:
+            idx = ()
+        for k, x in enumerate(ins):
+            if x in readers:
+                readers[x].append((i, k in idx))
+    safe: dict[int, bool] = {}
+    for i in reversed(folded):      # graph order is topological: readers first
+        safe[i] = all(as_value or (r in is_folded and safe.get(r, False))
+                      for o in outs[i] for r, as_value in readers[o])
+    # a Shape of a placed tensor reads no constant: it stays folded
+    candidates = [i for i in folded if not safe[i]
+                  and all(x in mg.constant_tensors for x in mg.all_inputs(i))]
+    # an option read by a folded node that is not an option stays folded (closure)
+    keep = set(candidates)
+    changed = True
+    while changed:
+        changed = False
+        for i in list(keep):
+            if any(r in is_folded and r not in keep for o in outs[i] for r, _ in readers[o]):
+                keep.discard(i)
+                changed = True
+    chosen = [i for i in folded if i in keep]
+    if not chosen:
+        return [], c_names, c_bytes
+    c_names, c_bytes = list(c_names), list(c_bytes)
+    cid = {x: k for k, x in enumerate(c_names)}
+
+    def const_id(x: str) -> int:
+        k = cid.get(x)
+        if k is None:
+            k = cid[x] = len(c_names)
+            c_names.append(x)
+            c_bytes.append(mg.bytes_of([x])[0])
+        return k
+
+    position = {i: k for k, i in enumerate(chosen)}
+    checker = SupportChecker(rules, mg)
+    refusals = [checker.refusals(d, chosen) for d in range(len(rules.devices))]
+    options = []
+    for k, i in enumerate(chosen):
+        ins = mg.all_inputs(i)
+        options.append(FoldOption(
+            graph_index=i, name=mg.names[i], op_type=mg.op_types[i],
+            allowed=tuple(d for d in range(len(rules.devices)) if refusals[d][k] is None),
+            const_inputs=tuple(dict.fromkeys(const_id(x) for x in ins
+                                             if x in mg.constant_tensors)),
+            outputs=tuple(const_id(o) for o in outs[i]),
+            value_readers=tuple(sorted({index[r] for o in outs[i] for r, v in readers[o]
+                                        if v and r in index})),
+            requires=tuple(sorted({position[r] for o in outs[i] for r, _ in readers[o]
+                                   if r in position}))))
+    return options, c_names, c_bytes
 
 
 def _unknown_size_warning(names: list[str]) -> str:

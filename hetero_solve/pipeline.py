@@ -15,7 +15,7 @@ from typing import Callable
 import onnx
 
 from .algorithms.greedy import heuristic
-from .compile import compile_problem
+from .compile import compile_problem, missing_dims, missing_dims_text
 from .errors import InfeasibleError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
@@ -138,6 +138,9 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
     try:
         say(f"compiling rules for {len(mg.names)} nodes")
         problem = compile_problem(mg, rule_set, objective=objective)
+        # Input dims with no value may cost a static-shape device nodes: say which, how many.
+        problem.meta["missing_dims"] = missing_dims(mg, rule_set, problem)
+        problem.meta["warnings"].extend(map(missing_dims_text, problem.meta["missing_dims"]))
         lap("compile")
         say("greedy heuristic")
         try:
@@ -145,7 +148,13 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
         except InfeasibleError as failure:
             sol = _exact_rescue(problem, failure, engine, time_limit, seed, say)
         lap("heuristic")
-        sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed, progress=say)
+        if engine == "heuristic":
+            sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed,
+                         progress=say)
+        else:   # the exact engine also decides optional folds: the problem may change
+            from .exact import refine_with_folds
+            problem, sol = refine_with_folds(problem, sol, engine=engine,
+                                             time_limit=time_limit, seed=seed, progress=say)
         lap("exact")
         say("validating")
         metrics = evaluate(problem, sol)

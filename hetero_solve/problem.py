@@ -144,6 +144,46 @@ class Refusals(MutableMapping):
         return sum(1 for _ in self)
 
 
+@dataclass(frozen=True)
+class FoldOption:
+    """A folded node that may be left unfolded (SPEC section 1: foldable nodes *may* be folded).
+
+    Folding is not free under memory limits: a folded ``Transpose(W)`` is a second constant as
+    large as ``W`` in every part that reads it, while unfolded it runs next to the reader of
+    ``W`` and costs nothing more.  Compile lists here the folded nodes whose folding can cost
+    memory (those whose outputs some node reads as data, not only as a value-dependent input;
+    the others are always folded), with what placing one needs.  Ids are the problem's.
+
+    Attributes
+    ----------
+    graph_index : int
+        The node's index in the model's ``graph.node``.
+    name, op_type : str
+    allowed : tuple of int
+        Devices that take it, priority order (as ``Problem.allowed``; pins do not apply to
+        folded nodes).
+    const_inputs : tuple of int
+        Constants it reads (``Problem.const_names`` ids), its folded producers' outputs
+        included.
+    outputs : tuple of int
+        The constants its outputs are while it is folded (``Problem.const_names`` ids).
+    value_readers : tuple of int
+        Placed nodes that read one of its outputs as a value-dependent input (SPEC section 4).
+    requires : tuple of int
+        Other options (indices into ``Problem.fold_options``) that read its outputs: unfolding
+        this one unfolds them too (their inputs are then no longer constant).
+    """
+
+    graph_index: int
+    name: str
+    op_type: str
+    allowed: tuple[int, ...]
+    const_inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    value_readers: tuple[int, ...] = ()
+    requires: tuple[int, ...] = ()
+
+
 @dataclass
 class Problem:
     """A model and a rule file compiled into plain lists: what every algorithm solves.
@@ -180,6 +220,10 @@ class Problem:
         ``(node, device) -> why the device refuses the node``.
     meta : dict
         What the export and messages need (model path, folded nodes, warnings, dims).
+    fold_options : list of FoldOption
+        Folded nodes that may instead be placed (compile fills it when a device has a memory
+        limit; empty otherwise).  The problem as given has them all folded;
+        :func:`hetero_solve.exact.folds.unfold` makes the problem with some of them placed.
     arrays : ProblemArrays or None
         The graph, tensors and constants above as flat numpy arrays, for fast measures on
         large problems (:func:`hetero_solve.measures.problem_arrays` builds them; compile
@@ -218,6 +262,7 @@ class Problem:
     refusals: MutableMapping[tuple[int, int], str] = field(default_factory=dict)  # (node, device) -> why
     meta: dict = field(default_factory=dict)
     arrays: "ProblemArrays | None" = field(default=None, repr=False, compare=False)
+    fold_options: list[FoldOption] = field(default_factory=list)
 
     @property
     def n(self) -> int:

@@ -102,7 +102,8 @@ def test_memory_limit_with_one_instance_falls_back_to_the_cpu():
     r = hs.solve(add_chain(), _mem_rules("5KiB", 1), engine="heuristic")
     _check_fits(r)
     aff = r.affinity()
-    assert [aff[f"n{i}"] for i in range(6)] == ["ACC"] * 3 + ["CPU"] * 3
+    # three weights fit beside the part's input and output: either end of the chain
+    assert [aff[f"n{i}"] for i in range(6)] in (["ACC"] * 3 + ["CPU"] * 3, ["CPU"] * 3 + ["ACC"] * 3)
     assert r.metrics.fallback == 3 and r.metrics.partitions == 2
 
 

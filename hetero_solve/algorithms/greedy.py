@@ -100,31 +100,39 @@ def _with_memory(problem: Problem, shared: "_Shared") -> Solution:
     """Build parts without memory limits, fit them into the instances; while a device cannot
     hold its parts, lower its byte target (by the bytes left over) and choose devices again.
     Every node stays on its preferred device unless no part there can hold it, or a target
-    moves it.  When memory binds (the first parts did not fit), the simple constructions of
-    :func:`_rivals` are compared too: the answer is never worse than a valid one of them."""
+    moves it.  When memory binds (the first parts did not fit), each round also fits its
+    parts moving the nodes no run can start with to the next device (:func:`fit_memory`'s
+    ``spill``), and the simple constructions of :func:`_rivals` are compared: the answer is
+    the best of all, never worse than a valid rival."""
     plan = Placement(problem)
     targets: dict[int, int] = {}
-    left: dict[int, int] = {}
-    best = None
+    best: Solution | None = None
+
+    def keep(sol: Solution) -> None:
+        nonlocal best
+        best = sol if best is None else _better(problem, best, sol)
+
     for _ in range(MAX_ROUNDS):
         dev = plan.devices(targets)
-        fitted = []
+        left: dict[int, int] = {}
+        fitted = False
         for direction in ("forward", "backward"):
             sol = greedy(problem, direction=direction, devices=dev, _shared=shared)
             fit, over = fit_memory(problem, sol)
             if fit is not None:
-                fitted.append(fit)
+                keep(fit)
+                fitted = True
                 if _cannot_improve(problem, fit):
                     break
-            else:
-                for d, b in over.items():
-                    left[d] = min(left.get(d, b), b)
+                continue
+            for d, b in over.items():
+                left[d] = min(left.get(d, b), b)
+            fit, _ = fit_memory(problem, sol, spill=plan.next_device)
+            if fit is not None:
+                keep(fit)
+        if fitted and not targets:
+            return best             # memory did not bind
         if fitted:
-            best = fitted[0]
-            for other in fitted[1:]:
-                best = _better(problem, best, other)
-            if not targets:
-                return best         # memory did not bind
             break
         for d, b in left.items():
             dev_d = problem.devices[d]
@@ -134,9 +142,10 @@ def _with_memory(problem: Problem, shared: "_Shared") -> Solution:
             else:                       # then less, by what did not fit
                 now = min(targets.get(d, whole), plan.union.get(d, 0))
                 targets[d] = max(0, now - max(b, now // 16, 1))
-        left = {}
+        if not targets:
+            targets = {d: problem.devices[d].memory * problem.devices[d].instances for d in left}
     for rival in _rivals(problem):
-        best = rival if best is None else _better(problem, best, rival)
+        keep(rival)
     if best is None:
         over = ", ".join(f"{problem.devices[d].name}" for d in targets)
         raise InfeasibleError(f"memory: the heuristic could not fit the parts into the instances "

@@ -150,6 +150,19 @@ class _Cutter:
     def done(self) -> bool:
         return not self.left
 
+    def drop_front(self) -> int:
+        """Remove the node the next run would start with (and return it)."""
+        if self.pick == "order":
+            v = self.order[self.pos]
+            self.pos += 1
+        else:
+            v = min(u for u in self.left if self.indeg[u] == 0)
+            for w in self.p.succ[v]:
+                if w in self.indeg:
+                    self.indeg[w] -= 1
+        self.left.discard(v)
+        return v
+
     def take(self, cap: int) -> tuple[list[int], int] | None:
         """The next run that fits ``cap`` bytes and its memory, or None when none does."""
         if self.pick == "order":
@@ -203,10 +216,14 @@ class _Cutter:
 
 
 class _Piece:
-    __slots__ = ("slot", "nodes", "memory", "instance")
+    """A part of the answer: nodes of one part (``slot``) of the partition being fitted, on
+    that part's device (``device == -1``) or, for nodes moved off it, on ``device``."""
 
-    def __init__(self, slot: int, nodes: list[int], memory: int):
+    __slots__ = ("slot", "nodes", "memory", "instance", "device")
+
+    def __init__(self, slot: int, nodes: list[int], memory: int, device: int = -1):
         self.slot, self.nodes, self.memory, self.instance = slot, nodes, memory, -1
+        self.device = device
 
 
 def _whole(parts, mems, cap: int, instances: int) -> list[_Piece] | None:
@@ -318,15 +335,158 @@ def _cut_and_pack(problem: Problem, parts, mems, cap: int, instances: int, pick:
     return (pieces if not left else None), left
 
 
+def _cut_and_spill(problem: Problem, parts, cap: int, instances: int, pick: str, spill
+                   ) -> list[_Piece] | None:
+    """As :func:`_cut_to_room`, but a node that no run can start with (no instance has room
+    for any run beginning with it) moves to ``spill(v)``, a device without a memory limit,
+    in a part of its own between the runs before and after it (nodes moved one after another
+    share that part).  Acyclic: the node's predecessors are in earlier runs or parts, its
+    successors in later ones.  None when a node has nowhere to go."""
+    free = [cap] * instances
+    out: list[_Piece] = []
+    for slot, nodes in parts:
+        cut = _Cutter(problem, nodes, pick)
+        gap: _Piece | None = None        # the part of moved nodes since the last run
+        while not cut.done():
+            i = max(range(instances), key=free.__getitem__)
+            run = cut.take(free[i])
+            if run is not None:
+                piece = _Piece(slot, *run)
+                piece.instance = i
+                out.append(piece)
+                free[i] -= piece.memory
+                gap = None
+                continue
+            v = cut.drop_front()
+            d = spill(v)
+            if d < 0 or problem.devices[d].memory is not None:
+                return None
+            same = (gap is not None and gap.device == d
+                    and not (problem.devices[d].enforce_values
+                             and any(u in gap.nodes for u in problem.value_pred[v])))
+            if same:
+                gap.nodes.append(v)
+            else:
+                gap = _Piece(slot, [v], 0, device=d)
+                gap.instance = 0
+                out.append(gap)
+    return out
+
+
+DP_NODES = 1500      # parts up to this size are also cut by dynamic programming
+
+
+def dp_runs(problem: Problem, nodes: list[int], cap: int, max_runs: int, movable=None
+            ) -> list[tuple[str, list[int], int]] | None:
+    """The best cut of a part (along :func:`run_order`) into runs of at most ``cap`` bytes, at
+    most ``max_runs`` of them, by dynamic programming over the cut positions: fewest nodes
+    moved off the device first (only nodes ``movable(v)`` accepts may move, as parts of
+    their own between runs), then fewest runs.  Unlike the longest-run cuts it sees that a
+    shorter run can end where only small tensors cross.  Returns ``("run", nodes, bytes)``
+    and ``("moved", [v], 0)`` steps in order, or None when no cut exists."""
+    order = run_order(problem, nodes, set(nodes))
+    L = len(order)
+    INF = (L + 1, L + 1)
+    # best[r][j]: (moved, -) to cover order[:j] with r runs; parent pointers to rebuild.
+    best = [[INF] * (L + 1) for _ in range(max_runs + 1)]
+    parent: list[list[tuple | None]] = [[None] * (L + 1) for _ in range(max_runs + 1)]
+    best[0][0] = (0, 0)
+    runs_from: dict[int, list[tuple[int, int]]] = {}
+
+    def runs(i: int) -> list[tuple[int, int]]:
+        """(end, bytes) of every run order[i:end] that fits."""
+        if i not in runs_from:
+            mem = MemoryTracker(problem)
+            fixed = _Fixed(problem)
+            out = []
+            for j in range(i, L):
+                if not fixed.add(order[j], cap):
+                    break
+                mem.add(order[j])
+                if mem.used <= cap:
+                    out.append((j + 1, mem.used))
+            runs_from[i] = out
+        return runs_from[i]
+
+    for j in range(L):
+        for r in range(max_runs + 1):
+            here = best[r][j]
+            if here == INF:
+                continue
+            if movable is not None and movable(order[j]):
+                cand = (here[0] + 1, here[1])
+                if cand < best[r][j + 1]:
+                    best[r][j + 1], parent[r][j + 1] = cand, ("moved", r, j, 0)
+            if r < max_runs:
+                for end, size in runs(j):
+                    cand = (here[0], here[1] + 1)
+                    if cand < best[r + 1][end]:
+                        best[r + 1][end], parent[r + 1][end] = cand, ("run", r, j, size)
+    r = min(range(max_runs + 1), key=lambda x: (best[x][L], x))
+    if best[r][L] == INF:
+        return None
+    steps: list[tuple[str, list[int], int]] = []
+    j = L
+    while j > 0:
+        kind, r0, i, size = parent[r][j]
+        steps.append((kind, order[i:j], size))
+        r, j = r0, i
+    steps.reverse()
+    return steps
+
+
+def _dp_place(problem: Problem, parts, mems, cap: int, instances: int, spill=None
+              ) -> list[_Piece] | None:
+    """Every part that does not fit cut by :func:`dp_runs` (at most ``instances`` runs
+    each), then first-fit decreasing over the instances; moved nodes go to ``spill(v)``."""
+    pieces: list[_Piece] = []
+    movable = None
+    if spill is not None:
+        def movable(v: int) -> bool:
+            d = spill(v)
+            return d >= 0 and problem.devices[d].memory is None
+    for slot, nodes in parts:
+        if mems[slot] <= cap:
+            pieces.append(_Piece(slot, nodes, mems[slot]))
+            continue
+        if len(nodes) > DP_NODES:
+            return None
+        steps = dp_runs(problem, nodes, cap, instances, movable)
+        if steps is None:
+            return None
+        gap = None
+        for kind, run, size in steps:
+            if kind == "run":
+                pieces.append(_Piece(slot, run, size))
+                gap = None
+                continue
+            v = run[0]
+            d = spill(v)
+            if gap is not None and gap.device == d and not (
+                    problem.devices[d].enforce_values
+                    and any(u in gap.nodes for u in problem.value_pred[v])):
+                gap.nodes.append(v)
+            else:
+                gap = _Piece(slot, [v], 0, device=d)
+                gap.instance = 0
+                pieces.append(gap)
+    runs = [x for x in pieces if x.device < 0]
+    if _pack(runs, cap, instances):
+        return None
+    return pieces
+
+
 def _rest(problem: Problem, first, later_parts) -> int:
     """Bytes not placed: the unplaced nodes of one part and every later part, each as one
     part (an estimate of how much must go elsewhere)."""
     return part_memory(problem, first) + sum(part_memory(problem, nodes) for _, nodes in later_parts)
 
 
-def _place(problem: Problem, parts, mems, cap: int, instances: int) -> tuple[list[_Piece] | None, int]:
+def _place(problem: Problem, parts, mems, cap: int, instances: int, spill=None
+           ) -> tuple[list[_Piece] | None, int]:
     """The parts of one device on its instances: the first strategy (module doc) that places
-    them all, or None and the fewest bytes any strategy left over."""
+    them all, or None and the fewest bytes any strategy left over.  With ``spill``, nodes
+    that cannot be placed move to ``spill(v)`` as a last resort."""
     placed = _whole(parts, mems, cap, instances)
     if placed is not None:
         return placed, 0
@@ -343,10 +503,23 @@ def _place(problem: Problem, parts, mems, cap: int, instances: int) -> tuple[lis
             if placed is not None:
                 return _merge(placed), 0
             left = over if left is None else min(left, over)
+    placed = _dp_place(problem, parts, mems, cap, instances)
+    if placed is not None:
+        return _merge(placed), 0
+    if spill is not None:
+        options = [_dp_place(problem, parts, mems, cap, instances, spill)]
+        options += [_cut_and_spill(problem, parts, cap, instances, pick, spill)
+                    for pick in ("order", "smallest")]
+        options = [o for o in options if o is not None]
+        if options:     # fewest nodes moved, then fewest pieces
+            best = min(options, key=lambda o: (sum(len(x.nodes) for x in o if x.device >= 0),
+                                               len(o)))
+            return _merge(best), 0
     return None, max(1, left or 0)
 
 
-def fit_memory(problem: Problem, sol: Solution) -> tuple[Solution | None, dict[int, int]]:
+def fit_memory(problem: Problem, sol: Solution, spill=None
+               ) -> tuple[Solution | None, dict[int, int]]:
     """Cut and place the parts of ``sol`` (a partition built without memory limits, parts
     convex and numbered in topological order) on the instances of their devices.
 
@@ -355,6 +528,10 @@ def fit_memory(problem: Problem, sol: Solution) -> tuple[Solution | None, dict[i
     problem : Problem
     sol : Solution
         Parts on devices; instances are ignored and chosen here.
+    spill : callable, optional
+        ``spill(v, d)``: the device node ``v`` may move to from device ``d`` (-1: none).  When
+        given, a node that no run on ``d`` can start with moves there (a fallback) instead of
+        failing, provided that device has no memory limit.
 
     Returns
     -------
@@ -379,7 +556,8 @@ def fit_memory(problem: Problem, sol: Solution) -> tuple[Solution | None, dict[i
                 piece.instance = 0
                 pieces.append(piece)
             continue
-        placed, left = _place(problem, parts, mems, dev.memory, dev.instances)
+        move = (lambda v, d=d: spill(v, d)) if spill is not None else None
+        placed, left = _place(problem, parts, mems, dev.memory, dev.instances, move)
         if placed is None:
             overflow[d] = left
         else:
@@ -392,7 +570,8 @@ def fit_memory(problem: Problem, sol: Solution) -> tuple[Solution | None, dict[i
     for q, piece in enumerate(pieces):
         for v in piece.nodes:
             part_of[v] = q
-    fitted = Solution(part_of, [sol.part_device[x.slot] for x in pieces],
+    fitted = Solution(part_of, [sol.part_device[x.slot] if x.device < 0 else x.device
+                                for x in pieces],
                       [x.instance for x in pieces], algorithm=sol.algorithm, stats=dict(sol.stats))
     return normalize(problem, fitted), {}
 
@@ -407,7 +586,8 @@ def _merge(pieces: list[_Piece], any_order: bool = False) -> list[_Piece]:
         last = out[-1] if out else None
         if any_order:
             last = joined.get((piece.slot, piece.instance))
-        if last is not None and last.slot == piece.slot and last.instance == piece.instance:
+        if last is not None and last.slot == piece.slot and last.instance == piece.instance \
+                and last.device == piece.device:
             last.nodes = last.nodes + piece.nodes
             last.memory += piece.memory             # an upper bound; not used after placing
         else:

@@ -97,14 +97,14 @@ class Placement:
                 for v in net.nodes:
                     if v not in keep_set:
                         weights.append(0)
-                    elif self._next(v, d) < 0:
+                    elif self.next_device(v, d) < 0:
                         weights.append(heavy)
                     else:
                         weights.append(n + 1 if p.allowed[v][0] == d else 1)
                 outside = [v for v in net.nodes if v not in keep_set]
                 kept, mem = keep_within(p, net, weights, target, outside)
                 kept_set = set(kept)
-                moving = [v for v in keep if v not in kept_set and self._next(v, d) >= 0]
+                moving = [v for v in keep if v not in kept_set and self.next_device(v, d) >= 0]
                 moved = set(moving)
                 keep = [v for v in keep if v not in moved]
                 self.union[d] = mem if len(keep) == len(kept) else part_memory(p, keep)
@@ -113,10 +113,10 @@ class Placement:
             for v in keep:
                 dev[v] = d
             for v in moving:
-                arriving.setdefault(self._next(v, d), []).append(v)
+                arriving.setdefault(self.next_device(v, d), []).append(v)
         return dev
 
-    def _next(self, v: int, d: int) -> int:
+    def next_device(self, v: int, d: int) -> int:
         """The device after ``d`` among those that can hold ``v``, or -1."""
         f = self.feasible[v]
         i = f.index(d)

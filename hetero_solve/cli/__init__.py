@@ -74,6 +74,7 @@ from . import rules as _rules  # noqa: E402,F401  (rules check)
 from . import run as _run  # noqa: E402,F401  (run, verify, check)
 from . import explain as _explain  # noqa: E402,F401  (explain)
 from . import study as _study  # noqa: E402,F401  (study)
+from . import dims as _dims  # noqa: E402,F401  (dims)
 
 
 def main(argv: list[str] | None = None) -> None:

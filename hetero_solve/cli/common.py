@@ -35,6 +35,10 @@ class UsageError(HeteroSolveError):
     """A bad command-line value (exit code 2)."""
 
 
+#: The largest value of a dimension, as the rule-file definition allows it.
+MAX_DIM = 2**31 - 1
+
+
 def parse_dims(values: list[str] | None) -> dict[str, int]:
     dims: dict[str, int] = {}
     for item in values or []:
@@ -47,11 +51,43 @@ def parse_dims(values: list[str] | None) -> dict[str, int]:
             raise UsageError(f"--dim {item!r}: {value!r} is not a whole number") from None
         if number < 1:
             raise UsageError(f"--dim {item!r}: the value must be >= 1")
-        if number >= 2**63:
-            raise UsageError(f"--dim {name.strip()}=...: the value must be below 2^63 (ONNX "
-                             "dimensions are 64-bit)")
+        if number > MAX_DIM:
+            raise UsageError(f"--dim {name.strip()}=...: the value must be at most {MAX_DIM} "
+                             "(as for dims in rule files)")
         dims[name.strip()] = number
     return dims
+
+
+def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
+    """``--shape NAME=d0,d1,...`` options: one graph input's whole shape each."""
+    shapes: dict[str, list[int]] = {}
+    for item in values or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--shape {item!r}: expected NAME=d0,d1,..., e.g. "
+                             f"--shape x=1,3,320,320")
+        try:
+            dims = [int(d) for d in value.split(",")] if value.strip() else []
+        except ValueError:
+            raise UsageError(f"--shape {item!r}: {value!r} is not a list of whole numbers "
+                             f"separated by commas") from None
+        if any(d < 0 for d in dims):
+            raise UsageError(f"--shape {item!r}: dims must be >= 0")
+        shapes[name.strip()] = dims
+    return shapes
+
+
+def shape_option():
+    return typer.Option([], "--shape", metavar="INPUT=D0,D1,...",
+                        help="Whole shape of a graph input, e.g. --shape x=1,3,320,320 (for "
+                             "anonymous '?' dims; repeatable; beats --dim for that input). "
+                             "'hetero-solve dims MODEL' lists the inputs and their dims.")
+
+
+def dim_option(more: str = ""):
+    return typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
+                        help="Value of a symbolic dimension of the model's inputs, e.g. --dim "
+                             "batch=1 (repeatable; beats the rule file's dims)." + more)
 
 
 # -- arguments in the wrong place --------------------------------------------------------------

@@ -10,8 +10,10 @@ import typer
 from ..exact.explain import explain_text
 from ..pipeline import solve
 from . import app
-from .common import (UsageError, caught_warnings, expect_model_and_rules, out_console,
-                     parse_dims, print_json, progress_on_stderr, quiet_option, verbose_option)
+from ..compile import missing_dims_text
+from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
+                     out_console, parse_dims, parse_shapes, print_json, progress_on_stderr,
+                     quiet_option, shape_option, verbose_option)
 
 EXACT_ENGINES = ("auto", "cpsat", "sat")
 
@@ -24,8 +26,8 @@ def explain_command(
                                  show_default=False),
     time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
                                      help="Seconds for the exact solver after the heuristic."),
-    dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
-                                  help="Value of a symbolic dimension (repeatable)."),
+    dim: List[str] = dim_option(),
+    shape: List[str] = shape_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
                                help=f"One of {', '.join(EXACT_ENGINES)}."),
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
@@ -46,20 +48,24 @@ def explain_command(
     if engine not in EXACT_ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(EXACT_ENGINES)}")
     expect_model_and_rules(model, rules, "hetero-solve explain MODEL.onnx RULES.yaml")
-    dims = parse_dims(dim)
+    dims, shapes = parse_dims(dim), parse_shapes(shape)
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
-            result = solve(model, rules, dims=dims, engine=engine, time_limit=time_limit,
-                           seed=seed, progress=say)
+            result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
+                           time_limit=time_limit, seed=seed, progress=say)
     ex = result.explanation
     if ex is None:
         raise UsageError("no explanation: the exact solver is not available in this build")
-    warned.show(result.warnings)
+    missing = result.problem.meta.get("missing_dims", [])
+    said = [missing_dims_text(entry) for entry in missing]   # printed below, not as warnings
+    warned.show(result.warnings, skip=said)
     if as_json:
-        print_json(ex)
+        print_json({**ex, "missing_dims": missing} if missing else ex)
         return
     m, sol = result.metrics, result.solution
     out_console.print(f"{Path(result.model_graph.path).name}: {m.partitions} part(s), "
                       f"status {sol.status}, lower bound {sol.lower_bound}", markup=False)
+    for line in said:
+        out_console.print(line, markup=False, soft_wrap=True)
     for line in explain_text(ex, limit):
         out_console.print(line, markup=False, soft_wrap=True)

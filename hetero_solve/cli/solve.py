@@ -14,9 +14,10 @@ from ..pipeline import ENGINES, solve
 from ..result import Result
 from ..units import format_bytes, instance_label
 from . import app
-from .common import (UsageError, caught_warnings, expect_model_and_rules, json_option,
-                     parse_dims, print_json, print_line, print_out, progress_on_stderr,
-                     quiet_option, verbose_option)
+from ..compile import missing_dims_text
+from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
+                     json_option, parse_dims, parse_shapes, print_json, print_line, print_out,
+                     progress_on_stderr, quiet_option, shape_option, verbose_option)
 
 MAX_ROWS = 40
 
@@ -33,9 +34,12 @@ def solve_command(
                                       "empty, or a previous answer, which is replaced."),
     time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
                                      help="Seconds for the exact solver after the heuristic."),
-    dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
-                                  help="Value of a symbolic dimension, e.g. --dim batch=1 "
-                                       "(repeatable; beats the rule file's dims)."),
+    dim: List[str] = dim_option(),
+    shape: List[str] = shape_option(),
+    strict: bool = typer.Option(False, "--strict",
+                                help="Exit 2 (nothing written) when a static-shape device "
+                                     "refuses nodes only because input dims have no value, "
+                                     "instead of a warning."),
     engine: str = typer.Option("auto", "--engine", "-e",
                                help=f"One of {', '.join(ENGINES)}: 'heuristic' = greedy only, "
                                     "'cpsat'/'sat' = exact refinement, 'auto' = best available."),
@@ -63,16 +67,20 @@ def solve_command(
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     expect_model_and_rules(model, rules)
-    dims = parse_dims(dim)
+    dims, shapes = parse_dims(dim), parse_shapes(shape)
     target = check_target(default_out_dir(str(model)) if out is None else out)   # before solving
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
-            result = solve(model, rules, dims=dims, engine=engine, time_limit=time_limit,
-                           seed=seed, progress=say)
+            result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
+                           time_limit=time_limit, seed=seed, progress=say)
+            if strict and result.problem.meta.get("missing_dims"):
+                raise UsageError(f"--strict: {missing_dims_text(result.problem.meta['missing_dims'][0])}")
             say(f"writing {target}")
             written = result.write(target, submodels=not no_models, annotated=not no_models,
                                    progress=say)
-    warned.show(result.warnings)
+    # The summary says what missing dims cost; JSON has it in its warnings.
+    said = [] if as_json else [missing_dims_text(e) for e in result.problem.meta.get("missing_dims", [])]
+    warned.show(result.warnings, skip=said)
     if as_json:
         manifest = json.loads((written / "partition.json").read_text(encoding="utf-8"))
         print_json({**manifest, "out_dir": str(written)})
@@ -112,6 +120,8 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
         + f"   fallback: {m.fallback} node(s)   transfer: {format_bytes(m.transfer)}"
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")
+    for entry in result.problem.meta.get("missing_dims", []):
+        print_line(missing_dims_text(entry))
     if out_dir is not None:
         print_line(f"written: {out_dir}/")
 

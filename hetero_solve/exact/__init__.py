@@ -51,10 +51,11 @@ from .assign import relaxed_fallback
 from .bounds import Bounds, lower_bounds
 from .encoding import Encoding
 from .explain import explain
+from .folds import candidates, unfold
 from .reductions import Reduced, contract_chains
 from .runs import fit_by_runs, parts_without_memory, realize
 
-__all__ = ["refine", "lower_bound", "refuse_unplaceable", "ENGINES"]
+__all__ = ["refine", "refine_with_folds", "lower_bound", "refuse_unplaceable", "ENGINES"]
 
 ENGINES = ("auto", "cpsat", "sat")
 FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
@@ -83,6 +84,54 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     refuse_unplaceable(problem)
     return _Refiner(problem, start, engine, time_limit, seed, progress, workers).run()
+
+
+def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto",
+                      time_limit: float = 10.0, seed: int = 0,
+                      progress: Callable[[str], None] | None = None,
+                      workers: int = 1) -> tuple[Problem, Solution]:
+    """:func:`refine`, deciding optional folds too (:mod:`.folds`): when placing some folded
+    nodes could save memory, the problem as compiled and the problem with them placed are
+    both refined (half the time each) and the better answer is kept, with the problem it
+    answers.  Ties keep the compiled problem.  ``stats["folds"]`` says what was compared.
+
+    ``status`` stays ``"optimal"`` only when it holds over every fold choice: one group of
+    candidates (the two problems are then all the choices that matter) and both answers
+    proven."""
+    say = progress or (lambda _m: None)
+    R = device_sets(problem, fixed=False)
+    cands = candidates(problem, binding_devices(problem, R)) if problem.fold_options else []
+    if not cands:
+        return problem, refine(problem, start, engine=engine, time_limit=time_limit, seed=seed,
+                               progress=progress, workers=workers)
+    names = [problem.fold_options[k].name for k in cands]
+    say(f"optional folds: comparing the model as folded with {len(cands)} node(s) placed "
+        f"({', '.join(names[:3])}{'...' if len(names) > 3 else ''})")
+    folded = refine(problem, start, engine=engine, time_limit=time_limit / 2, seed=seed,
+                    progress=progress, workers=workers)
+    q = unfold(problem, cands)
+    from ..algorithms.greedy import heuristic
+    try:
+        q_start = heuristic(q)
+        placed = refine(q, q_start, engine=engine, time_limit=time_limit / 2, seed=seed,
+                        progress=progress, workers=workers)
+        if validate(q, placed):
+            placed = None
+    except InfeasibleError:
+        placed = None
+    key_f = objective_key(problem, folded) if not validate(problem, folded) else (float("inf"),)
+    key_p = objective_key(q, placed) if placed is not None else (float("inf"),)
+    win_p, sol = (q, placed) if key_p < key_f else (problem, folded)
+    roots = [k for k in cands if not any(k in problem.fold_options[j].requires for j in cands)]
+    both_proven = folded.status == "optimal" and placed is not None \
+        and placed.status == "optimal"
+    if sol.status == "optimal" and not (len(roots) <= 1 and both_proven):
+        sol.status = "feasible"
+    sol.stats["folds"] = {"candidates": names, "placed": win_p is q,
+                          "folded_objective": None if key_f[0] == float("inf") else list(key_f),
+                          "placed_objective": None if placed is None else list(key_p),
+                          "all_choices_compared": len(roots) <= 1}
+    return win_p, sol
 
 
 def refuse_unplaceable(problem: Problem) -> None:

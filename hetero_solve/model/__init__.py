@@ -1,6 +1,6 @@
 """Model loading: ONNX file -> :class:`ModelGraph` (names, structure, shapes, folding)."""
 
-from .graph import ModelGraph, TensorType
-from .load import load_model
+from .graph import InputDim, ModelGraph, TensorType
+from .load import list_dims, load_model
 
-__all__ = ["ModelGraph", "TensorType", "load_model"]
+__all__ = ["InputDim", "ModelGraph", "TensorType", "list_dims", "load_model"]

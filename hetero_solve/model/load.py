@@ -270,6 +270,33 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, i
                          check=check, fold=fold, defer_check=defer_check)
 
 
+def list_dims(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, int] | None = None,
+              *, shapes: Mapping[str, Sequence[int]] | None = None) -> list[InputDim]:
+    """Every dimension of the model's graph inputs and the value it takes with ``dims`` and
+    ``shapes`` (as :func:`load_model` takes them), without analysing the model.
+
+    Returns
+    -------
+    list of InputDim
+        ``(input, axis, name, value)`` per dimension: ``name`` is ``None`` for an anonymous
+        dim (give the input's whole shape), ``value`` is ``None`` while it has none.
+
+    Raises
+    ------
+    ModelError
+        The file cannot be read, or ``shapes`` disagree with the model's inputs.
+
+    Examples
+    --------
+    >>> [(d.input, d.name, d.value) for d in list_dims("examples/resnet_like.onnx")][:2]
+    [('image', 'batch', None), ('image', None, 3)]
+    """
+    from .shapes import input_dims
+    model, path, _ = read_model(source)
+    return input_dims(model, path, {k: int(v) for k, v in (dims or {}).items()},
+                      {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()})
+
+
 def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
                   dims: Mapping[str, int] | None = None, *,
                   shapes: Mapping[str, Sequence[int]] | None = None,

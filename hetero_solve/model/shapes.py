@@ -42,6 +42,8 @@ STRIP_ELEMENTS = 4096
 SMALL_FLOAT_ELEMENTS = 64
 MAX_ROUNDS = 16
 LIGHT_COPY_BYTES = 1 << 30
+#: dim_param spellings exporters use for "no name" (Paddle writes "?").
+ANONYMOUS = frozenset({"?", ""})
 
 
 @dataclass
@@ -86,7 +88,7 @@ def input_dims(model: onnx.ModelProto, path: str, dims: dict[str, int],
                     raise ModelError(path, f"--shape {vi.name}: dim {k} of the input is "
                                                    f"{d}, the shape given says {whole[k]}")
         for k, d in enumerate(declared if declared is not None else whole or ()):
-            name = d if isinstance(d, str) else None
+            name = d if isinstance(d, str) and d not in ANONYMOUS else None
             value = whole[k] if whole is not None else d if isinstance(d, int) else \
                 dims.get(name) if name is not None else None
             found.append(InputDim(vi.name, k, name, value))
@@ -116,7 +118,7 @@ def prepare(model: onnx.ModelProto, dims: dict[str, int], shapes: dict[str, tupl
         if not tt.HasField("shape"):
             continue
         for d in tt.shape.dim:
-            if d.HasField("dim_param") and d.dim_param in dims:
+            if d.HasField("dim_param") and d.dim_param in dims and d.dim_param not in ANONYMOUS:
                 d.dim_value = int(dims[d.dim_param])
             elif d.HasField("dim_value") and d.dim_value < 0:
                 d.ClearField("dim_value")
