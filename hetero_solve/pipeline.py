@@ -212,6 +212,12 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
         if progress:
             progress("lower bound")
         start.lower_bound = lower_bound(problem, start)
+        if problem.has_memory_limits():
+            from .exact.analysis import binding_devices, device_sets
+            from .exact.bounds import memory_bounds
+            R = device_sets(problem, fixed=False)
+            if binding_devices(problem, R):
+                start.stats.setdefault("bounds", {})["fallback"] = memory_bounds(problem, R).fallback
         return start
     if progress:
         progress(f"{EXACT_STAGE} ({engine})")

@@ -48,7 +48,7 @@ from ..validate import validate
 from . import cpsat, sat, sequence
 from .analysis import binding_devices, device_sets, min_part_memory
 from .assign import relaxed_fallback
-from .bounds import Bounds, lower_bounds
+from .bounds import Bounds, lower_bounds, memory_bounds
 from .encoding import Encoding
 from .explain import explain
 from .folds import candidates, unfold
@@ -197,6 +197,7 @@ class _Refiner:
         self.units: int | None = None
         self.method = ""                       # how the current stage was settled
         self._views: dict[bool, tuple] = {}
+        self._memory_bounds = None             # memory_bounds(), computed once
         self.fallback_lb = 0                   # no valid answer has less fallback
 
     # -- helpers -----------------------------------------------------------------------------
@@ -466,6 +467,8 @@ class _Refiner:
     def stage_fallback(self, caps: dict[str, int], left: int) -> bool:
         R, mem, bounds = self.view(fixed=False)
         forced = sum(1 for v in range(self.p.n) if self.p.allowed[v][0] not in R[v])
+        if mem:     # what memory forces off each device (minimum cuts, Lagrangian)
+            forced = max(forced, self.memory_bounds().fallback)
         if self.valid and self.metrics()["fallback"] <= forced:
             self.method = "bound"       # nodes no instance of their preferred device can hold
             return True
@@ -672,8 +675,16 @@ class _Refiner:
             out.stats["bounds"]["fallback"] = min(fb, self.metrics(sol)["fallback"])
         if self.units is not None:
             out.stats["contracted_units"] = self.units
-        out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed)
+        out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed,
+                                       solution=sol, memory=self.memory_bounds()
+                                       if self.view(fixed=False)[1] else None)
         return out
+
+    def memory_bounds(self):
+        """:func:`.bounds.memory_bounds` for the device sets of every answer (computed once)."""
+        if self._memory_bounds is None:
+            self._memory_bounds = memory_bounds(self.p, self.view(fixed=False)[0])
+        return self._memory_bounds
 
 
 def integer_weights(weights) -> tuple[dict[str, int], bool]:
