@@ -138,7 +138,7 @@ def measure_profile(name: str, entry: dict, rules: Path, engine: str, time_limit
     import hetero_solve as hs
     from hetero_solve.runtime import run_original, run_partitioned
     from hetero_solve.solution import objective_key
-    from hetero_solve.usercheck import check_affinity
+    from hetero_solve.user_partition import check_affinity
 
     path = T.model_file(name, entry)
     row: dict = {"model": name, "rules": rules.stem}

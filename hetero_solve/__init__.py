@@ -23,7 +23,7 @@ from .rules import Rules, load_rules
 from .solution import Solution, evaluate, normalize
 from .validate import Violation, check, validate
 from .runtime import RunResult, run
-from .usercheck import CheckReport, check_affinity
+from .user_partition import CheckReport, check_affinity
 from .verify import VerifyReport, verify
 from .rules.check import query as query_rules
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import heapq
 
-from .errors import InfeasibleError, RuleError
+from .errors import InfeasibleError, ModelError, RuleError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
 from .model.load import analyse_model
@@ -86,6 +86,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     options: list[FoldOption] = []
     if mg.folded and any(d.memory is not None for d in rules.devices):
         options, c_names, c_bytes = _fold_options(mg, rules, placeable, index, c_names, c_bytes)
+    _check_sizes(mg, t_names + c_names, t_bytes + c_bytes)
     problem = Problem(
         devices=[Device(d.name, d.memory, d.instances, d.enforce_values) for d in rules.devices],
         names=names, op_types=ops, allowed=allowed, succ=struct["succ"], pred=struct["pred"],
@@ -103,6 +104,23 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     # Large models are measured with numpy; the flat pairs structure found serve as they are.
     problem.arrays = problem_arrays(problem, flat)
     return problem
+
+
+#: The bytes all tensors and constants of a model may add up to: every sum of sizes (a part's
+#: memory, a transfer, an objective) then fits the 64-bit integers numpy and CP-SAT compute in.
+MAX_TOTAL_BYTES = 2**62
+
+
+def _check_sizes(mg: ModelGraph, names: list[str], sizes: list[int]) -> None:
+    """Refuse sizes adding up to more than :data:`MAX_TOTAL_BYTES` (absurd dims, in the model
+    or from ``--dim``): no device holds them, and the solvers' 64-bit sums would overflow."""
+    if sum(sizes) <= MAX_TOTAL_BYTES:
+        return
+    k = max(range(len(sizes)), key=sizes.__getitem__)
+    dims = f" ({', '.join(f'{a}={b}' for a, b in mg.dims.items())})" if mg.dims else ""
+    raise ModelError(mg.path, f"tensor {names[k]!r} has {sizes[k]:,} bytes (shape "
+                              f"{mg.tensor_type(names[k]).shape}), and the model's tensors add up "
+                              f"to more than 2^62 bytes: check the dims{dims}")
 
 
 def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[dict]:

@@ -27,6 +27,7 @@ from .solution import Solution, evaluate
 from .validate import check, validate
 
 ENGINES = ("auto", "heuristic", "cpsat", "sat")
+MAX_TIME_LIMIT = 1e6   #: seconds (11 days): a longer limit, infinity included, is no limit
 #: The progress message sent when the exact solver starts (its time limit starts counting).
 EXACT_STAGE = "exact refinement"
 Progress = Callable[[str], None]
@@ -100,6 +101,10 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if not time_limit >= 0:   # NaN too
+        raise ValueError(f"time_limit must be a number of seconds >= 0, not {time_limit!r}")
+    # Infinity means no limit; the engines count conflicts and deadlines in 64-bit integers.
+    time_limit = min(time_limit, MAX_TIME_LIMIT)
     with paused_gc():
         result = _solve(model, rules, dims=dims, shapes=shapes, engine=engine,
                         time_limit=time_limit, seed=seed, objective=objective, progress=progress)
@@ -212,6 +217,12 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
         if progress:
             progress("lower bound")
         start.lower_bound = lower_bound(problem, start)
+        if problem.has_memory_limits():
+            from .exact.analysis import binding_devices, device_sets
+            from .exact.bounds import memory_bounds
+            R = device_sets(problem, fixed=False)
+            if binding_devices(problem, R):
+                start.stats.setdefault("bounds", {})["fallback"] = memory_bounds(problem, R).fallback
         return start
     if progress:
         progress(f"{EXACT_STAGE} ({engine})")

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import yaml
 from yaml.constructor import ConstructorError
 
-from .errors import HeteroSolveError
+from .errors import HeteroSolveError, one_line
 
 Fail = Callable[[str], HeteroSolveError]
 
@@ -254,6 +254,8 @@ def load_yaml(text: str, error: Fail) -> Any:
         raise error(yaml_problem(e)) from None
     except RecursionError:
         raise error(f"YAML nested too deeply (at most {YAML_DEPTH} levels)") from None
+    except ValueError as e:   # a number Python refuses to read (over 4,300 digits)
+        raise error(f"YAML error: {one_line(e, 120)}") from None
     finally:
         if loader is not None:
             loader.dispose()

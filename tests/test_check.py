@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 import hetero_solve as hs
 from hetero_solve.cli import app
-from hetero_solve.usercheck import AffinityError, check_affinity
+from hetero_solve.user_partition import AffinityError, check_affinity
 from hetero_solve.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def test_cycle_of_device_regions_with_the_closing_path():
     """OpenVINO-style regions: all ACCEL nodes are connected, so they form one part, and the
     CPU part {4} sits between it and itself."""
     amap = {**{n: "ACCEL" for n in ACC}, "4": "CPU"}
-    report = check(SEED, SEED_RULES, amap)
+    report = check(SEED, SEED_RULES, amap, split="regions")
     assert kinds(report) == ["cycle"]
     v = report.violations[0]
     assert sorted(v.parts) == [0, 1]
@@ -153,7 +153,7 @@ def test_two_instances_take_the_parts_memory_would_refuse_one():
     report = check(SEED, rules, named)
     assert report.valid and report.partitions == 3
     assert report.solution.part_instance == [0, 0, 1]
-    with pytest.raises(AffinityError, match="instances need --split regions"):
+    with pytest.raises(AffinityError, match="instances need --split acyclic or regions"):
         check(SEED, rules, named, split="fewest")
 
 
@@ -297,7 +297,7 @@ def test_console_entry_exit_codes(tmp_path):
     import sys
     amap = _write(tmp_path, "a.json", {**{n: "ACCEL" for n in ACC}, "4": "CPU"})
     base = [sys.executable, "-m", "hetero_solve", "check", str(SEED), str(SEED_RULES),
-            "--engine", "heuristic", "-q", "--no-export", "--affinity"]
+            "--engine", "heuristic", "-q", "--no-export", "--split", "regions", "--affinity"]
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     cyc = subprocess.run(base + [str(amap)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert cyc.returncode == 1, cyc.stderr

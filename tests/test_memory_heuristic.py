@@ -17,7 +17,7 @@ from hetero_solve.exact.brute import brute_force
 from hetero_solve.measures import part_memory
 from hetero_solve.problem import Device, make_problem
 from hetero_solve.solution import Solution, evaluate, objective_key
-from hetero_solve.usercheck import Entry, UserMap, user_solution
+from hetero_solve.user_partition import Entry, UserMap, user_solution
 
 from conftest import EXAMPLES, chain_model
 from make_examples import EXAMPLE_DIMS

@@ -154,9 +154,10 @@ class MemoryNetwork:
         self._node_arcs = np.arange(2 * len(self.nodes), dtype=np.int32)
 
     def _solve(self, weights: np.ndarray, lam: float, forced_in: Iterable[int],
-               forced_out: Iterable[int]) -> tuple[list[int], int]:
+               forced_out: Iterable[int], round_down: bool = False) -> tuple[list[int], int]:
         """Min cut with node weights ``weights`` (per candidate, in ``self.nodes`` order) and
-        memory arcs at ``lam`` per byte.  Returns the set and the cut's value."""
+        memory arcs at ``lam`` per byte (rounded up, or down with ``round_down``).  Returns
+        the set and the cut's value."""
         k = len(self.nodes)
         node_caps = np.zeros(2 * k, dtype=np.int64)
         node_caps[0::2] = weights
@@ -169,7 +170,9 @@ class MemoryNetwork:
             node_caps[2 * (self.index[v] - 2) + 1] = INF
         self.flow.set_arcs_capacity(self._node_arcs, node_caps)
         if len(self._mem_arc):
-            caps = np.minimum(np.ceil(self._mem_bytes * lam), clamp).astype(np.int64)
+            scaled = self._mem_bytes * lam
+            scaled = np.floor(scaled) if round_down else np.ceil(scaled)
+            caps = np.minimum(scaled, clamp).astype(np.int64)
             self.flow.set_arcs_capacity(self._mem_arc, caps)
         status = self.flow.solve(0, 1)
         if status != self.flow.OPTIMAL:
@@ -194,6 +197,14 @@ class MemoryNetwork:
         S, value = self._solve(w, lam * SCALE, (), excluded)
         return S, value / SCALE
 
+    def lagrangian(self, weights: Sequence[int], lam: float, excluded: Iterable[int] = ()
+                   ) -> tuple[list[int], float]:
+        """A lower bound on ``min_S w(V \\ S) + lam * memory(S)`` (memory arcs rounded
+        down, so no set's value is overestimated) and the set reaching it."""
+        w = np.asarray(weights, dtype=np.int64) * SCALE
+        S, value = self._solve(w, lam * SCALE, (), excluded, round_down=True)
+        return S, value / SCALE
+
 
 def standalone_memory(problem: Problem, v: int) -> int:
     """Memory of ``v`` alone in a part (SPEC section 5): an upper bound on the least memory of a
@@ -202,21 +213,27 @@ def standalone_memory(problem: Problem, v: int) -> int:
 
 
 def placeable_nodes(problem: Problem, d: int, candidates: Iterable[int] | None = None,
-                    network: MemoryNetwork | None = None) -> tuple[list[int], dict[int, int]]:
+                    network: MemoryNetwork | None = None, max_tests: int | None = None
+                    ) -> tuple[list[int], dict[int, int]]:
     """The candidates (default: the nodes allowed on device ``d``) that some part on one
     instance of ``d`` can hold, and for the others the least memory of a part holding them.
 
     A node fits when it fits alone; otherwise the least memory of a part holding it, among
     sets of candidates, must fit.  A node that cannot be on ``d`` is dropped from the sets
     and the test repeated until nothing changes (a fixed point): exact for "no part on ``d``
-    holding ``v`` fits one instance", whatever else the partition does."""
+    holding ``v`` fits one instance", whatever else the partition does.  ``max_tests``: at
+    most this many nodes are tested (the largest on their own first); the others are kept,
+    which is safe for every use (a bound only gets weaker)."""
     cap = problem.devices[d].memory
     if candidates is None:
         candidates = [v for v in range(problem.n) if d in problem.allowed[v]]
     nodes = sorted(set(candidates))
     if cap is None:
         return nodes, {}
-    doubtful = [v for v in nodes if standalone_memory(problem, v) > cap]
+    alone = {v: standalone_memory(problem, v) for v in nodes}
+    doubtful = [v for v in nodes if alone[v] > cap]
+    if max_tests is not None and len(doubtful) > max_tests:
+        doubtful = sorted(sorted(doubtful, key=lambda v: -alone[v])[:max_tests])
     excluded: dict[int, int] = {}
     if not doubtful:
         return nodes, excluded

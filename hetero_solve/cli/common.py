@@ -35,6 +35,10 @@ class UsageError(HeteroSolveError):
     """A bad command-line value (exit code 2)."""
 
 
+#: The largest value of a dimension, as the rule-file definition allows it.
+MAX_DIM = 2**31 - 1
+
+
 def parse_dims(values: list[str] | None) -> dict[str, int]:
     dims: dict[str, int] = {}
     for item in values or []:
@@ -47,6 +51,9 @@ def parse_dims(values: list[str] | None) -> dict[str, int]:
             raise UsageError(f"--dim {item!r}: {value!r} is not a whole number") from None
         if number < 1:
             raise UsageError(f"--dim {item!r}: the value must be >= 1")
+        if number > MAX_DIM:
+            raise UsageError(f"--dim {name.strip()}=...: the value must be at most {MAX_DIM} "
+                             "(as for dims in rule files)")
         dims[name.strip()] = number
     return dims
 

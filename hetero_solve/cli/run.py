@@ -190,10 +190,13 @@ def check_command(
                                        help="Where a valid map is exported (default: <model "
                                             "stem>.user.hetero/ next to the model)."),
     no_export: bool = typer.Option(False, "--no-export", help="Check only, write nothing."),
-    split: str = typer.Option("regions", "--split",
-                              help="How a node -> device map becomes parts: 'regions' = each "
-                                   "connected same-device region is a part (OpenVINO), "
-                                   "'fewest' = the fewest parts keeping those devices."),
+    split: str = typer.Option("acyclic", "--split",
+                              help="How a node -> device map becomes parts: 'acyclic' = "
+                                   "connected same-device regions, cut where a path leaves "
+                                   "the device and comes back so that parts never form a "
+                                   "cycle; 'regions' = each connected same-device region is a "
+                                   "part (OpenVINO; may form a cycle); 'fewest' = the fewest "
+                                   "parts keeping those devices."),
     dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
                                   help="Value of a symbolic dimension (beats the rule file's)."),
     engine: str = typer.Option("auto", "--engine", "-e",
@@ -220,7 +223,7 @@ def check_command(
       hetero-solve check model.onnx rules/npu-static.yaml --affinity my_affinity.json
     """
     from ..pipeline import ENGINES
-    from ..usercheck import SPLITS, check_affinity
+    from ..user_partition import SPLITS, check_affinity
     with _errors(), caught_warnings() as warned:
         if split not in SPLITS:
             raise UsageError(f"--split {split!r}: expected one of {', '.join(SPLITS)}")
@@ -277,7 +280,8 @@ def check_as_dict(report, written: Path | None) -> dict:
 
 def _print_check(report, model: Path) -> None:
     p, sol, m = report.problem, report.solution, report.metrics
-    how = {"regions": "connected same-device regions", "fewest": "fewest parts for its devices",
+    how = {"acyclic": "same-device regions, cut to form no cycle",
+           "regions": "connected same-device regions", "fewest": "fewest parts for its devices",
            "given": "parts as given"}[report.split]
     table = Table(title=f"{model.name}: the map's {m.partitions} part(s) ({how})",
                   title_justify="left")

@@ -48,7 +48,7 @@ from ..validate import validate
 from . import cpsat, sat, sequence
 from .analysis import binding_devices, device_sets, min_part_memory
 from .assign import relaxed_fallback
-from .bounds import Bounds, lower_bounds
+from .bounds import Bounds, lower_bounds, memory_bounds
 from .encoding import Encoding
 from .explain import explain
 from .folds import candidates, unfold
@@ -58,7 +58,7 @@ from .runs import fit_by_runs, parts_without_memory, realize
 __all__ = ["refine", "refine_with_folds", "lower_bound", "refuse_unplaceable", "ENGINES"]
 
 ENGINES = ("auto", "cpsat", "sat")
-FULL_K_NODES = 40          # up to this many nodes, stages that may need more parts use K = n
+FULL_K_NODES = 100         # up to this many nodes, stages that may need more parts use K = n
 MAX_VARIABLES = 200_000    # larger models are not built (the stage stays unproven): on this
 VARIABLES_PER_SECOND = 10_000   # machine they spent tens of seconds per deterministic second,
                                 # and building one costs wall time no budget accounts for
@@ -71,6 +71,8 @@ STAGE_WEIGHT = {"fallback": 1, "partitions": 2, "transfer": 1}   # shares of the
 MEMORY_STAGE_WEIGHT = {"fallback": 2, "partitions": 2, "transfer": 1}   # ... when memory binds
 WALL_FACTOR, WALL_EXTRA = 1.5, 1.0   # wall-clock safety net: 1.5 x time_limit + 1 s
 TRANSFER_SHARE = 1 / 3     # at most this share of the time limit goes to the transfer stage
+WINDOW_NODES = 160         # nodes freed per window of the window search (about)
+WINDOW_SECONDS = 0.5       # deterministic seconds per window at most
 
 
 def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
@@ -197,6 +199,7 @@ class _Refiner:
         self.units: int | None = None
         self.method = ""                       # how the current stage was settled
         self._views: dict[bool, tuple] = {}
+        self._memory_bounds = None             # memory_bounds(), computed once
         self.fallback_lb = 0                   # no valid answer has less fallback
 
     # -- helpers -----------------------------------------------------------------------------
@@ -345,6 +348,53 @@ class _Refiner:
                 return near, delta
         return None
 
+    def window_search(self, R, mem, bounds: Bounds, term: str, caps: dict[str, int],
+                      budget: float) -> None:
+        """Large-neighbourhood search by windows of consecutive parts of the best answer: the
+        nodes of parts ``a .. b`` may move to any slot in ``a .. b`` and any device they may
+        use, every other node keeps its part; CP-SAT minimises ``term`` under ``caps``.  The
+        windows slide over the answer (half overlapping) until the budget is spent.  Improves,
+        never proves."""
+        spent0 = self.spent
+        n = self.p.n
+        k = 0
+        while self.spent - spent0 < budget and self.wall_left() > 0:
+            best = self.best
+            K = best.num_parts
+            per_part = max(1.0, n / max(1, K))
+            width = max(2, min(K, int(WINDOW_NODES / per_part)))
+            starts = list(range(0, max(1, K - width + 1), max(1, width // 2)))
+            if k >= len(starts):
+                break
+            a = starts[k]
+            b = min(K - 1, a + width - 1)
+            p = best.part_of
+            top, bottom = [], []
+            for v in range(n):
+                lo, hi = (max(a, bounds.top[v]), min(b, K - 1 - bounds.bottom[v])) \
+                    if a <= p[v] <= b else (p[v], p[v])
+                top.append(lo)
+                bottom.append(K - 1 - hi)
+            if any(not (top[v] <= p[v] <= K - 1 - bottom[v]) for v in range(n)):
+                k += 1
+                continue
+            near = replace(bounds, top=top, bottom=bottom)
+            terms = tuple(sorted({term} | set(caps)))
+            enc = Encoding(self.p, R, K, near, terms=terms, memory_devices=tuple(mem))
+            left = budget - (self.spent - spent0)
+            r = cpsat.solve(enc, {term: 1}, caps=caps, hint=best,
+                            time_limit=max(0.05, min(WINDOW_SECONDS, left)), seed=self.seed,
+                            deadline=min(time.perf_counter() + WALL_FACTOR * WINDOW_SECONDS
+                                         + WALL_EXTRA, self.wall_end))
+            self.spent += r.stats.get("deterministic_time", 0.0)
+            self.deterministic &= r.stats.get("deterministic", True)
+            before = self.metrics()[term]
+            kept = self.accept(r.solution, "exact-window") if r.solution is not None else False
+            self.runs.append({"engine": "window", "slots": [a, b], "kept": kept,
+                              "before": before, "after": self.metrics()[term]})
+            if not kept:
+                k += 1          # improved: search the same place again (parts renumbered)
+
     @staticmethod
     def model_size(prob: Problem, K: int, bounds: Bounds, weights, caps, mem) -> int:
         """About how many variables the encoding will have (before building it)."""
@@ -466,6 +516,8 @@ class _Refiner:
     def stage_fallback(self, caps: dict[str, int], left: int) -> bool:
         R, mem, bounds = self.view(fixed=False)
         forced = sum(1 for v in range(self.p.n) if self.p.allowed[v][0] not in R[v])
+        if mem:     # what memory forces off each device (minimum cuts, Lagrangian)
+            forced = max(forced, self.memory_bounds().fallback)
         if self.valid and self.metrics()["fallback"] <= forced:
             self.method = "bound"       # nodes no instance of their preferred device can hold
             return True
@@ -476,6 +528,12 @@ class _Refiner:
             if self.decompose_fallback(R, mem, budget / 2):
                 self.method = "relaxation"
                 return True
+            if self.valid and self.p.n > FULL_K_NODES:
+                self.window_search(R, mem, bounds, "fallback", caps,
+                                   (budget - (self.spent - spent0)) / 2)
+                if self.metrics()["fallback"] <= self.fallback_lb:
+                    self.method = "relaxation"
+                    return True
             budget = max(0.0, budget - (self.spent - spent0))
         K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
         r = self.solve(self.p, R, K, bounds, {"fallback": 1}, caps, self.best, mem,
@@ -672,8 +730,16 @@ class _Refiner:
             out.stats["bounds"]["fallback"] = min(fb, self.metrics(sol)["fallback"])
         if self.units is not None:
             out.stats["contracted_units"] = self.units
-        out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed)
+        out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed,
+                                       solution=sol, memory=self.memory_bounds()
+                                       if self.view(fixed=False)[1] else None)
         return out
+
+    def memory_bounds(self):
+        """:func:`.bounds.memory_bounds` for the device sets of every answer (computed once)."""
+        if self._memory_bounds is None:
+            self._memory_bounds = memory_bounds(self.p, self.view(fixed=False)[0])
+        return self._memory_bounds
 
 
 def integer_weights(weights) -> tuple[dict[str, int], bool]:

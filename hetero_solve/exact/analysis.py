@@ -4,8 +4,12 @@
   (``R(v)``).  With ``fixed=True`` every node is on its preferred device: that is the set of
   fallback-0 solutions, the only ones a lexicographic objective with ``fallback`` first can
   choose when fallback 0 is reachable.  Otherwise a device is dropped from ``R(v)`` when no part
-  holding ``v`` fits one of its instances (:func:`min_part_memory`): safe, since such a
-  placement breaks SPEC section 5 whatever the rest of the partition is.
+  holding ``v`` fits one of its instances: first by what any such part holds for ``v`` (its
+  constants, graph inputs and graph outputs: :func:`min_part_memory`), then by the least
+  memory of any node set holding ``v`` (a minimum cut,
+  :func:`hetero_solve.algorithms.memory_cut.placeable_nodes`, iterated to a fixed point).
+  Safe: such a placement breaks SPEC section 5 whatever the rest of the partition is.  A
+  node's memory on its own is *not* a reason (inside a larger part its tensors are internal).
 * :func:`binding_devices`: devices whose memory limit can be reached at all.  The memory of a
   part is at most the sum over its nodes of their constants, inputs and outputs (SPEC section 5
   counts each distinct tensor once), so the total over every part a device could hold is at most
@@ -23,7 +27,10 @@
 
 from __future__ import annotations
 
+from ..algorithms.memory_cut import placeable_nodes
 from ..problem import Problem
+
+MAX_CUT_TESTS = 400     # nodes per device tested by a minimum cut (the rest are kept: safe)
 
 
 def min_part_memory(problem: Problem, v: int) -> int:
@@ -38,9 +45,20 @@ def min_part_memory(problem: Problem, v: int) -> int:
 
 def device_sets(problem: Problem, *, fixed: bool) -> list[tuple[int, ...]]:
     """``R(v)`` per node, in priority order: ``(preferred,)`` when ``fixed``, else the allowed
-    devices minus those where ``v`` fits no instance on its own."""
+    devices minus those on which no part holding ``v`` fits an instance (module doc)."""
     if fixed:
         return [(a[0],) for a in problem.allowed]
+    out = _within_min_part_memory(problem)
+    for d in binding_devices(problem, out):
+        candidates = [v for v in range(problem.n) if d in out[v]]
+        _, refused = placeable_nodes(problem, d, candidates, max_tests=MAX_CUT_TESTS)
+        for v in refused:
+            out[v] = tuple(x for x in out[v] if x != d)
+    return out
+
+
+def _within_min_part_memory(problem: Problem) -> list[tuple[int, ...]]:
+    """The allowed devices minus those where :func:`min_part_memory` exceeds an instance."""
     out: list[tuple[int, ...]] = []
     devs = problem.devices
     for v, allowed in enumerate(problem.allowed):

@@ -19,6 +19,15 @@ and ``c`` but not ``b`` between them, the path would leave the part and come bac
 * ``through`` (LB3): for one node ``v``, the ``c``-runs on paths ending at ``v`` lie in parts
   numbered ``<= p(v)`` and those on paths starting at ``v`` in parts ``>= p(v)``: at least
   ``sum_c fwd_c(v) + sum_c bwd_c(v) - 1`` parts.
+* ``packing``, per device ``c`` whose memory can bind: the constants, graph inputs and graph
+  outputs of the nodes that must be on ``c`` (``R(v) == (c,)``) are held by some part on
+  ``c`` each, and a part holds at most one instance's memory: at least
+  ``ceil(T_c / memory)`` parts on ``c`` (:func:`packing_parts`).  It joins LB2 device by
+  device: ``sum_c max(runs_c, packing_c)``.
+
+:func:`memory_bounds` bounds the *fallback* when memory binds (module doc there); the
+:class:`MemoryBounds` it returns is what ``partition.json``'s ``lower_bound.fallback`` and
+``explain``'s memory section report.
 
 The same quantities bound each node's slot (its part number in any solution with ``K`` slots):
 ``top[v] <= p(v) <= K - 1 - bottom[v]``.  These are the CP-SAT windows.
@@ -34,9 +43,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..measures import topological_order as node_order
+import math
+
+import numpy as np
+
+from ..algorithms.memory_cut import MemoryNetwork
+from ..measures import part_memory, topological_order as node_order
 from ..problem import Problem
-from .analysis import shared_devices
+from .analysis import binding_devices, shared_devices
 
 NEG = -1  # an impossible state (counts are >= 0)
 
@@ -49,12 +63,15 @@ class Bounds:
     lb_path: int
     lb_segments: int
     lb_through: int
-    per_device: list[int]              # LB2 terms: most runs on one path, per device
+    per_device: list[int]              # LB2 terms: parts on each device at least (runs, packing)
     top: list[int]                     # p(v) >= top[v]
     bottom: list[int]                  # p(v) <= K - 1 - bottom[v]
     through_node: int = -1             # the node giving lb_through
     _runs: dict = field(default_factory=dict, repr=False)   # internals for chains
     _path: tuple = field(default=(), repr=False)
+    packing: list[int] = field(default_factory=list)         # per device: ceil(T_c / memory)
+    packing_bytes: list[int] = field(default_factory=list)   # per device: T_c
+    runs_per_device: list[int] = field(default_factory=list)  # LB2's runs alone, per device
 
     def window(self, v: int, K: int) -> tuple[int, int]:
         return self.top[v], K - 1 - self.bottom[v]
@@ -199,6 +216,9 @@ def lower_bounds(problem: Problem, R: list[tuple[int, ...]],
             bsum[v] += bv
             if fv > per_device[c]:
                 per_device[c] = fv
+    packing, packing_bytes = packing_parts(problem, R, memory_devices)
+    runs_per_device = list(per_device)
+    per_device = [max(a, b) for a, b in zip(per_device, packing)]
     lb2 = sum(per_device)
     mid = max(range(n), key=lambda v: (fsum[v] + bsum[v], -v))
     lb3 = fsum[mid] + bsum[mid] - 1
@@ -207,7 +227,132 @@ def lower_bounds(problem: Problem, R: list[tuple[int, ...]],
     lb = max(lb1, lb2, lb3, 1)
     kind = "path" if lb == lb1 else ("segments" if lb == lb2 else "through")
     return Bounds(lb, kind, lb1, lb2, lb3, per_device, top, bottom, mid, runs,
-                  (end1, par1))
+                  (end1, par1), packing=packing, packing_bytes=packing_bytes,
+                  runs_per_device=runs_per_device)
+
+
+# -- memory -----------------------------------------------------------------------------------
+
+def packing_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices
+                  ) -> tuple[list[int], list[int]]:
+    """Per device: the least number of parts its memory forces (module doc, ``packing``) and
+    the bytes ``T_c`` behind it (0 for devices whose memory cannot bind)."""
+    D = len(problem.devices)
+    parts, held = [0] * D, [0] * D
+    for c in memory_devices:
+        cap = problem.devices[c].memory
+        if not cap:
+            continue
+        consts: set[int] = set()
+        io: set[int] = set()
+        for v in range(problem.n):
+            if R[v] != (c,):
+                continue
+            consts.update(problem.node_consts[v])
+            io.update(t for t in problem.node_inputs[v] if problem.tensor_producer[t] < 0)
+            io.update(t for t in problem.node_outputs[v] if problem.tensor_is_output[t])
+        total = (sum(problem.const_bytes[k] for k in consts)
+                 + sum(problem.tensor_bytes[t] for t in io))
+        held[c] = total
+        parts[c] = math.ceil(total / cap) if total else 0
+    return parts, held
+
+
+@dataclass
+class DeviceMemoryBound:
+    """Why nodes must leave one device (SPEC section 5), as :func:`memory_bounds` found it."""
+    device: int
+    capacity: int                       # memory x instances
+    preferred: int                      # nodes preferring the device
+    need: int                           # memory of the nodes preferring it, as one part
+    need_possible: int                  # memory of the nodes that may be on it, as one part
+    cannot: list[int]                   # preferred nodes no part on one instance can hold
+    bound: int                          # preferred nodes that must leave it, at least
+    lam: float = 0.0                    # the Lagrange price (nodes per byte) of the bound
+
+
+@dataclass
+class MemoryBounds:
+    """A lower bound on the fallback of every valid partition, and per device the reason."""
+    fallback: int
+    devices: list[DeviceMemoryBound]
+
+
+LAGRANGE_STEPS = 40
+
+
+def memory_bounds(problem: Problem, R: list[tuple[int, ...]] | None = None) -> MemoryBounds:
+    """A lower bound on the fallback (nodes off their preferred device) of every valid
+    partition.
+
+    Per device ``d`` whose memory can bind: let ``P`` be the nodes preferring ``d`` and ``A``
+    those that may be on it (``R``, default :func:`~.analysis.device_sets`).  Nodes of ``P``
+    outside ``A`` must leave.  For the rest, the union ``S`` of every part on ``d`` needs at
+    most ``memory x instances`` (merging never raises memory: SPEC section 5 counts a
+    constant or boundary tensor of a union in one of the merged parts), so for every price
+    ``lam >= 0``::
+
+        fallback on d >= min over S in A of  |P \\ S| + lam * (memory(S) - memory x instances)
+
+    and the minimum is one minimum cut (:class:`~hetero_solve.algorithms.memory_cut.
+    MemoryNetwork`, capacities rounded down so it never overestimates).  The price is
+    bisected on the sign of ``memory(S) - capacity`` (the bound is concave in ``lam``).
+    Devices' preferred nodes are disjoint: the bounds add up.
+
+    Examples
+    --------
+    >>> from hetero_solve.problem import Device, make_problem
+    >>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1]] * 3, [Device("NPU", memory=10), "CPU"],
+    ...                  tensor_bytes=1, const_bytes=[6, 6, 2])
+    >>> memory_bounds(p).fallback      # 14 bytes of constants, 10 bytes of room
+    1
+    """
+    from .analysis import device_sets
+    if R is None:
+        R = device_sets(problem, fixed=False)
+    out: list[DeviceMemoryBound] = []
+    total = 0
+    for d in binding_devices(problem, R):
+        dev = problem.devices[d]
+        capacity = dev.memory * dev.instances
+        preferred = [v for v in range(problem.n) if problem.allowed[v][0] == d]
+        if not preferred:
+            continue
+        cannot = [v for v in preferred if d not in R[v]]
+        members = [v for v in range(problem.n) if d in R[v]]
+        need = part_memory(problem, members)
+        bound, lam = len(cannot), 0.0
+        if need > capacity and members:
+            extra, lam = _lagrange(problem, members, set(preferred), capacity)
+            bound += extra
+        total += bound
+        out.append(DeviceMemoryBound(d, capacity, len(preferred), part_memory(problem, preferred),
+                                     need, cannot, bound, lam))
+    return MemoryBounds(total, out)
+
+
+def _lagrange(problem: Problem, members: list[int], preferred: set[int],
+              capacity: int) -> tuple[int, float]:
+    """``max over lam`` of the Lagrangian bound (see :func:`memory_bounds`), rounded up to an
+    integer, and the price reaching it."""
+    net = MemoryNetwork(problem, members)
+    weights = [1 if v in preferred else 0 for v in net.nodes]
+    total_bytes = float(sum(net.mem_bytes)) or 1.0
+    lo, hi = np.log(1e-3 / total_bytes), np.log(2.0 * max(1, len(preferred)))
+    best, best_lam = 0.0, 0.0
+    for _ in range(LAGRANGE_STEPS):
+        lam = float(np.exp((lo + hi) / 2))
+        S, value = net.lagrangian(weights, lam)
+        bound = value - lam * capacity
+        if bound > best:
+            best, best_lam = bound, lam
+        if part_memory(problem, S) > capacity:
+            lo = np.log(lam)        # the set still needs too much: a higher price
+        else:
+            hi = np.log(lam)
+        if hi - lo < 1e-4:
+            break
+    return max(0, math.ceil(best - 1e-6)), best_lam
 
 
 # -- chains for explanations ----------------------------------------------------------------

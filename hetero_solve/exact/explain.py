@@ -13,15 +13,27 @@ contiguous stretch, so each *forced break* along it starts a new part:
 When the optimum is above the bound, the rest of the proof is the solver's exhaustive search
 (``proof`` says which); the chain still shows where the bound comes from.
 
+When memory limits bind, ``memory`` (:func:`explain_memory`) says why nodes left their
+preferred device: per device, how many bytes the nodes that prefer it need as one part against
+what its instances hold (and by how much that overflows), which nodes no part on it can hold
+(and the least bytes a part holding them needs), and the fallback lower bound; per instance of
+the answer, what fills it (its largest constants and boundary tensors); and the nodes moved,
+each with its reason.
+
 The dict goes into ``partition.json`` as ``"explain"``; ``text`` is what ``hetero-solve explain``
 prints.
 """
 
 from __future__ import annotations
 
+from ..measures import part_memories
 from ..problem import Problem
-from .analysis import shared_devices
-from .bounds import Bounds, path_chain, run_chain
+from ..solution import Solution
+from ..units import format_bytes
+from .analysis import binding_devices, device_sets, shared_devices
+from .bounds import Bounds, MemoryBounds, memory_bounds, path_chain, run_chain
+
+MAX_LISTED = 20         # nodes, tensors or constants listed per entry of the memory section
 
 PROOFS = {
     "bound": "the lower bound equals the number of parts",
@@ -110,9 +122,12 @@ def _runs(problem: Problem, R, b: Bounds, c: int, fixed: bool, v: int | None = N
 
 
 def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds, parts: int, *,
-            proof: str | None, fixed: bool, max_items: int = 2000) -> dict:
+            proof: str | None, fixed: bool, max_items: int = 2000,
+            solution: Solution | None = None, memory: MemoryBounds | None = None) -> dict:
     """The ``explain`` dict (module doc).  ``parts``: the answer's number of parts; ``proof``:
-    a key of :data:`PROOFS` (``None`` when the optimum is not proven)."""
+    a key of :data:`PROOFS` (``None`` when the optimum is not proven); ``solution``: the
+    answer, for the memory section when memory binds (``memory``: its bounds, when the
+    caller has them)."""
     names = problem.names
     out: dict = {"parts": parts, "lower_bound": b.lb, "bound": b.kind,
                  "proof": proof, "proof_text": PROOFS.get(proof, str(proof)),
@@ -143,8 +158,120 @@ def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds, parts: int, *
         runs = [_runs(problem, R, b, c, fixed) for c in range(len(problem.devices))
                 if b.per_device[c] > 0]
     out["runs"] = runs
+    if solution is not None:
+        section = explain_memory(problem, solution, memory)
+        if section is not None:
+            out["memory"] = section
     out["text"] = explain_text(out)
     return out
+
+
+def explain_memory(problem: Problem, sol: Solution, mb: MemoryBounds | None = None) -> dict | None:
+    """Why nodes left their preferred device, as data (module doc); None when no device's
+    memory can bind."""
+    R = device_sets(problem, fixed=False)
+    if not binding_devices(problem, R):
+        return None
+    mb = mb or memory_bounds(problem, R)
+    names, ops, devs = problem.names, problem.op_types, problem.devices
+    devices = []
+    why_not: dict[int, str] = {}
+    for db in mb.devices:
+        dev = devs[db.device]
+        cannot = []
+        least = _least(problem, db.device) if db.cannot else {}
+        for v in db.cannot:
+            need = least.get(v, 0)
+            why_not[v] = (f"no part on {dev.name} holding it fits one instance "
+                          f"({format_bytes(dev.memory)}): such a part needs at least "
+                          f"{format_bytes(need)}")
+            cannot.append({"node": names[v], "op": ops[v], "least_bytes": need})
+        devices.append({
+            "device": dev.name, "memory": dev.memory, "instances": dev.instances,
+            "capacity": db.capacity, "preferred_nodes": db.preferred, "need": db.need,
+            "need_possible": db.need_possible,
+            "over": max(0, db.need - db.capacity), "cannot_hold": cannot[:MAX_LISTED],
+            "cannot_hold_count": len(cannot), "fallback_bound": db.bound})
+    mems, _ = part_memories(problem, sol.part_of, sol.num_parts)
+    instances = []
+    for d, dev in enumerate(devs):
+        if dev.memory is None:
+            continue
+        for i in range(dev.instances):
+            parts = [q for q in range(sol.num_parts)
+                     if sol.part_device[q] == d and sol.part_instance[q] == i]
+            if not parts:
+                continue
+            instances.append({"device": dev.name, "instance": i, "memory": dev.memory,
+                              "used": sum(mems[q] for q in parts), "parts": parts,
+                              "largest": _largest_items(problem, sol, parts)})
+    moved = []
+    node_device = sol.node_device()
+    for v in range(problem.n):
+        pref = problem.allowed[v][0]
+        d = node_device[v]
+        if d == pref:
+            continue
+        if v in why_not:
+            why = why_not[v]
+        else:
+            db = next((x for x in mb.devices if x.device == pref), None)
+            if db is not None:
+                why = (f"room: the nodes that prefer {devs[pref].name} need "
+                       f"{format_bytes(db.need)} as one part, its instances hold "
+                       f"{format_bytes(db.capacity)}; those kept need the least memory per node")
+            else:
+                why = "not memory-bound: the answer trades it for fewer parts"
+        moved.append({"node": names[v], "op": ops[v], "from": devs[pref].name,
+                      "to": devs[d].name, "why": why})
+    return {"fallback": len(moved), "fallback_bound": mb.fallback, "devices": devices,
+            "instances": instances, "moved": moved[:MAX_LISTED * 5], "moved_count": len(moved)}
+
+
+def _least(problem: Problem, d: int) -> dict[int, int]:
+    """Per node that no part on ``d`` can hold: the least memory of a part holding it, as
+    :func:`~.analysis.device_sets` found it (what any part holds for it, then the minimum
+    cut of the fixed point)."""
+    from ..algorithms.memory_cut import placeable_nodes
+    from .analysis import min_part_memory
+    cap = problem.devices[d].memory
+    out: dict[int, int] = {}
+    candidates = []
+    for v in range(problem.n):
+        if d not in problem.allowed[v]:
+            continue
+        need = min_part_memory(problem, v)
+        if need > cap:
+            out[v] = need
+        else:
+            candidates.append(v)
+    out.update(placeable_nodes(problem, d, candidates)[1])
+    return out
+
+
+def _largest_items(problem: Problem, sol: Solution, parts: list[int], k: int = 5) -> list[dict]:
+    """The largest constants and boundary tensors held by ``parts`` (SPEC section 5's items),
+    largest first."""
+    items: dict[tuple[str, int, int], int] = {}
+    part_of = sol.part_of
+    inside = set(parts)
+    for v in range(problem.n):
+        q = part_of[v]
+        if q not in inside:
+            continue
+        for c in problem.node_consts[v]:
+            items[("constant", c, q)] = problem.const_bytes[c]
+        for t in problem.node_inputs[v]:
+            u = problem.tensor_producer[t]
+            if u < 0 or part_of[u] != q:
+                items[("input", t, q)] = problem.tensor_bytes[t]
+        for t in problem.node_outputs[v]:
+            if problem.tensor_is_output[t] or any(part_of[c] != q for c in problem.tensor_consumers[t]):
+                items[("output", t, q)] = problem.tensor_bytes[t]
+    top = sorted(items.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+    return [{"kind": kind, "name": (problem.const_names if kind == "constant"
+                                    else problem.tensor_names)[i], "part": q, "bytes": size}
+            for (kind, i, q), size in top]
 
 
 def explain_text(ex: dict, limit: int = 40) -> list[str]:
@@ -176,4 +303,39 @@ def explain_text(ex: dict, limit: int = 40) -> list[str]:
         if kind == "through":
             lines.append(f"  ({through}'s own part is counted on both sides: {lb} in total)")
     lines.append(("proof: " if ex.get("proof") else "") + ex.get("proof_text", "") + ".")
+    if ex.get("memory"):
+        lines.extend(memory_text(ex["memory"], limit))
+    return lines
+
+
+def memory_text(mem: dict, limit: int = 40) -> list[str]:
+    """The memory section in words (from the dict alone)."""
+    lines = [f"memory: {mem['fallback']} node(s) off their preferred device; at least "
+             f"{mem['fallback_bound']} must be (no valid partition keeps more on them)."]
+    for d in mem["devices"]:
+        line = (f"  {d['device']} ({d['instances']} x {format_bytes(d['memory'])}): the "
+                f"{d['preferred_nodes']} node(s) that prefer it need {format_bytes(d['need'])} "
+                f"as one part")
+        if d["over"]:
+            line += (f", over the {format_bytes(d['capacity'])} its instances hold by "
+                     f"{format_bytes(d['over'])}")
+        lines.append(line + f"; at least {d['fallback_bound']} of them must leave it")
+        for c in d["cannot_hold"][:limit]:
+            lines.append(f"    {c['node']} ({c['op']}): no part on {d['device']} holding it "
+                         f"fits; the least such part needs {format_bytes(c['least_bytes'])}")
+        if d["cannot_hold_count"] > len(d["cannot_hold"][:limit]):
+            lines.append(f"    ... and {d['cannot_hold_count'] - len(d['cannot_hold'][:limit])} more")
+    for inst in mem["instances"]:
+        what = ", ".join(f"{x['kind']} {x['name']} {format_bytes(x['bytes'])}" for x in inst["largest"])
+        lines.append(f"  {inst['device']} instance {inst['instance']}: {format_bytes(inst['used'])} "
+                     f"of {format_bytes(inst['memory'])} in part(s) {inst['parts']}; largest: {what}")
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for m in mem["moved"]:
+        groups.setdefault((m["from"], m["to"], m["why"]), []).append(m["node"])
+    for (src, dst, why), nodes in groups.items():
+        shown = ", ".join(nodes[:10]) + (f" and {len(nodes) - 10} more" if len(nodes) > 10 else "")
+        lines.append(f"  moved {src} -> {dst}, {len(nodes)} node(s): {why}: {shown}")
+    listed = len(mem["moved"])
+    if mem["moved_count"] > listed:
+        lines.append(f"  ... and {mem['moved_count'] - listed} more moved")
     return lines

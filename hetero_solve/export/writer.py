@@ -50,6 +50,7 @@ FIXED_FILES = (MANIFEST, "affinity.json", "model.annotated.onnx", "affinity.dot"
 #: partition.json is read to recognise a previous answer; one larger than this is not ours.
 MANIFEST_MAX_BYTES = 1 << 30
 TMP_PREFIX = ".hetero-solve-tmp-"
+NAME_MAX = 255   #: bytes in one file name (Linux, macOS, Windows)
 
 
 def default_out_dir(model_path: str) -> Path:
@@ -67,6 +68,10 @@ def check_target(out_dir: str | os.PathLike) -> Path:
     if isinstance(out_dir, str) and not out_dir.strip():
         raise OutputError(repr(out_dir), "empty output path: name a folder, e.g. -o model.hetero")
     out = Path(out_dir)
+    for part in out.parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise OutputError(out, f"a name in the path is over {NAME_MAX} bytes, more than file "
+                                   "systems allow")
     if not os.path.lexists(out):
         _check_parents(out)
         return out

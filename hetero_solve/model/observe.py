@@ -11,10 +11,15 @@ inputs, so they stay unknown.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 
 from .graph import GraphLists, TensorType, TypeTable
+
+#: Most elements an input fed to the observing run may have.
+OBSERVE_ELEMENTS = 1 << 26
 
 
 def unknown_rank_tensors(graph: GraphLists, types: TypeTable, declared: dict[str, bytes],
@@ -49,11 +54,13 @@ def observed_types(graph: GraphLists, types: TypeTable, names: list[str]) -> dic
         if not t.elem_type or t.shape is None:
             return {}
         shape = [d if isinstance(d, int) else 1 for d in t.shape]
+        if math.prod(shape) > OBSERVE_ELEMENTS:   # absurd dims: never allocate them
+            return {}
         try:
             dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
+            feeds[x] = np.zeros(shape, dtype=dtype)
         except Exception:
             return {}
-        feeds[x] = np.zeros(shape, dtype=dtype)
     m = onnx.ModelProto()
     m.CopyFrom(graph.model)
     declared = {o.name for o in m.graph.output}

@@ -202,7 +202,10 @@ class _Parser:
     def include_path(self, item: str, k: str) -> Path:
         """A packaged catalog by name (``onnx-value-inputs``), else a path relative to this
         file."""
-        file = (self.base / item).resolve()
+        try:
+            file = (self.base / item).resolve()
+        except (OSError, RuntimeError) as e:   # a symbolic link loop
+            raise self.fail(k, f"{item}: cannot follow the path: {e}") from None
         if file.exists() or not CATALOG_NAME.fullmatch(item):
             if not file.exists():
                 raise self.fail(k, f"included file does not exist: {item} (looked for {file}; "

@@ -14,7 +14,12 @@ them (unnamed nodes: ``<OpType>_<index>``):
 
 How a node -> device map becomes parts (``split``):
 
-- ``"regions"`` (default, OpenVINO HETERO): every edge between nodes of different devices is a
+- ``"acyclic"`` (default): OpenVINO HETERO's regions (below) when they form no cycle; when
+  they do, each region is cut where a path leaves the device and comes back: a node's *level*
+  is the number of device changes on the longest path reaching it, and a part is a connected
+  set of nodes with the same device and level.  Every edge between parts then goes to a higher
+  level, so the parts always form a DAG (hetero-solve's own ``affinity.json`` is accepted).
+- ``"regions"`` (OpenVINO HETERO): every edge between nodes of different devices is a
   boundary, so each connected same-device region is one part.  Such regions can form a cycle
   (A -> B -> A), which is reported with the node edges that close it.
 - ``"fewest"``: the fewest parts that keep every node on the user's device (the solver with
@@ -46,10 +51,11 @@ from .pipeline import ENGINES, refine, solve
 from .result import Result
 from .problem import Problem
 from .rules import Rules, load_rules
+from .measures import part_order, topological_order
 from .solution import Metrics, Solution, evaluate, normalize, objective_key
 from .validate import Violation, validate
 
-SPLITS = ("regions", "fewest")
+SPLITS = ("acyclic", "regions", "fewest")
 MAX_NAMED = 5
 Progress = Callable[[str], None]
 
@@ -310,6 +316,22 @@ def regions(problem: Problem, node_key: list[tuple]) -> list[int]:
     return [ids.setdefault(find(v), len(ids)) for v in range(problem.n)]
 
 
+def acyclic_regions(problem: Problem, node_key: list[tuple]) -> list[int]:
+    """:func:`regions` when they form no cycle, else connected sets of nodes sharing a key and
+    a level (device changes on the longest path to the node): every edge between two parts
+    then climbs a level, so the parts form a DAG.  Region ids numbered by first node."""
+    part_of = regions(problem, node_key)
+    if part_order(problem, part_of, max(part_of, default=-1) + 1) is not None:
+        return part_of
+    level = [0] * problem.n
+    for v in topological_order(problem.succ, problem.pred):
+        for u in problem.pred[v]:
+            step = level[u] + (node_key[u] != node_key[v])
+            if step > level[v]:
+                level[v] = step
+    return regions(problem, [(key, lv) for key, lv in zip(node_key, level)])
+
+
 def _part_devices(problem: Problem, part_of: list[int], k: int,
                   given: dict[int, int]) -> list[int]:
     """Device per part: the given one, else the first device (priority order) taking every node
@@ -353,11 +375,13 @@ def _instances(problem: Problem, part_of: list[int], part_device: list[int],
 
 
 def user_solution(problem: Problem, umap: UserMap,
-                  resolved: list[tuple[int | None, int | None, int | None]]) -> Solution:
-    """The partition a map describes (``regions`` split for a device map)."""
+                  resolved: list[tuple[int | None, int | None, int | None]],
+                  split: str = "acyclic") -> Solution:
+    """The partition a map describes (``split``: how a device map becomes parts)."""
     label = umap.source
     if umap.mode == "device":
-        part_of = regions(problem, [(d, i) for d, _p, i in resolved])
+        cut = regions if split == "regions" else acyclic_regions
+        part_of = cut(problem, [(d, i) for d, _p, i in resolved])
         k = max(part_of, default=-1) + 1
         given_dev = {}
         given_inst = {}
@@ -409,7 +433,7 @@ def fewest_for_devices(problem: Problem, node_device: list[int], *, engine: str 
 def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
                    rules: str | os.PathLike | dict | Rules,
                    affinity: str | os.PathLike | Mapping, *, dims: Mapping[str, int] | None = None,
-                   split: str = "regions", optimum: bool = True, engine: str = "auto",
+                   split: str = "acyclic", optimum: bool = True, engine: str = "auto",
                    time_limit: float = 10.0, seed: int = 0,
                    progress: Progress | None = None) -> CheckReport:
     """Validate a user-defined map against ``model`` and ``rules`` (``hetero-solve check``).
@@ -440,7 +464,7 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     warnings = list(problem.meta.get("warnings", []))
     resolved = _resolve(umap, mg, problem, warnings)
     say("validating the map")
-    sol = user_solution(problem, umap, resolved)
+    sol = user_solution(problem, umap, resolved, split)
     violations = validate(problem, sol, require_order=False)
     node_device = sol.node_device()
     refused = any(node_device[v] not in problem.allowed[v] for v in range(problem.n))
@@ -458,8 +482,8 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         named = next((problem.names[v] for v, r in enumerate(resolved) if r[2] is not None), None)
         if named is not None:
             raise AffinityError(umap.source, f"[{named!r}] names a device instance: instances "
-                                             "need --split regions (the fewest-parts search "
-                                             "places instances itself)")
+                                             "need --split acyclic or regions (the fewest-parts "
+                                             "search places instances itself)")
         if device_sol is not None:
             sol = device_sol
             sol.algorithm = "user"
