@@ -14,10 +14,13 @@ providers, the time to load (create the session) and to run, and the bytes in an
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import re
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -108,10 +111,13 @@ class RunResult:
 
 @dataclass(frozen=True)
 class InputSpec:
-    """A model input as declared: element type (ONNX enum) and shape (ints, names, None)."""
+    """A model input as declared: element type (ONNX enum) and shape (ints, names, None).
+    ``index_bound``: for an integer input the model uses as indices (``Gather`` into a table of
+    that many rows, ...), random values stay in ``[0, index_bound)``."""
     name: str
     elem_type: int
     shape: tuple | None
+    index_bound: int | None = None
 
 
 # -- the manifest -----------------------------------------------------------------------------
@@ -190,21 +196,113 @@ def part_input_specs(out_dir: str | os.PathLike, manifest: dict | None = None) -
     direct = manifest.get("direct_outputs")
     if direct and direct.get("inputs"):   # graph inputs passed straight to the outputs
         models.append({"id": "direct outputs", "inputs": direct["inputs"], "file": direct["file"]})
+    graphs = []
+    declared: dict[str, onnx.ValueInfoProto] = {}
     for part in models:
-        todo = [x for x in part["inputs"] if x in wanted and x not in found]
-        if not todo:
-            continue
         model = _load_part(out_dir, part, load_external_data=False)
+        graphs.append(model.graph)
         for vi in model.graph.input:
-            if vi.name in todo:
+            if vi.name in wanted and vi.name in part["inputs"] and vi.name not in found:
                 found[vi.name] = spec_of(vi)
-    return [found[x] for x in wanted if x in found]
+                declared[vi.name] = vi
+    bounds = graphs_index_bounds(graphs, list(declared.values()))
+    return [dataclasses.replace(found[x], index_bound=bounds.get(x))
+            for x in wanted if x in found]
 
 
 def model_input_specs(model: onnx.ModelProto) -> list[InputSpec]:
-    """The inputs a model must be fed (initializers excluded)."""
+    """The inputs a model must be fed (initializers excluded), with the index bounds the
+    model implies (:func:`index_bounds`)."""
     inits = {t.name for t in model.graph.initializer}
-    return [spec_of(vi) for vi in model.graph.input if vi.name not in inits]
+    bounds = index_bounds(model)
+    return [dataclasses.replace(spec_of(vi), index_bound=bounds.get(vi.name))
+            for vi in model.graph.input if vi.name not in inits]
+
+
+#: Ops that pass an integer tensor's values on unchanged (position 0 is the data), so an index
+#: read after them is still the input's value.
+_VALUE_PRESERVING = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity",
+                               "Expand", "Slice", "Transpose", "Tile", "Gather", "Concat"})
+#: (op, input position) that index into another tensor, with the data input and axis rule.
+_INDEXING = {("Gather", 1), ("GatherElements", 1), ("GatherND", 1)}
+
+
+def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
+    """Integer graph inputs the model uses as indices, with the number of values they may take:
+    an input read (directly, or through ops that keep its values: Cast, Reshape, Unsqueeze...)
+    as the indices of a ``Gather``, ``GatherElements`` or ``GatherND`` whose data has a known
+    size along the indexed axis (an embedding table: token ids, ``token_type_ids``).  The
+    bound is the smallest such size; inputs without one are absent."""
+    inits = {t.name for t in model.graph.initializer}
+    return graphs_index_bounds([model.graph],
+                               [vi for vi in model.graph.input if vi.name not in inits])
+
+
+def graphs_index_bounds(graphs: Sequence[onnx.GraphProto],
+                        inputs: Sequence[onnx.ValueInfoProto]) -> dict[str, int]:
+    """:func:`index_bounds` over graphs that pass tensors to each other by name (the parts of
+    a partition): an input cast in one part may index a table in the next."""
+    sizes: dict[str, tuple] = {}
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for graph in graphs:
+        sizes.update((t.name, tuple(t.dims)) for t in graph.initializer)
+        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            spec = spec_of(vi)
+            if spec.shape is not None and vi.name not in sizes:
+                sizes[vi.name] = spec.shape
+        for node in graph.node:
+            if node.op_type == "Constant" and node.output:
+                for a in node.attribute:
+                    if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                        sizes[node.output[0]] = tuple(a.t.dims)
+            for k, x in enumerate(node.input):
+                if x:
+                    readers.setdefault(x, []).append((node, k))
+    out: dict[str, int] = {}
+    for vi in inputs:
+        if numpy_kind(vi.type.tensor_type.elem_type) not in ("i", "u"):
+            continue
+        bound = None
+        seen, todo = {vi.name}, [vi.name]
+        while todo:
+            name = todo.pop()
+            for node, k in readers.get(name, ()):
+                if (node.op_type, k) in _INDEXING:
+                    size = _indexed_size(node, sizes.get(node.input[0]))
+                    if size is not None:
+                        bound = size if bound is None else min(bound, size)
+                elif node.op_type in _VALUE_PRESERVING and (k == 0 or node.op_type == "Concat"):
+                    for y in node.output:
+                        if y and y not in seen:
+                            seen.add(y)
+                            todo.append(y)
+        if bound is not None and bound > 0:
+            out[vi.name] = bound
+    return out
+
+
+def _indexed_size(node: onnx.NodeProto, data_shape: tuple | None) -> int | None:
+    """How many values the indices of ``node`` may take, when the data's size is known."""
+    if not data_shape:
+        return None
+    if node.op_type == "GatherND":
+        known = [d for d in data_shape if isinstance(d, int) and d > 0]
+        return min(known) if known else None
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    if axis < 0:
+        axis += len(data_shape)
+    if not 0 <= axis < len(data_shape):
+        return None
+    size = data_shape[axis]
+    return size if isinstance(size, int) and size > 0 else None
+
+
+def numpy_kind(elem_type: int) -> str:
+    """numpy's kind letter of an ONNX element type ('f', 'i', 'u', 'b', ...; '' if none)."""
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).kind
+    except Exception:
+        return ""
 
 
 def spec_of(vi: onnx.ValueInfoProto) -> InputSpec:
@@ -272,20 +370,32 @@ def check_dims(built: Mapping[str, int], dims: Mapping[str, int] | None) -> dict
 
 
 def random_inputs(specs: Iterable[InputSpec], dims: Mapping[str, int] | None = None, *,
-                  seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs of the declared dtype and shape: floats ~ N(0, 1); integers (token ids,
-    indices) in ``[0, INT_HIGH)``; bools fair coins; strings short words.  Deterministic for
-    a ``seed``."""
+                  seed: int = 0, ranges: Mapping[str, tuple[float, float]] | None = None
+                  ) -> dict[str, np.ndarray]:
+    """Inputs of the declared dtype and shape: floats ~ N(0, 1); integers in
+    ``[0, spec.index_bound)`` when the model uses them as indices (token ids into an embedding
+    table), else in ``[0, INT_HIGH)``; bools fair coins; strings short words.  ``ranges``:
+    name -> (low, high), values uniform in ``[low, high]`` (``--input-range``).
+    Deterministic for a ``seed``."""
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
+    ranges = dict(ranges or {})
     feeds: dict[str, np.ndarray] = {}
     for spec in specs:
         dtype = numpy_dtype(spec.elem_type, spec.name)
         shape = concrete_shape(spec, dims)
-        if dtype == np.bool_:
+        if spec.name in ranges and dtype.kind in "iufb":
+            low, high = ranges[spec.name]
+            if dtype.kind in "iub":
+                value = rng.integers(math.ceil(low), math.floor(high) + 1, size=shape)
+            else:
+                value = rng.uniform(low, high, size=shape)
+            value = value.astype(dtype)
+        elif dtype == np.bool_:
             value = rng.random(shape) < 0.5
         elif dtype.kind in "iu":
-            value = rng.integers(0, INT_HIGH, size=shape).astype(dtype)
+            high = spec.index_bound if spec.index_bound is not None else INT_HIGH
+            value = rng.integers(0, high, size=shape).astype(dtype)
         elif dtype.kind in "fc":
             value = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind == "O":
@@ -295,6 +405,18 @@ def random_inputs(specs: Iterable[InputSpec], dims: Mapping[str, int] | None = N
             raise RunError(f"input {spec.name!r}: cannot generate values of dtype {dtype}")
         feeds[spec.name] = np.asarray(value)
     return feeds
+
+
+def check_ranges(ranges: Mapping[str, tuple[float, float]] | None,
+                 specs: Sequence[InputSpec]) -> None:
+    """``--input-range`` names must be inputs; low <= high, both finite."""
+    names = [s.name for s in specs]
+    for name, (low, high) in (ranges or {}).items():
+        if name not in names:
+            raise RunError(f"--input-range {name}: no such input (inputs: "
+                           f"{', '.join(names) or 'none'})")
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise RunError(f"--input-range {name}={low:g},{high:g}: expected finite LO <= HI")
 
 
 def check_inputs(specs: Sequence[InputSpec], feeds: Mapping[str, np.ndarray],
@@ -347,9 +469,15 @@ def load_npy(path: str | os.PathLike, name: str = "") -> np.ndarray:
 # -- running ----------------------------------------------------------------------------------
 
 def _session_options():
+    """Session options with onnxruntime's own log at error level (its warnings, about graph
+    optimisations and providers, are not the user's business), and nothing at all when
+    stderr is not a terminal: its lines are coloured, and its errors reach the user anyway as
+    exceptions, in one line."""
     import onnxruntime as ort
+    level = 3 if sys.stderr.isatty() else 4
+    ort.set_default_logger_severity(level)
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = level
     return opts
 
 
@@ -360,7 +488,8 @@ def _load_part(out_dir: Path, part: dict, *, load_external_data: bool = True) ->
     try:
         return onnx.load(str(path), load_external_data=load_external_data)
     except Exception as e:
-        raise RunError(f"part {part['id']}: {path}: cannot read ({_one_line(e)})") from None
+        raise RunError(f"part {part['id']} ({part['file']}): {path}: cannot read "
+                       f"({_one_line(e)})") from None
 
 
 def run_partitioned(out_dir: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
@@ -445,7 +574,8 @@ def _direct_outputs(path: Path, direct: Mapping, env: Mapping[str, np.ndarray],
 
 def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = None,
         dims: Mapping[str, int] | None = None, *, seed: int = 0, repeat: int = 1,
-        save: str | os.PathLike | None = None) -> RunResult:
+        save: str | os.PathLike | None = None,
+        ranges: Mapping[str, tuple[float, float]] | None = None) -> RunResult:
     """Run the partition in ``out_dir`` (``hetero-solve run``).
 
     Inputs not given are generated (:func:`random_inputs`) from the part models' declared
@@ -473,7 +603,8 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
                        "leave it out, or solve again with other --dim values to run other sizes")
     check_inputs(specs, given, all_dims)
     missing = [s for s in specs if s.name not in given]
-    feeds = {**given, **random_inputs(missing, all_dims, seed=seed)}
+    check_ranges(ranges, specs)
+    feeds = {**given, **random_inputs(missing, all_dims, seed=seed, ranges=ranges)}
     result = run_partitioned(out_dir, feeds, repeat=repeat, manifest=manifest)
     result.warnings.extend(f"input {x!r} is read by no node; ignored" for x in unread)
     result.random = [s.name for s in missing]

@@ -2,7 +2,8 @@
 
 :func:`verify` is the library call behind ``hetero-solve verify MODEL OUT_DIR``.  Inputs are
 given or generated (:func:`hetero_solve.runtime.random_inputs`: the model's declared dtypes,
-shapes with the partition's ``dims``).  Per graph output it reports the largest absolute and
+shapes with the partition's ``dims``, integer inputs used as indices within the table they
+index, ``ranges`` as given).  Per graph output it reports the largest absolute and
 relative difference; an output **passes** when every element satisfies
 
     |partitioned - original| <= tolerance * max(1, |original|)
@@ -24,8 +25,8 @@ import numpy as np
 import onnx
 
 from .errors import HeteroSolveError, warn
-from .runtime import (RunResult, check_dims, check_inputs, load_manifest, model_input_specs,
-                      random_inputs, run_original_timed, run_partitioned)
+from .runtime import (RunResult, check_dims, check_inputs, check_ranges, load_manifest,
+                      model_input_specs, random_inputs, run_original_timed, run_partitioned)
 
 DEFAULT_TOLERANCE = 1e-5
 
@@ -78,7 +79,8 @@ class VerifyReport:
 
 def verify(model: str | os.PathLike | onnx.ModelProto, out_dir: str | os.PathLike,
            inputs: Mapping[str, np.ndarray] | None = None, dims: Mapping[str, int] | None = None,
-           *, tolerance: float = DEFAULT_TOLERANCE, seed: int = 0) -> VerifyReport:
+           *, tolerance: float = DEFAULT_TOLERANCE, seed: int = 0,
+           ranges: Mapping[str, tuple[float, float]] | None = None) -> VerifyReport:
     """Run ``model`` and the partition in ``out_dir`` on the same inputs and compare every
     graph output.  Raises :class:`VerifyError` / :class:`~hetero_solve.runtime.RunError`
     (both :class:`~hetero_solve.errors.HeteroSolveError`) on bad input; a difference over
@@ -102,7 +104,8 @@ def verify(model: str | os.PathLike | onnx.ModelProto, out_dir: str | os.PathLik
     given = {k: np.asarray(v) for k, v in (inputs or {}).items()}
     check_inputs(specs, given, all_dims, where=label)
     missing = [s for s in specs if s.name not in given]
-    feeds = {**given, **random_inputs(missing, all_dims, seed=seed)}
+    check_ranges(ranges, specs)
+    feeds = {**given, **random_inputs(missing, all_dims, seed=seed, ranges=ranges)}
     # by path when there is one: onnxruntime then reads external data itself (no 2 GiB limit)
     source = proto if isinstance(model, onnx.ModelProto) else label
     expected, _load, original_seconds = run_original_timed(source, feeds)

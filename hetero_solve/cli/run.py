@@ -50,6 +50,27 @@ def parse_inputs(values: list[str] | None) -> dict[str, np.ndarray]:
     return out
 
 
+def parse_ranges(values: list[str] | None) -> dict[str, tuple[float, float]]:
+    """``NAME=LO,HI`` options -> name -> (low, high)."""
+    out: dict[str, tuple[float, float]] = {}
+    for item in values or []:
+        name, sep, spec = item.partition("=")
+        low, comma, high = spec.partition(",")
+        try:
+            pair = (float(low), float(high))
+        except ValueError:
+            pair = None
+        if not sep or not name.strip() or not comma or pair is None:
+            raise UsageError(f"--input-range {item!r}: expected NAME=LO,HI, e.g. "
+                             f"--input-range token_type_ids=0,1")
+        out[name.strip()] = pair
+    return out
+
+
+RANGE_HELP = ("Random values of an input drawn from LO..HI (repeatable; integers inclusive). "
+              "By default integer inputs used as indices stay within the table they index.")
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.3f}"
 
@@ -72,6 +93,8 @@ def run_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
     repeat: int = typer.Option(1, "--repeat", "-r", min=1,
                                help="Run each part this many times; times are medians."),
+    input_range: List[str] = typer.Option([], "--input-range", metavar="NAME=LO,HI",
+                                          help=RANGE_HELP),
     as_json: bool = json_option("the per-part counters, inputs and outputs"),
 ) -> None:
     """Run the parts in id order with onnxruntime, each on its device's execution provider.
@@ -90,7 +113,8 @@ def run_command(
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
         target = None if no_save else (save or out_dir / "outputs")
-        result = run(out_dir, feeds, dims, seed=seed, repeat=repeat, save=target)
+        result = run(out_dir, feeds, dims, seed=seed, repeat=repeat, save=target,
+                     ranges=parse_ranges(input_range))
     warned.show(result.warnings)
     if result.random:
         note(f"random inputs (seed {seed}): {', '.join(result.random)}")
@@ -131,6 +155,8 @@ def verify_command(
                                     help="An output passes when |a-b| <= tol*max(1,|b|) "
                                          "everywhere (integers, bools, strings: equal)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
+    input_range: List[str] = typer.Option([], "--input-range", metavar="NAME=LO,HI",
+                                          help=RANGE_HELP),
     as_json: bool = json_option("the comparison"),
 ) -> None:
     """Run MODEL and the partition in OUT_DIR on the same inputs and compare every output.
@@ -147,7 +173,8 @@ def verify_command(
     with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
-        report = verify(model, out_dir, feeds, dims, tolerance=tolerance, seed=seed)
+        report = verify(model, out_dir, feeds, dims, tolerance=tolerance, seed=seed,
+                        ranges=parse_ranges(input_range))
     warned.show(report.warnings)
     if report.random:
         note(f"random inputs (seed {seed}): {', '.join(report.random)}")

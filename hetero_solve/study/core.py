@@ -25,7 +25,7 @@ from ..problem import Problem
 from ..rules import load_rules
 from .algorithms import ALGORITHMS
 from .executors import EXECUTORS, execute
-from .runner import MEMORY_METHODS, Job
+from .runner import MEMORY_METHODS, Job, rss_source
 from .store import RunStore, file_digest, read_csv, rules_digest, run_key, write_csv
 from .summary import machine_info, render
 
@@ -77,6 +77,11 @@ class StudyResult:
 def run_study(config: StudyConfig, *, progress: bool = True) -> StudyResult:
     """Run (or resume) a study and write its outputs into ``config.out_dir``."""
     algorithms = _check(config)
+    plots = config.plots and importlib.util.find_spec("matplotlib") is not None
+    if config.plots and not plots:     # said before the runs, not after an hour of them
+        print("hetero-solve: matplotlib is not installed: this study writes tables only "
+              "(pip install 'hetero-solve[study]' for plots, or --no-plots to silence this)",
+              file=sys.stderr, flush=True)
     out = Path(config.out_dir)
     store = RunStore(out)
     pairs = [(m, r) for m in config.models for r in config.rules]
@@ -144,7 +149,7 @@ def run_study(config: StudyConfig, *, progress: bool = True) -> StudyResult:
     finally:
         # Also after Ctrl-C: the tables show every run finished so far.
         records = _records(plan, finished)
-        files = write_outputs(out, records, algorithms, config)
+        files = write_outputs(out, records, algorithms, config, plots=plots)
     return StudyResult(out, records, computed, reused, files)
 
 
@@ -155,7 +160,7 @@ def compile_pair(model: Path, rules: Path, dims: dict[str, int]) -> Problem:
 
 
 def write_outputs(out: Path, records: list[dict], algorithms: list[str],
-                  config: StudyConfig) -> list[Path]:
+                  config: StudyConfig, plots: bool = True) -> list[Path]:
     """``results.csv``, ``summary.md``, the plots and ``study.json`` from the records."""
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "results.csv", out / "summary.md", out / "study.json"]
@@ -165,7 +170,7 @@ def write_outputs(out: Path, records: list[dict], algorithms: list[str],
     files[1].write_text(render(records, algorithms, config=public, machine=machine))
     files[2].write_text(json.dumps({"config": public, "machine": machine,
                                     "runs": len(records)}, indent=1))
-    if records and config.plots:
+    if records and config.plots and plots:
         try:
             from .plots import plot_all
             files += plot_all(records, algorithms, out)
@@ -203,10 +208,10 @@ def _check(config: StudyConfig) -> list[str]:
         raise StudyError(f"--executor {config.executor!r}: expected one of {', '.join(EXECUTORS)}")
     if config.memory not in MEMORY_METHODS:
         raise StudyError(f"--memory {config.memory!r}: expected one of {', '.join(MEMORY_METHODS)}")
-    if config.memory == "rss" and importlib.util.find_spec("psutil") is None:
+    if config.memory == "rss" and rss_source() is None:
         # Checked here: a missing package must not be recorded as every run failing.
-        raise StudyError("--memory rss needs psutil: pip install 'hetero-solve[study]' "
-                         "(or --memory tracemalloc / none)")
+        raise StudyError("--memory rss needs psutil on this system: pip install "
+                         "'hetero-solve[study]' (or --memory tracemalloc / none)")
     if config.jobs < 1:
         raise StudyError(f"--jobs {config.jobs}: must be at least 1")
     if config.scheduler and config.executor != "dask":

@@ -5,6 +5,7 @@ workers, so it is a module-level function of picklable arguments."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import tracemalloc
@@ -85,15 +86,17 @@ def measure(fn: Callable[[], Solution], method: str) -> tuple[Solution, float, i
     """``(answer, seconds, peak bytes)``; the seconds always come from an untraced run.
 
     ``rss`` (default): the peak increase of the process's resident set size during the run,
-    sampled every 5 ms with psutil.  It sees native memory (CP-SAT's C++) and costs nothing,
-    but it is coarse: a run that reuses memory the worker already holds reads 0.
+    sampled every 5 ms with psutil, or, without psutil, the growth of the process's peak
+    resident set size (``resource.getrusage``, standard library).  It sees native memory
+    (CP-SAT's C++) and costs nothing, but it is coarse: a run that reuses memory the worker
+    already holds (or, without psutil, stays below the worker's earlier peak) reads 0.
     ``tracemalloc``: after the timed run, the algorithm runs again under tracemalloc and the
     peak of Python allocations is reported: exact and repeatable, but it doubles the work, and
     native memory is not seen.  (Tracing the timed run itself would distort the seconds: 10x
     for the OpenVINO baseline, whose bitsets allocate on every operation.)
     ``none``: no measurement."""
     if method == "rss":
-        sampler = _RssSampler()
+        sampler = _RssSampler() if rss_source() == "psutil" else _PeakRss()
         with sampler:
             t0 = time.perf_counter()
             sol = fn()
@@ -125,6 +128,44 @@ def traced_peak(fn: Callable[[], object]) -> int:
         if not was_tracing:
             tracemalloc.stop()
     return max(peak, 0)
+
+
+def rss_source() -> str | None:
+    """How ``rss`` is measured here: ``"psutil"`` (sampled), ``"resource"`` (the standard
+    library's peak resident set size, on Unix), or None (neither: use tracemalloc)."""
+    import importlib.util
+    if importlib.util.find_spec("psutil") is not None:
+        return "psutil"
+    try:
+        import resource  # noqa: F401  (Unix only)
+    except ImportError:
+        return None
+    return "resource"
+
+
+class _PeakRss:
+    """The growth of the process's peak resident set size (``getrusage``'s ``ru_maxrss``)
+    across the run: no sampling thread, no dependency."""
+    #: ru_maxrss is in KiB on Linux and the BSDs, in bytes on macOS.
+    UNIT = 1 if sys.platform == "darwin" else 1024
+
+    def __init__(self) -> None:
+        self.base = self.peak = 0
+
+    def _now(self) -> int:
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * self.UNIT
+
+    def __enter__(self):
+        self.base = self.peak = self._now()
+        return self
+
+    def __exit__(self, *exc):
+        self.peak = self._now()
+
+    @property
+    def peak_increase(self) -> int:
+        return max(self.peak - self.base, 0)
 
 
 class _RssSampler:

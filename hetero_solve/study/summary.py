@@ -298,9 +298,14 @@ def _git_commit() -> str | None:
 
 
 def _memory_note(method: str | None) -> str:
-    return {"rss": "peak increase of the worker's resident set size during the run (psutil, "
-                   "sampled every 5 ms; includes native solver memory; 0 when the run reused "
-                   "memory the worker already held)",
+    from .runner import rss_source
+    rss = ("peak increase of the worker's resident set size during the run (psutil, sampled "
+           "every 5 ms; includes native solver memory; 0 when the run reused memory the worker "
+           "already held)") if rss_source() == "psutil" else (
+           "growth of the worker's peak resident set size during the run (resource.getrusage; "
+           "includes native solver memory; 0 when the run stayed below the worker's earlier "
+           "peak)")
+    return {"rss": rss,
             "tracemalloc": "tracemalloc peak of Python allocations, from a second, traced run "
                            "(native solver memory not included)",
             "none": "not measured"}.get(method or "", str(method))

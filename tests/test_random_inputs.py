@@ -1,0 +1,93 @@
+"""Random inputs for ``run`` and ``verify`` respect what the model says (issue 15, item 7):
+integer inputs used as indices stay within the table they index (a BERT export's
+``token_type_ids`` into a 2-row embedding), ``--input-range`` sets any input's range, and
+onnxruntime's own log stays out of a non-terminal stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import hetero_solve as hs
+from conftest import ROOT
+from hetero_solve.runtime import model_input_specs, random_inputs
+
+RULES = {"version": 1, "devices": [
+    {"name": "ACC", "ops": {"supported": ["Gather", "Add"]}},
+    {"name": "CPU", "ops": {"supported": "all"}}]}
+
+
+def bert_like(tmp_path):
+    """input_ids -> Gather(word table, 30 rows); token_type_ids -> Cast -> Gather(type table,
+    2 rows); their sum through a Tanh (CPU)."""
+    rng = np.random.default_rng(0)
+    words = onnx.numpy_helper.from_array(rng.standard_normal((30, 4)).astype(np.float32), "words")
+    types = onnx.numpy_helper.from_array(rng.standard_normal((2, 4)).astype(np.float32), "types")
+    nodes = [h.make_node("Gather", ["words", "input_ids"], ["w"], name="word_emb"),
+             h.make_node("Cast", ["token_type_ids"], ["tt"], name="cast", to=T.INT64),
+             h.make_node("Gather", ["types", "tt"], ["t"], name="type_emb"),
+             h.make_node("Add", ["w", "t"], ["s"], name="add"),
+             h.make_node("Tanh", ["s"], ["y"], name="tanh")]
+    graph = h.make_graph(nodes, "bert_like",
+                         [h.make_tensor_value_info("input_ids", T.INT64, [1, 8]),
+                          h.make_tensor_value_info("token_type_ids", T.INT32, [1, 8])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 8, 4])],
+                         initializer=[words, types])
+    path = tmp_path / "bert_like.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_index_inputs_stay_within_the_table_they_index(tmp_path):
+    model = bert_like(tmp_path)
+    specs = {s.name: s for s in model_input_specs(onnx.load(model))}
+    assert specs["input_ids"].index_bound == 30 and specs["token_type_ids"].index_bound == 2
+    out = tmp_path / "out"
+    hs.solve(model, RULES, engine="heuristic").write(out)
+    for seed in range(5):
+        report = hs.verify(model, out, seed=seed)        # failed with exit 2 before (ids 0..9)
+        assert report.ok
+    feeds = report.run.inputs
+    assert feeds["token_type_ids"].max() <= 1 and feeds["token_type_ids"].dtype == np.int32
+    run = hs.run(out, seed=3)
+    assert run.inputs["token_type_ids"].max() <= 1
+
+
+def test_input_range_sets_the_values(tmp_path):
+    model = bert_like(tmp_path)
+    specs = model_input_specs(onnx.load(model))
+    feeds = random_inputs(specs, seed=1, ranges={"input_ids": (5, 6)})
+    assert set(np.unique(feeds["input_ids"])) <= {5, 6}
+    out = tmp_path / "out"
+    hs.solve(model, RULES, engine="heuristic").write(out)
+    r = subprocess.run([sys.executable, "-m", "hetero_solve", "verify", model, out,
+                        "--input-range", "input_ids=0,3", "--json"], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "hetero_solve", "run", out, "--no-save",
+                        "--input-range", "nope=0,3"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and "--input-range nope: no such input" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "hetero_solve", "run", out, "--no-save",
+                        "--input-range", "input_ids=3"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and "expected NAME=LO,HI" in r.stderr
+
+
+def test_onnxruntime_log_stays_out_of_a_file(tmp_path):
+    """onnxruntime logs a failing run itself (a coloured error line) before it raises: with
+    stderr a file, the only line is hetero-solve's."""
+    model = bert_like(tmp_path)
+    out = tmp_path / "out"
+    hs.solve(model, RULES, engine="heuristic").write(out)
+    np.save(tmp_path / "tt.npy", np.full((1, 8), 7, np.int32))       # row 7 of a 2-row table
+    r = subprocess.run([sys.executable, "-m", "hetero_solve", "verify", model, out,
+                        "--input", f"token_type_ids={tmp_path / 'tt.npy'}"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2
+    assert "\x1b[" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "out of data bounds" in r.stderr
