@@ -22,6 +22,7 @@ Examples
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import stat
 from typing import Any, Callable
@@ -280,6 +281,22 @@ def read_yaml(path: str | os.PathLike, error: Fail, *, limit: int = TEXT_BYTES) 
     return load_yaml(read_text(path, error, limit=limit), error)
 
 
+#: A JSON file (an affinity map, a partition.json of 100,000 nodes) larger than this is none.
+JSON_BYTES = 1 << 30
+
+
+def read_json(path: str | os.PathLike, error: Fail, *, limit: int = JSON_BYTES) -> Any:
+    """The regular file ``path`` (text, see :func:`read_text`) as JSON; syntax errors name
+    the line and column, nesting too deep for Python's parser is refused."""
+    text = read_text(path, error, limit=limit)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"not valid JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise error("JSON nested too deeply") from None
+
+
 def resolves_inside(path: str | os.PathLike, folder: str | os.PathLike) -> bool:
     """Does ``path`` (symbolic links followed) lie inside ``folder``?"""
     real = os.path.realpath(path)
@@ -288,4 +305,5 @@ def resolves_inside(path: str | os.PathLike, folder: str | os.PathLike) -> bool:
 
 
 __all__ = ["check_regular", "read_bytes", "read_text", "decode_text", "load_yaml", "read_yaml",
+           "read_json",
            "yaml_problem", "resolves_inside", "file_kind"]

@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 
 from .errors import HeteroSolveError, ModelError, one_line, warn
-from .readers import check_regular
+from .readers import check_regular, read_json
 
 DEFAULT_PROVIDERS = ["CPUExecutionProvider"]
 #: Random integer inputs (token ids, indices, counts) are drawn from ``[0, INT_HIGH)``: small
@@ -129,12 +129,8 @@ def load_manifest(out_dir: str | os.PathLike) -> dict:
         raise ModelError(out_dir, "no such directory: pass the OUT_DIR hetero-solve wrote")
     if not path.exists():
         raise ModelError(out_dir, "no partition.json here: pass the OUT_DIR hetero-solve wrote")
-    check_regular(path, lambda why: ModelError(path, why))   # a FIFO would block the open
-    try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ModelError(path, f"cannot read partition.json: {e}") from None
+    # A regular file (a FIFO would block), bounded; JSON errors with line and column.
+    manifest = read_json(path, lambda why: ModelError(path, f"cannot read partition.json: {why}"))
     if not isinstance(manifest, dict):
         raise ModelError(path, "expected a JSON object")
     for key in MANIFEST_KEYS:

@@ -35,7 +35,6 @@ optimum hetero-solve finds with a free hand.  Violations come from the one valid
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +49,7 @@ from .model import ModelGraph, load_model
 from .pipeline import ENGINES, refine, solve
 from .result import Result
 from .problem import Problem
+from .readers import read_json
 from .rules import Rules, load_rules
 from .measures import part_order, topological_order
 from .solution import Metrics, Solution, evaluate, normalize, objective_key
@@ -149,17 +149,8 @@ def read_affinity(source: str | os.PathLike | Mapping) -> UserMap:
                                           f"part id (got {type(source).__name__})")
     else:
         label = str(source)
-        path = Path(source)
-        if not path.is_file():
-            raise AffinityError(label, "no such file")
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise AffinityError(label, f"not valid JSON at line {e.lineno}, column {e.colno}: "
-                                       f"{e.msg}") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise AffinityError(label, f"cannot read: {e}") from None
+        # A regular file (no FIFO), bounded, UTF-8; JSON errors with line and column.
+        data = read_json(source, lambda why: AffinityError(label, why))
     if not isinstance(data, Mapping):
         raise AffinityError(label, "expected a JSON object: node name -> device name or part id")
     if "partitions" in data and isinstance(data["partitions"], list):

@@ -481,6 +481,17 @@ def cli_cases(rng: random.Random) -> list[Case]:
             lambda b: ["run", "out", "--input", "x=fifo", "--no-save"],
             lambda b: (_previous_answer_folder(b), os.mkfifo(b / "fifo"))), out=None),
         Case("cli", "run-not-an-answer", files_then(lambda b: ["run", "."]), out=None),
+        *[Case("cli", f"check-affinity-{name}", files_then(
+            lambda b, data=data: ["check", "m.onnx", "r.yaml", "--affinity",
+                                  _write(b, "map.json", data), "--no-export"]), out=None)
+          for name, data in {"deep": "[" * 100_000 + "]" * 100_000,
+                             "latin1": '{"caf\xe9": "CPU"}'.encode("latin-1"),
+                             "binary": bytes(range(256)), "nan": '{"n_mm": NaN}',
+                             "list": "[1, 2]", "empty": "", "bom": '\ufeff{"n_mm": "CPU"}'}.items()],
+        Case("cli", "run-deep-manifest", files_then(
+            lambda b: ["run", "out", "--no-save"],
+            lambda b: (_previous_answer_folder(b),
+                       _write(b, "out/partition.json", "[" * 100_000 + "]" * 100_000))), out=None),
         Case("cli", "check-affinity-fifo", files_then(
             lambda b: ["check", "m.onnx", "r.yaml", "--affinity", "fifo", "--no-export"],
             lambda b: os.mkfifo(b / "fifo")), out=None),
