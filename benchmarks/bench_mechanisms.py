@@ -1,14 +1,16 @@
 """What each speed mechanism of loading and compiling buys (issue 17's complexity budget).
 
-    python benchmarks/bench_mechanisms.py                                # every mechanism, 100k, 3 pairs
-    python benchmarks/bench_mechanisms.py --mechanisms fork,wire --pairs 5 --graphs layered
+    python benchmarks/bench_mechanisms.py                                # every mechanism, 100k, 5 reps
+    python benchmarks/bench_mechanisms.py --mechanisms fork,wire --reps 7 --graphs layered
 
 A mechanism stays only if it pays at least 0.2 s at 100,000 nodes on some benchmark graph.
-For each mechanism and graph, runs come in pairs (mechanism on, then off, in fresh
-subprocesses, the order alternating from pair to pair so that a drift in the machine's load
-hits both alike); each run times the stages the mechanism touches.  Reported: the median of
-the on/off differences of the stages' total, and of each side.  "Off" replaces the mechanism
-by the plain code it saves (a monkeypatch in the worker; the product has one path).
+One process per graph loads and compiles the model once; then, for each mechanism, the code
+it touches runs with the mechanism ("on") and with the plain code it saves ("off": what the
+product would do without it, written here, never in the product), ``--reps`` times each,
+alternating.  Reported: the fastest run of each side (the least disturbed by a busy machine)
+and the median of the paired differences.  ``fork`` times a whole load (the forked checker
+and inference against the same in one process); ``refs`` and ``lazy-reasons`` time the work
+they take off the critical path or never do.
 
 Graphs (``benchmarks/gen_models.py``, generated when missing): ``layered`` (wide random DAG,
 ``rules/gpu-cpu.yaml``, batch=1), ``transformer`` (``rules/npu-static.yaml``, batch=1
@@ -75,174 +77,220 @@ MECHANISMS = {
 }
 
 
-# -- worker: one run, in this process -------------------------------------------------------
+# -- what each mechanism does, and the plain code it saves ----------------------------------
 
-def _disable(mechanism: str) -> None:
-    """Replace ``mechanism`` by the plain code it saves."""
-    if mechanism == "fork":
-        os.environ["HETERO_SOLVE_NO_FORK"] = "1"
-    elif mechanism == "refs":
-        from hetero_solve.model import graph
-        of = graph.ModelGraph.of.__func__
+class Setup:
+    """One graph loaded and compiled once (in the measuring process)."""
 
-        def without_refs(cls, g, **found):
-            found["refs"] = None
-            return of(cls, g, **found)
-        graph.ModelGraph.of = classmethod(without_refs)
-    elif mechanism == "wire":
+    def __init__(self, path: Path, graph: str):
         import onnx
-        from hetero_solve.model import shapes, wire
-
-        def parsed(model):
-            if isinstance(model, bytes):
-                model = onnx.ModelProto.FromString(model)
-            return wire.declared_types(model)
-        shapes.declared_types = parsed
-    elif mechanism == "strip":
+        from hetero_solve.compile import compile_problem
+        from hetero_solve.model import load_model
+        from hetero_solve.model.load import read_model
+        from hetero_solve.rules import load_rules
+        _, rules_path, dims = GRAPHS[graph]
+        self.rules = load_rules(ROOT / rules_path)
+        self.dims = {**self.rules.dims, **dims}
+        self.path = path
+        self.model = read_model(path)[0]
+        self.mg = load_model(self.model, dims=self.dims)
+        self.problem = compile_problem(self.mg, self.rules)
         from hetero_solve.model import shapes
-        shapes._strip = lambda t, huge: False
-    elif mechanism == "types-once":
-        import onnx
-        from hetero_solve.model import shapes
-        from hetero_solve.model.graph import TypeTable, type_of_proto
+        base = shapes.light_copy(self.model)
+        shapes.prepare(base, self.dims, {})
+        self.inferred = shapes.infer(base)
+        self.onnx = onnx
 
-        def every_one(graph, inferred, interned, before):
-            names, type_bytes = shapes.declared_types(inferred)
-            types = TypeTable(before)
-            types.update((n, type_of_proto(onnx.TypeProto.FromString(b)))
+
+def _pair(on, off) -> tuple[float, float]:
+    t = time.perf_counter()
+    on()
+    t_on = time.perf_counter() - t
+    t = time.perf_counter()
+    off()
+    return t_on, time.perf_counter() - t
+
+
+def micro(setup: Setup, mechanism: str):
+    """``(on, off)``: two callables doing the same work, with and without ``mechanism``."""
+    from hetero_solve.model import evaluate, shapes, wire
+    from hetero_solve.model.graph import TypeTable, type_of_proto
+    mg, problem = setup.mg, setup.problem
+    if mechanism == "wire":
+        return (lambda: wire.declared_types(setup.inferred),
+                lambda: wire.declared_types(setup.onnx.ModelProto.FromString(setup.inferred)))
+    if mechanism == "types-once":
+        def every_one():
+            names, type_bytes = wire.declared_types(setup.inferred)
+            types = TypeTable(mg.initializer_types)
+            types.update((n, type_of_proto(setup.onnx.TypeProto.FromString(b)))
                          for n, b in zip(names, type_bytes))
-            return types, dict(zip(names, type_bytes))
-        shapes._types = every_one
-    elif mechanism == "signatures":
+        return (lambda: shapes._types(mg, setup.inferred, {}, TypeTable(mg.initializer_types)),
+                every_one)
+    if mechanism == "strip":
+        def child(strip: bool):
+            copy = setup.onnx.ModelProto()
+            copy.CopyFrom(setup.model)          # the forked child's own copy (not timed)
+            saved = shapes._strip
+            if not strip:
+                shapes._strip = lambda t, huge: False
+            try:
+                t = time.perf_counter()
+                shapes.forked_inference(copy, setup.dims, {})
+                return time.perf_counter() - t
+            finally:
+                shapes._strip = saved
+        return (lambda: child(True), lambda: child(False))
+    if mechanism == "refs":
+        from hetero_solve.model.structure import name_refs
+        constant = set(mg.constant_nodes)
+        nodes = [i for i in range(len(mg.names)) if i not in constant]
+        return (lambda: None, lambda: name_refs(mg, nodes))
+    if mechanism == "signatures":
         from hetero_solve.rules import conditions
 
         class Forgetful(dict):
             def __setitem__(self, key, value):
                 pass
-        init = conditions.SupportChecker.__init__
 
-        def no_cache(self, rules, mg):
-            init(self, rules, mg)
-            self._node_cache = Forgetful()
-        conditions.SupportChecker.__init__ = no_cache
-    elif mechanism == "native-fold":
-        from hetero_solve.model import evaluate
-        evaluate.NATIVE.clear()
-    elif mechanism == "lazy-reasons":
-        from hetero_solve import compile as comp
+        def reasons(cache: bool):
+            checker = conditions.SupportChecker(setup.rules, mg)
+            if not cache:
+                checker._node_cache = Forgetful()
+            for d in range(len(setup.rules.devices)):
+                checker.reasons(d, problem.graph_index)
+        return (lambda: reasons(True), lambda: reasons(False))
+    if mechanism == "native-fold":
+        from hetero_solve.model.fold import FoldedValues
+        wanted = [x for x in problem.const_names if x in mg.folded_values]
+        saved = dict(evaluate.NATIVE)
+
+        def values(native: bool):
+            if not native:
+                evaluate.NATIVE.clear()
+            try:
+                FoldedValues(mg, mg.folded, mg.types).get(wanted)
+            finally:
+                evaluate.NATIVE.update(saved)
+        return (lambda: values(True), lambda: values(False))
+    if mechanism == "lazy-reasons":
         from hetero_solve.problem import reason_text
-        allowed = comp._allowed_devices
+        rows = problem.refusals._rows
+        return (lambda: None, lambda: [[reason_text(e) for e in row] for row in rows])
+    if mechanism == "flat-pairs":
+        from hetero_solve.measures import problem_arrays
+        from hetero_solve.model.structure import structure
+        flat = structure(mg, mg.placeable())["flat"]
+        return (lambda: problem_arrays(problem, flat), lambda: problem_arrays(problem, None))
+    if mechanism == "paused-gc":
+        import gc
+        from hetero_solve.algorithms.greedy import heuristic
+        from hetero_solve.compile import compile_problem
 
-        def eager(rules, mg, placeable, pins, pin_keys):
-            found, refusals = allowed(rules, mg, placeable, pins, pin_keys)
-            refusals._rows = [[reason_text(e) for e in row] for row in refusals._rows]
-            return found, refusals
-        comp._allowed_devices = eager
-    elif mechanism == "flat-pairs":
-        from hetero_solve import compile as comp
-        arrays = comp.problem_arrays
-        comp.problem_arrays = lambda problem, flat=None, **kw: arrays(problem, None, **kw)
-    elif mechanism == "paused-gc":
-        import contextlib
-        from hetero_solve import gcpause
-        gcpause.paused_gc = contextlib.nullcontext
-    elif mechanism != "none":
-        raise ValueError(mechanism)
+        def pipeline(paused: bool):
+            gc.collect()
+            was = gc.isenabled()
+            if paused:
+                gc.disable()
+            try:
+                heuristic(compile_problem(mg, setup.rules))
+            finally:
+                if was:
+                    gc.enable()
+        return (lambda: pipeline(True), lambda: pipeline(False))
+    if mechanism == "fork":
+        from hetero_solve.model import parallel
+        from hetero_solve.model.load import analyse_model
 
-
-def worker(path: str, rules_path: str, dims: dict, mechanism: str, on: bool) -> dict:
-    if not on:
-        _disable(mechanism)
-    from hetero_solve import gcpause
-    from hetero_solve.algorithms.greedy import heuristic
-    from hetero_solve.compile import compile_problem
-    from hetero_solve.model import load_model
-    from hetero_solve.rules import load_rules
-    seconds = {}
-    rules = load_rules(ROOT / rules_path)
-    with gcpause.paused_gc():
-        t = time.perf_counter()
-        mg = load_model(path, dims=dims, rule_dims=rules.dims, defer_check=True)
-        seconds["load"] = time.perf_counter() - t
-        t = time.perf_counter()
-        problem = compile_problem(mg, rules)
-        seconds["compile"] = time.perf_counter() - t
-        t = time.perf_counter()
-        sol = heuristic(problem)
-        seconds["heuristic"] = time.perf_counter() - t
-        t = time.perf_counter()
-        mg.prefetch_folded(problem.const_names)    # what writing the part files reads
-        seconds["values"] = time.perf_counter() - t
-        mg.ensure_valid()
-    return {"seconds": seconds, "parts": len(set(sol.part_of)), "folded": len(mg.folded)}
+        def load(fork: bool):
+            saved = parallel.MIN_NODES
+            parallel.MIN_NODES = saved if fork else 10 ** 12
+            try:
+                analyse_model(setup.model, str(setup.path), None, setup.dims,
+                              defer_check=False)
+            finally:
+                parallel.MIN_NODES = saved
+        return (lambda: load(True), lambda: load(False))
+    raise ValueError(mechanism)
 
 
-# -- driver ---------------------------------------------------------------------------------
-
-def _run(path: Path, graph: str, mechanism: str, on: bool) -> dict:
-    _, rules_path, dims = GRAPHS[graph]
-    code = (f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import bench_mechanisms as b; "
-            f"print(json.dumps(b.worker({str(path)!r}, {rules_path!r}, {dims!r}, "
-            f"{mechanism!r}, {on!r})))")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         cwd=ROOT, timeout=1800)
-    if out.returncode:
-        raise RuntimeError(out.stderr[-3000:])
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def measure(graph: str, size: int, mechanisms: list[str], reps: int) -> list[dict]:
+    """Every mechanism of ``mechanisms`` that applies to ``graph``: ``reps`` on/off pairs in
+    this process, the order alternating."""
+    sys.path.insert(0, str(HERE))
+    from gen_models import ensure
+    path = ensure(GRAPHS[graph][0], size)
+    setup = Setup(path, graph)
+    rows = []
+    for mech in mechanisms:
+        if graph not in MECHANISMS[mech][2]:
+            continue
+        on, off = micro(setup, mech)
+        pairs = []
+        for k in range(reps):
+            if mech == "strip":   # each side times itself (its model copy is not the mechanism)
+                a, b = (on(), off()) if k % 2 == 0 else tuple(reversed((off(), on())))
+            elif k % 2 == 0:
+                a, b = _pair(on, off)
+            else:
+                b, a = _pair(off, on)
+            pairs.append((a, b))
+        gains = [b - a for a, b in pairs]
+        rows.append({"mechanism": mech, "graph": graph,
+                     "on_min": min(a for a, _ in pairs), "off_min": min(b for _, b in pairs),
+                     "gain": statistics.median(gains), "gains": gains})
+        r = rows[-1]
+        print(f"{mech:13s} {graph:18s} on {r['on_min']:6.3f} s  off {r['off_min']:6.3f} s  "
+              f"(min of {reps})  gain {r['gain']:+6.3f} s (median of pairs)", flush=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mechanisms", default=",".join(MECHANISMS))
-    ap.add_argument("--graphs", default="", help="only these graphs (default: each mechanism's)")
+    ap.add_argument("--graphs", default=",".join(GRAPHS))
     ap.add_argument("--size", type=int, default=100_000)
-    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--note", default="", help="a caveat printed with the results")
     ap.add_argument("--out", type=Path, default=RESULTS / "mechanisms.md")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(HERE))
-    from gen_models import ensure
-    only = [g for g in args.graphs.split(",") if g]
+    mechanisms = [m for m in args.mechanisms.split(",") if m]
     rows = []
-    for mech in [m for m in args.mechanisms.split(",") if m]:
-        what, stages, graphs = MECHANISMS[mech]
-        for graph in (only or graphs):
-            path = ensure(GRAPHS[graph][0], args.size, say=print)
-            on, off = [], []
-            for k in range(args.pairs):
-                for flag in ((True, False) if k % 2 == 0 else (False, True)):
-                    r = _run(path, graph, mech, flag)
-                    (on if flag else off).append(r)
-            total = lambda r: sum(r["seconds"][s] for s in stages)  # noqa: E731
-            gains = [total(b) - total(a) for a, b in zip(on, off)]
-            row = {"mechanism": mech, "graph": graph, "stages": list(stages),
-                   "on": statistics.median(map(total, on)), "off": statistics.median(map(total, off)),
-                   "gain": statistics.median(gains), "gains": gains,
-                   "same_answer": all(a["parts"] == b["parts"] and a["folded"] == b["folded"]
-                                      for a, b in zip(on, off))}
-            rows.append(row)
-            print(f"{mech:13s} {graph:18s} on {row['on']:6.2f} s  off {row['off']:6.2f} s  "
-                  f"gain {row['gain']:+6.2f} s  ({', '.join(f'{g:+.2f}' for g in gains)})",
-                  flush=True)
+    for graph in [g for g in args.graphs.split(",") if g]:
+        # One process per graph: each measures its mechanisms on a model loaded once.
+        code = (f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import bench_mechanisms as b; "
+                f"print('ROWS' + json.dumps(b.measure({graph!r}, {args.size}, {mechanisms!r}, "
+                f"{args.reps})))")
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env, cwd=ROOT, timeout=7200)
+        if out.returncode:
+            raise RuntimeError(out.stderr[-3000:])
+        for line in out.stdout.splitlines():
+            if line.startswith("ROWS"):
+                rows += json.loads(line[4:])
+            else:
+                print(line, flush=True)
     _write(args, rows)
 
 
 def _write(args, rows: list[dict]) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     lines = [f"# Speed mechanisms: what each buys at {args.size:,} nodes", "",
-             f"`python benchmarks/bench_mechanisms.py` on {_dt.date.today()}, {machine}; "
-             f"{args.pairs} on/off pairs per row, fresh processes, order alternating; "
-             f"gain = median of the paired differences (off - on) of the stages listed.",
-             ""]
+             f"`python benchmarks/bench_mechanisms.py` on {_dt.date.today()}, {machine}. "
+             f"Each mechanism's code and the plain code it saves run on the same loaded "
+             f"model in one process, {args.reps} times each, alternating; `on`/`off` are the "
+             f"fastest of those runs (the least disturbed by other work), gain the median of "
+             f"the paired differences.  A mechanism stays when it buys at least 0.2 s on some "
+             f"graph.", ""]
     if args.note:
         lines += [f"**{args.note}**", ""]
-    lines += ["| mechanism | graph | stages | on (s) | off (s) | gain (s) | pairs | same answer |",
-              "| --- | --- | --- | ---: | ---: | ---: | --- | --- |"]
+    lines += ["| mechanism | graph | on (s) | off (s) | gain (s) | paired differences |",
+              "| --- | --- | ---: | ---: | ---: | --- |"]
     for r in rows:
-        lines.append(f"| {r['mechanism']} | {r['graph']} | {' + '.join(r['stages'])} | "
-                     f"{r['on']:.2f} | {r['off']:.2f} | {r['gain']:+.2f} | "
-                     f"{', '.join(f'{g:+.2f}' for g in r['gains'])} | {r['same_answer']} |")
+        lines.append(f"| {r['mechanism']} | {r['graph']} | {r['on_min']:.3f} | "
+                     f"{r['off_min']:.3f} | {r['gain']:+.3f} | "
+                     f"{', '.join(f'{g:+.2f}' for g in r['gains'])} |")
     lines += ["", "What each mechanism is:", ""]
     lines += [f"- **{m}**: {MECHANISMS[m][0]}." for m in dict.fromkeys(r["mechanism"] for r in rows)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
