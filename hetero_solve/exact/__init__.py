@@ -552,32 +552,43 @@ class _Refiner:
         fallback from below and proposes devices; :mod:`.runs` turns device choices into
         partitions that fit (parts without memory, then runs kept or dropped).  True when
         the best answer meets the bound."""
-        self.say(f"fallback: relaxed assignment model on {self.p.n} node(s)")
-        # the wall-clock net is the whole run's: on a loaded machine a deterministic second
-        # of this small model can take several wall seconds, and it is the stage's key step
-        a = relaxed_fallback(self.p, R, mem, hint=self.best if self.valid else None,
-                             time_limit=max(0.05, budget), seed=self.seed,
-                             deadline=self.wall_end)
-        self.spent += a.stats.get("deterministic_time", 0.0)
-        self.deterministic &= a.stats.get("deterministic", True)
-        self.runs.append({"engine": "relaxed assignment", "bound": a.bound,
-                          "fallback": a.fallback, **a.stats})
-        if a.node_device is None and a.optimal:
-            raise InfeasibleError(
-                "memory: the devices' instances cannot hold the model: even with every node "
-                "free to use any device it may use, the constants and boundary tensors of the "
-                "nodes that must share a device exceed its instances' memory")
-        self.fallback_lb = max(self.fallback_lb, a.bound)
-        starts = [[self.p.allowed[v][0] for v in range(self.p.n)]]
-        if a.node_device is not None:
-            starts.append(a.node_device)
-        for k, devices in enumerate(starts):
-            sol = fit_by_runs(self.p, parts_without_memory(self.p, devices))
-            kept = self.accept(sol, "exact-runs")
-            self.runs.append({"engine": "runs", "from": ("preferred", "relaxation")[k],
-                              "fallback": self.metrics(sol)["fallback"] if sol else None,
-                              "kept": kept})
-        return self.valid and self.metrics()["fallback"] <= self.fallback_lb
+        spent0 = self.spent
+        several = any(self.p.devices[d].instances > 1 for d in mem)
+        # the aggregated model first when instances are several (fast, no symmetry), then
+        # the per-instance one with what is left; the wall-clock net is the whole run's
+        for aggregate in ((True, False) if several else (False,)):
+            left = budget - (self.spent - spent0)
+            if left <= 0.01 or self.wall_left() <= 0:
+                break
+            kind = "aggregated" if aggregate else "per instance"
+            self.say(f"fallback: relaxed assignment model ({kind}) on {self.p.n} node(s)")
+            a = relaxed_fallback(self.p, R, mem, hint=self.best if self.valid else None,
+                                 time_limit=max(0.05, left / 3 if aggregate else left),
+                                 seed=self.seed, deadline=self.wall_end, aggregate=aggregate)
+            self.spent += a.stats.get("deterministic_time", 0.0)
+            self.deterministic &= a.stats.get("deterministic", True)
+            self.runs.append({"engine": f"relaxed assignment ({kind})", "bound": a.bound,
+                              "fallback": a.fallback, **a.stats})
+            if a.node_device is None and a.optimal:
+                raise InfeasibleError(
+                    "memory: the devices' instances cannot hold the model: even with every "
+                    "node free to use any device it may use, the constants and boundary "
+                    "tensors of the nodes that must share a device exceed its instances' "
+                    "memory")
+            self.fallback_lb = max(self.fallback_lb, a.bound)
+            starts = [("preferred", [self.p.allowed[v][0] for v in range(self.p.n)])] \
+                if aggregate or not several else []
+            if a.node_device is not None:
+                starts.append((f"relaxation ({kind})", a.node_device))
+            for label, devices in starts:
+                sol = fit_by_runs(self.p, parts_without_memory(self.p, devices))
+                kept = self.accept(sol, "exact-runs")
+                self.runs.append({"engine": "runs", "from": label,
+                                  "fallback": self.metrics(sol)["fallback"] if sol else None,
+                                  "kept": kept})
+            if self.valid and self.metrics()["fallback"] <= self.fallback_lb:
+                return True
+        return False
 
     def stage_partitions(self, caps: dict[str, int], left: int) -> bool:
         fixed = caps.get("fallback") == 0

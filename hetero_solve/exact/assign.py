@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from ..problem import Problem
+from ..problem import Device, Problem
 from ..solution import Solution
 
 INTERVAL_LIMIT = 32     # split witnesses per edge at most (see split_witnesses)
@@ -159,14 +159,20 @@ def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
 def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices, *,
                      hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
                      deadline: float | None = None, fallback_cap: int | None = None,
-                     objective: str = "fallback") -> Assignment:
+                     objective: str = "fallback", aggregate: bool = False) -> Assignment:
     """Solve the relaxed assignment model (module doc) with CP-SAT in deterministic time.
 
+    ``aggregate``: every device's instances as one set holding their total memory (still a
+    relaxation: the union of a device's parts fits the total; no instance symmetry, so it is
+    solved far faster; the instances returned are all 0).
     ``objective``: ``"fallback"`` (minimise it), or ``"changes"`` (with ``fallback_cap``: keep
     fallback at most the cap and minimise the edges whose ends are on different devices, a
     proxy for parts used to pick among the fallback-optimal device choices)."""
     n = problem.n
     devs = problem.devices
+    if aggregate:   # one set per device holding memory x instances: weaker, far smaller
+        devs = [Device(d.name, None if d.memory is None else d.memory * d.instances, 1,
+                       d.enforce_values) for d in devs]
     mem = [d for d in memory_devices if devs[d].memory is not None]
     m = cp_model.CpModel()
     order = topological_order(problem.succ, problem.pred)
@@ -195,7 +201,7 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
     items_total = 0
     for d in mem:
         split = forced_splits(problem, R, d)
-        witnesses = split_witnesses(problem, R, d)
+        witnesses = split_witnesses(problem, R, d, INTERVAL_LIMIT)
         off_d: dict[int, cp_model.LinearExpr] = {}
 
         def off(w: int):
