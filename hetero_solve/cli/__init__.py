@@ -10,7 +10,10 @@ import os
 import sys
 import traceback
 
-import click
+try:
+    import click
+except ImportError:   # typer >= 0.24 carries its own copy of click and no longer installs it
+    click = None
 import typer
 import typer.exceptions
 from typer.core import TyperGroup
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _click_classes(name: str) -> tuple[type, ...]:
     """``name`` from click, and from the copy of click that recent typer versions carry."""
-    found = [getattr(click.exceptions, name)]
+    found = [getattr(click.exceptions, name)] if click is not None else []
     try:
         from typer._click import exceptions as vendored
         found.append(getattr(vendored, name))
@@ -158,7 +161,7 @@ def _internal(e: BaseException, debug: bool) -> None:
              f"with the command line{hint}", debug)
 
 
-def _help_hint(e: click.ClickException) -> str:
+def _help_hint(e: Exception) -> str:
     ctx = getattr(e, "ctx", None)
     if ctx is None:
         return ""
