@@ -68,6 +68,10 @@ def _root(
     """Split an ONNX model into the fewest parts for heterogeneous devices, with a proof.
 
     Start with: hetero-solve MODEL.onnx RULES.yaml (short for: hetero-solve solve MODEL RULES).
+
+    Bad input is one line on stderr and exit code 2. An internal error (a bug, please report
+    it) is one line and exit code 1; add --debug anywhere on the command line for its
+    traceback.
     """
 
 
@@ -117,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
         _exit(2, f"error: {e.filename}: {e.strerror or one_line(e)}", debug)
     except BaseException as e:                      # noqa: BLE001 (MemoryError, RecursionError, bugs)
         _internal(e, debug)
+    if code == 130:   # click turned Ctrl-C into this exit code
+        _exit(130, "interrupted", False)
     sys.exit(code if isinstance(code, int) else 0)
 
 
