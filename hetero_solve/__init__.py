@@ -14,7 +14,8 @@ and around it: ``run`` (the parts in onnxruntime), ``verify`` (against the origi
 
 from .algorithms.greedy import greedy, heuristic
 from .compile import compile_problem
-from .errors import HeteroSolveError, InfeasibleError, ModelError, RuleError, ValidationError
+from .errors import (HeteroSolveError, HeteroSolveWarning, InfeasibleError, ModelError, RuleError,
+                     ValidationError)
 from .model import ModelGraph, load_model
 from .pipeline import refine, solve
 from .result import Result
@@ -34,5 +35,6 @@ __all__ = [
     "CheckReport", "query_rules", "load_model", "ModelGraph", "load_rules", "Rules",
     "compile_problem", "Problem", "Device", "Objective", "make_problem", "heuristic", "greedy",
     "Solution", "evaluate", "normalize", "validate", "check", "Violation",
-    "HeteroSolveError", "ModelError", "RuleError", "InfeasibleError", "ValidationError",
+    "HeteroSolveError", "HeteroSolveWarning", "ModelError", "RuleError", "InfeasibleError",
+    "ValidationError",
 ]

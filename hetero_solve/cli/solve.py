@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
+from ..export.dot import check_can_draw
 from ..export.writer import check_target, default_out_dir
 from ..pipeline import ENGINES, solve
 from ..result import Result
@@ -47,6 +48,10 @@ def solve_command(
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Write partition.json, affinity and .dot files only "
                                         "(no per-part ONNX models, no annotated model)."),
+    pictures: Optional[str] = typer.Option(None, "--pictures", metavar="svg|png",
+                                           help="Also draw partitions.svg and affinity.svg (or "
+                                                ".png): Graphviz's dot when installed, else "
+                                                "networkx and matplotlib (the 'pictures' extra)."),
     as_json: bool = json_option("the result (partition.json's content)"),
     quiet: bool = quiet_option(),
     verbose: bool = verbose_option(),
@@ -68,6 +73,8 @@ def solve_command(
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     expect_model_and_rules(model, rules)
     dims, shapes = parse_dims(dim), parse_shapes(shape)
+    if pictures is not None:
+        check_can_draw(pictures)                   # before solving: say what to install
     target = check_target(default_out_dir(str(model)) if out is None else out)   # before solving
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
@@ -77,7 +84,7 @@ def solve_command(
                 raise UsageError(f"--strict: {missing_dims_text(result.problem.meta['missing_dims'][0])}")
             say(f"writing {target}")
             written = result.write(target, submodels=not no_models, annotated=not no_models,
-                                   progress=say)
+                                   pictures=pictures, progress=say)
     # The summary says what missing dims cost; JSON has it in its warnings.
     said = [] if as_json else [missing_dims_text(e) for e in result.problem.meta.get("missing_dims", [])]
     warned.show(result.warnings, skip=said)

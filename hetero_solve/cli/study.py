@@ -13,7 +13,7 @@ from rich.table import Table
 from ..study import ALGORITHMS, StudyConfig, analyse, run_study
 from ..study.executors import EXECUTORS
 from . import app
-from .common import UsageError, out_console, parse_dims
+from .common import UsageError, out_console, parse_dims, quiet_option, verbose_option
 
 RULE_SUFFIXES = (".yaml", ".yml")
 
@@ -55,7 +55,8 @@ def study_command(
     note: str = typer.Option("", "--note", help="A sentence for summary.md (e.g. the machine "
                                                 "was shared)."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Tables only (no matplotlib)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+    quiet: bool = quiet_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Run algorithms over models × rule files; validate every answer; tables and plots.
 
@@ -81,7 +82,7 @@ def study_command(
                          dims=parse_dims(dim), executor=executor, scheduler=scheduler,
                          seed=seed, memory=memory, note=note, plots=not no_plots,
                          command=" ".join(shlex.quote(a) for a in ["hetero-solve", *sys.argv[1:]]))
-    result = run_study(config, progress=not quiet)
+    result = run_study(config, progress=not quiet, verbose=verbose)
     print_table(result.records, config_algorithms(result.records))
     out_console.print(f"runs: {result.computed} computed, {result.reused} reused   "
                       f"written: {out}/ ({', '.join(p.name for p in result.files)})")

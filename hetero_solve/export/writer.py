@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import onnx
 
-from ..errors import OutputError
+from ..errors import OutputError, warn
 from ..gcpause import paused_gc
 from .annotated import build_annotated_model
-from .dot import affinity_dot, partitions_dot
+from .dot import affinity_dot, check_can_draw, partitions_dot, write_pictures
 from .manifest import affinity_map, build_manifest
 from .submodels import build_direct_model, build_part_model, direct_outputs, part_file
 
@@ -151,11 +151,12 @@ def _plain_name(x: object) -> bool:
 # -- writing -----------------------------------------------------------------------------------
 
 def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: bool = True,
-                 annotated: bool = True, dots: bool = True,
+                 annotated: bool = True, dots: bool = True, pictures: str | None = None,
                  progress: Callable[[str], None] | None = None) -> Path:
     """Write ``partition.json``, the part models, ``affinity.json``, ``model.annotated.onnx``,
     ``affinity.dot`` and ``partitions.dot``; return OUT_DIR.  ``submodels=False`` etc. skip
-    the heavy files (benchmarks write the manifest alone).
+    the heavy files (benchmarks write the manifest alone).  ``pictures``: ``"svg"`` or
+    ``"png"`` also draws ``partitions.svg`` and ``affinity.svg`` (:mod:`.dot`).
 
     Raises
     ------
@@ -165,11 +166,13 @@ def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: boo
     """
     with paused_gc():
         return _write(result, out_dir, submodels=submodels, annotated=annotated, dots=dots,
-                      progress=progress)
+                      pictures=pictures, progress=progress)
 
 
 def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, annotated: bool,
-           dots: bool, progress: Callable[[str], None] | None) -> Path:
+           dots: bool, pictures: str | None, progress: Callable[[str], None] | None) -> Path:
+    if pictures is not None:
+        check_can_draw(pictures)      # before anything is written
     out = check_target(out_dir)
     replace = os.path.lexists(out)
     created: list[Path] = []
@@ -179,7 +182,7 @@ def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, ann
             created = _make_parents(out)
         tmp = _make_tmp(out if replace else out.parent)
         _write_files(result, tmp, submodels=submodels, annotated=annotated, dots=dots,
-                     progress=progress)
+                     pictures=pictures, progress=progress)
         if replace:
             _move_in(tmp, out, protected=_inputs_of(result))
         else:
@@ -199,7 +202,7 @@ def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, ann
 
 
 def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: bool, dots: bool,
-                 progress: Callable[[str], None] | None) -> None:
+                 pictures: str | None, progress: Callable[[str], None] | None) -> None:
     """Every file of the answer into ``tmp``, ``partition.json`` last: its ``"files"`` lists
     what was written."""
     manifest = build_manifest(result, files=submodels)
@@ -226,6 +229,13 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
         (tmp / "affinity.dot").write_text(affinity_dot(problem, solution, title))
         (tmp / "partitions.dot").write_text(
             partitions_dot(problem, solution, result.metrics.part_memory, title))
+    if pictures is not None:
+        if progress:
+            progress(f"drawing the pictures ({pictures})")
+        _files, notes = write_pictures(problem, solution, result.metrics.part_memory, tmp,
+                                       pictures, Path(mg.path).stem)
+        for note in notes:
+            warn(note)
     manifest["files"] = sorted([*os.listdir(tmp), MANIFEST])
     _write_json(tmp / MANIFEST, manifest)
 

@@ -74,8 +74,10 @@ class StudyResult:
     files: list[Path]
 
 
-def run_study(config: StudyConfig, *, progress: bool = True) -> StudyResult:
-    """Run (or resume) a study and write its outputs into ``config.out_dir``."""
+def run_study(config: StudyConfig, *, progress: bool = True,
+              verbose: bool = False) -> StudyResult:
+    """Run (or resume) a study and write its outputs into ``config.out_dir``.  ``progress``:
+    a live bar when stderr is a terminal; ``verbose``: a line per finished run instead."""
     algorithms = _check(config)
     plots = config.plots and importlib.util.find_spec("matplotlib") is not None
     if config.plots and not plots:     # said before the runs, not after an hour of them
@@ -104,7 +106,7 @@ def run_study(config: StudyConfig, *, progress: bool = True) -> StudyResult:
     reused = len(finished)
     todo = [p for p in plan if p[3] not in finished]
 
-    bar = _Progress(enabled=progress, total=len(plan), done=reused)
+    bar = _Progress(enabled=progress, total=len(plan), done=reused, verbose=verbose)
     computed = 0
     try:
         with bar:
@@ -240,11 +242,13 @@ def _outcome(r: dict) -> str:
 
 
 class _Progress:
-    """Progress on stderr: a rich bar on a terminal, one line per finished run otherwise (so
-    the log of a long study shows where the time went); nothing when disabled."""
+    """Progress on stderr: a rich bar on a terminal (erased at the end, so an error line is the
+    last word); elsewhere nothing, unless ``verbose``: one line per finished run (so the log of
+    a long study shows where the time went); nothing when disabled."""
 
-    def __init__(self, enabled: bool, total: int, done: int):
+    def __init__(self, enabled: bool, total: int, done: int, verbose: bool = False):
         self.enabled = enabled
+        self.verbose = verbose
         self.total = total
         self.done = done
         self._progress = None
@@ -255,7 +259,10 @@ class _Progress:
             return self
         from rich.console import Console
         console = Console(stderr=True)
-        if not console.is_terminal:
+        if self.verbose or not console.is_terminal:
+            if not self.verbose:
+                self.enabled = False
+                return self
             self._lines = True
             self._start = time.perf_counter()
             self._say(f"{self.total} run(s), {self.done} already done")
@@ -264,7 +271,8 @@ class _Progress:
                                    TimeElapsedColumn, TimeRemainingColumn)
         self._progress = Progress(TextColumn("study"), BarColumn(), MofNCompleteColumn(),
                                   TimeElapsedColumn(), TimeRemainingColumn(),
-                                  TextColumn("{task.description}"), console=console)
+                                  TextColumn("{task.description}"), console=console,
+                                  transient=True)
         self._progress.__enter__()
         self._task = self._progress.add_task("", total=self.total, completed=self.done)
         return self

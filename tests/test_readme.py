@@ -1,0 +1,31 @@
+"""The README's set-up commands are what CI runs, exactly (issue 15): ``.ci/run`` holds both
+``sh`` blocks of the "Set up" section verbatim, and what they name exists."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from conftest import ROOT
+
+
+def setup_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    return [block.strip() for block in re.findall(r"```sh\n(.*?)```", section, re.S)]
+
+
+def test_ci_runs_the_readme_setup_commands_verbatim():
+    commands = setup_commands()
+    assert len(commands) == 2
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    for command in commands:
+        assert command in ci, command
+    assert ci.index(commands[0]) < ci.index(commands[1])
+
+
+def test_the_setup_commands_name_files_that_exist():
+    words = [w for c in setup_commands() for w in shlex.split(c)]
+    for w in words:
+        if w.startswith(("examples/", "rules/")):
+            assert (ROOT / w).is_file(), w
