@@ -89,17 +89,15 @@ def read_bytes(path: str | os.PathLike, error: Fail, *, limit: int) -> bytes:
             raise error(f"is {file_kind(st.st_mode)}, not a file")
         if st.st_size > limit:
             raise error(f"is {st.st_size:,} bytes, over the {limit:,} bytes this file may have")
-        chunks = []
-        size = 0
-        while True:
-            chunk = os.read(fd, min(1 << 24, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:   # grew while being read
-                raise error(f"is over the {limit:,} bytes this file may have")
-        return b"".join(chunks)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            # One read of the size the file has (one allocation, no copy), one more byte to
+            # see whether it grew since; a grown file is read on, up to the limit.
+            data = f.read(st.st_size + 1)
+            if len(data) > st.st_size:
+                data += f.read(limit + 1 - len(data))
+        if len(data) > limit:
+            raise error(f"is over the {limit:,} bytes this file may have")
+        return data
     except OSError as e:
         raise error(f"cannot read: {e.strerror or e}") from None
     finally:

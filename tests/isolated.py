@@ -55,6 +55,10 @@ def outcome(argv: list[str], *, cwd: str | os.PathLike | None = None, timeout: f
             code = ESCAPED
             try:
                 os.setpgid(0, 0)
+                # As a user's process starts: Ctrl-C raises KeyboardInterrupt (a test run
+                # before may have installed other handlers, dask's for one).
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 if cwd is not None:   # first: an unprivileged user may not pass its parents
                     os.chdir(cwd)
                 if user is not None:

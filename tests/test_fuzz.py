@@ -488,6 +488,16 @@ def cli_cases(rng: random.Random) -> list[Case]:
                              "latin1": '{"caf\xe9": "CPU"}'.encode("latin-1"),
                              "binary": bytes(range(256)), "nan": '{"n_mm": NaN}',
                              "list": "[1, 2]", "empty": "", "bom": '\ufeff{"n_mm": "CPU"}'}.items()],
+        *[Case("cli", f"long-path-{name}", files_then(lambda b, argv=argv: argv), out=out)
+          for name, argv, out in (
+              ("model", ["m" * 5000 + ".onnx", "r.yaml"], "out"),
+              ("rules", ["m.onnx", "r" * 5000], "out"),
+              ("out", ["m.onnx", "r.yaml"], "o/" * 2500),
+              ("run", ["run", "x" * 5000], None),
+              ("verify", ["verify", "m.onnx", "x" * 5000], None),
+              ("check-affinity", ["check", "m.onnx", "r.yaml", "--affinity", "a" * 5000], None),
+              ("rules-check", ["rules", "check", "r" * 5000], None),
+              ("run-input", ["run", "out", "--input", "x=" + "i" * 5000], None))],
         Case("cli", "run-deep-manifest", files_then(
             lambda b: ["run", "out", "--no-save"],
             lambda b: (_previous_answer_folder(b),
@@ -728,6 +738,32 @@ def test_fuzz(case: Case, tmp_path: Path) -> None:
 def _entries_of(snap: dict[str, str], folder: str) -> dict[str, str]:
     prefix = folder.rstrip("/") + "/"
     return {k[len(prefix):]: v for k, v in snap.items() if k.startswith(prefix)}
+
+
+def test_every_key_with_every_wrong_type_in_process(tmp_path):
+    """The library on all of KEY_PATHS x WRONG_VALUES (the command-line cases above sample 3
+    values per key): a rule file is accepted, and then solves, or is a RuleError; nothing
+    else escapes."""
+    import hetero_solve as hs
+    from hetero_solve.errors import HeteroSolveError
+    model = base_model()
+    accepted = refused = 0
+    for k, path in enumerate(KEY_PATHS):
+        for j, value in enumerate(WRONG_VALUES):
+            file = tmp_path / f"r{k}_{j}.yaml"
+            file.write_text(_dump(_set(BASE_RULES, path, value)))
+            try:
+                rules = hs.load_rules(file)
+            except HeteroSolveError as e:
+                assert str(e).startswith(str(file)) and "\n" not in str(e), (path, value, e)
+                refused += 1
+                continue
+            try:
+                hs.solve(model, rules, engine="heuristic")
+            except HeteroSolveError:
+                pass
+            accepted += 1
+    assert refused > accepted > 0
 
 
 def test_the_suite_covers_every_category_with_a_few_hundred_cases():

@@ -77,3 +77,28 @@ def test_the_console_script_has_no_traceback_either(tmp_path):
     assert r.code == 2 and r.err_lines == [
         "hetero-solve: error: /dev/null: exists and is a device, not a folder: the answer is a "
         "folder of files (give a new or empty folder)"], r
+
+
+@pytest.mark.parametrize("stage", ["solving", "writing"])
+def test_ctrl_c_is_one_line_exit_130_and_nothing_half_written(monkeypatch, tmp_path, stage):
+    import os
+    import signal
+
+    import hetero_solve.export.writer as writer
+    import hetero_solve.pipeline as pipeline
+
+    def ctrl_c(*_args):
+        os.kill(os.getpid(), signal.SIGINT)
+    if stage == "solving":
+        monkeypatch.setattr(pipeline, "heuristic", ctrl_c)
+    else:
+        save = writer._save
+
+        def save_then_ctrl_c(model, path):
+            save(model, path)     # the first part file is written, the rest is not
+            ctrl_c()
+        monkeypatch.setattr(writer, "_save", save_then_ctrl_c)
+    out = tmp_path / "out"
+    r = outcome([MODEL, RULE_FILE, "-q", "--engine", "heuristic", "-o", out])
+    assert r.code == 130 and r.err_lines == ["hetero-solve: interrupted"], r
+    assert list(tmp_path.iterdir()) == []     # no OUT_DIR, no temporary folder beside it

@@ -202,3 +202,25 @@ def test_check_target_accepts_new_empty_and_previous_answers(tmp_path):
     assert check_target(tmp_path / "empty") == tmp_path / "empty"
     with pytest.raises(OutputError, match="empty output path"):
         check_target("")
+
+
+def test_parents_made_before_a_failure_half_way_are_removed(tmp_path, monkeypatch):
+    result = hs.solve(MODEL, RULE_FILE, engine="heuristic")
+    made = []
+    mkdir = Path.mkdir
+
+    def second_fails(self, *a, **k):
+        if len(made) == 2:
+            raise OSError(36, "File name too long")
+        mkdir(self, *a, **k)
+        made.append(self)
+    monkeypatch.setattr(Path, "mkdir", second_fails)
+    with pytest.raises(OutputError, match="File name too long"):
+        result.write(tmp_path / "a" / "b" / "c" / "out")
+    assert made and list(tmp_path.iterdir()) == []
+
+
+def test_a_path_too_long_for_its_files_is_refused_before_anything_is_made(tmp_path):
+    with pytest.raises(OutputError, match="the path is too long"):
+        check_target(tmp_path / ("d/" * 2100))
+    assert list(tmp_path.iterdir()) == []

@@ -29,3 +29,20 @@ def test_the_setup_commands_name_files_that_exist():
     for w in words:
         if w.startswith(("examples/", "rules/")):
             assert (ROOT / w).is_file(), w
+
+
+def test_the_command_line_runs_without_click_installed(tmp_path):
+    """The plain install has no ``click`` (typer carries its own copy): the first README
+    command failed on an ``import click``.  Simulated by hiding the module."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['click'] = None\n"
+            "from hetero_solve.cli import main\n"
+            f"main([r'{ROOT / 'examples' / 'seed000.onnx'}', r'{ROOT / 'rules' / 'seed000.yaml'}',"
+            f" '-o', r'{tmp_path / 'out'}', '--engine', 'heuristic'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "partition.json").exists()
+    bad = subprocess.run([sys.executable, "-c", code.replace("seed000.yaml", "nope.yaml")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and bad.stderr.startswith("hetero-solve: error:"), bad.stderr

@@ -10,7 +10,10 @@ import os
 import sys
 import traceback
 
-import click
+try:
+    import click
+except ImportError:   # typer >= 0.24 carries its own copy of click and no longer installs it
+    click = None
 import typer
 import typer.exceptions
 from typer.core import TyperGroup
@@ -65,6 +68,10 @@ def _root(
     """Split an ONNX model into the fewest parts for heterogeneous devices, with a proof.
 
     Start with: hetero-solve MODEL.onnx RULES.yaml (short for: hetero-solve solve MODEL RULES).
+
+    Bad input is one line on stderr and exit code 2. An internal error (a bug, please report
+    it) is one line and exit code 1; add --debug anywhere on the command line for its
+    traceback.
     """
 
 
@@ -114,12 +121,14 @@ def main(argv: list[str] | None = None) -> None:
         _exit(2, f"error: {e.filename}: {e.strerror or one_line(e)}", debug)
     except BaseException as e:                      # noqa: BLE001 (MemoryError, RecursionError, bugs)
         _internal(e, debug)
+    if code == 130:   # click turned Ctrl-C into this exit code
+        _exit(130, "interrupted", False)
     sys.exit(code if isinstance(code, int) else 0)
 
 
 def _click_classes(name: str) -> tuple[type, ...]:
     """``name`` from click, and from the copy of click that recent typer versions carry."""
-    found = [getattr(click.exceptions, name)]
+    found = [getattr(click.exceptions, name)] if click is not None else []
     try:
         from typer._click import exceptions as vendored
         found.append(getattr(vendored, name))
@@ -152,7 +161,7 @@ def _internal(e: BaseException, debug: bool) -> None:
              f"with the command line{hint}", debug)
 
 
-def _help_hint(e: click.ClickException) -> str:
+def _help_hint(e: Exception) -> str:
     ctx = getattr(e, "ctx", None)
     if ctx is None:
         return ""

@@ -51,6 +51,7 @@ FIXED_FILES = (MANIFEST, "affinity.json", "model.annotated.onnx", "affinity.dot"
 MANIFEST_MAX_BYTES = 1 << 30
 TMP_PREFIX = ".hetero-solve-tmp-"
 NAME_MAX = 255   #: bytes in one file name (Linux, macOS, Windows)
+PATH_MAX = 4096  #: bytes in a path (Linux)
 
 
 def default_out_dir(model_path: str) -> Path:
@@ -72,6 +73,9 @@ def check_target(out_dir: str | os.PathLike) -> Path:
         if len(os.fsencode(part)) > NAME_MAX:
             raise OutputError(out, f"a name in the path is over {NAME_MAX} bytes, more than file "
                                    "systems allow")
+    if len(os.fsencode(os.path.abspath(out))) + NAME_MAX >= PATH_MAX:
+        raise OutputError(out, f"the path is too long for its files (over {PATH_MAX - NAME_MAX} "
+                               "bytes)")
     if not os.path.lexists(out):
         _check_parents(out)
         return out
@@ -177,9 +181,10 @@ def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, ann
     replace = os.path.lexists(out)
     created: list[Path] = []
     tmp: Path | None = None
+    done = False
     try:
         if not replace:
-            created = _make_parents(out)
+            _make_parents(out, created)
         tmp = _make_tmp(out if replace else out.parent)
         _write_files(result, tmp, submodels=submodels, annotated=annotated, dots=dots,
                      pictures=pictures, progress=progress)
@@ -187,12 +192,13 @@ def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, ann
             _move_in(tmp, out, protected=_inputs_of(result))
         else:
             os.rename(tmp, out)
-        tmp = None
+        done = True
     except OSError as e:
         raise OutputError(out, f"cannot write the answer: {_reason(e)}") from None
     finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if not done:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
             for d in reversed(created):
                 try:
                     d.rmdir()
@@ -240,21 +246,20 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
     _write_json(tmp / MANIFEST, manifest)
 
 
-def _make_parents(out: Path) -> list[Path]:
-    """Create the missing folders above ``out``; return them, outermost first."""
+def _make_parents(out: Path, created: list[Path]) -> None:
+    """Create the missing folders above ``out``, appending each to ``created`` (outermost
+    first) as soon as it exists, so that a failure half-way can remove them."""
     missing = []
     parent = out.parent
     while not os.path.lexists(parent) and parent != parent.parent:
         missing.append(parent)
         parent = parent.parent
-    created = []
     for d in reversed(missing):
         try:
             d.mkdir()
         except FileExistsError:
             continue
         created.append(d)
-    return created
 
 
 def _make_tmp(parent: Path) -> Path:

@@ -8,6 +8,7 @@ Every problem is a :class:`~hetero_solve.errors.RuleError` naming the file, the 
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,8 +207,9 @@ class _Parser:
             file = (self.base / item).resolve()
         except (OSError, RuntimeError) as e:   # a symbolic link loop
             raise self.fail(k, f"{item}: cannot follow the path: {e}") from None
-        if file.exists() or not CATALOG_NAME.fullmatch(item):
-            if not file.exists():
+        exists = os.path.exists(file)   # False, not an error, for a name too long
+        if exists or not CATALOG_NAME.fullmatch(item):
+            if not exists:
                 raise self.fail(k, f"included file does not exist: {item} (looked for {file}; "
                                    f"catalogs installed with hetero-solve: "
                                    f"{', '.join(packaged_catalogs())})")
