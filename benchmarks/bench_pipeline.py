@@ -64,6 +64,9 @@ CASES: dict[str, tuple[str, str, dict[str, int], str]] = {
                      "transformer, rules/npu-static.yaml, batch=1, seq symbolic (chains stay)"),
     "tf-noseq-gpu": ("transformer", "rules/gpu-cpu.yaml", {"batch": 1},
                      "transformer, rules/gpu-cpu.yaml, batch=1, seq symbolic (chains stay)"),
+    "layered-gpu": ("layered", "rules/gpu-cpu.yaml", {"batch": 1},
+                    "wide random layered DAG, rules/gpu-cpu.yaml, batch=1 (reshape chains fold; "
+                    "1 part)"),
     "tf-noseq-values": ("transformer", "benchmarks/rules/gpu-values.yaml", {"batch": 1},
                         "transformer, benchmarks/rules/gpu-values.yaml (GPU enforces value "
                         "inputs), batch=1, seq symbolic: value-input splits"),
@@ -204,7 +207,7 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
     from hetero_solve.compile import compile_problem
     writer_mod = importlib.import_module("hetero_solve.export.writer")
     shapes_mod = importlib.import_module("hetero_solve.model.shapes")
-    from hetero_solve.model.load import analyse_model, check_model, flatten, read_model
+    from hetero_solve.model.load import analyse_model, check_model, read_model
     from hetero_solve.model.parallel import fork_pays
     sequential_load = os.environ.get("BENCH_SEQUENTIAL_LOAD") == "1" or trace or profile
     from hetero_solve.result import Result

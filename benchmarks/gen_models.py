@@ -28,6 +28,13 @@ until the target is reached, so a ``100000`` model has 100,000 nodes give or tak
     ``input_ids[batch, seq]`` and ``attention_mask[batch, seq]`` (int64).  d=16, 2 heads,
     ffn 32.  With ``batch=1, seq=N`` the shape chains fold away; without ``seq`` they stay
     and their ``Reshape`` inputs are value-dependent.
+
+``layered``
+    A wide random layered DAG (issue 17's other profile): layers of 256 tensors
+    ``x[batch, 16]``, each node reading the tensor above it and, for binary ops, one of any
+    earlier layer (skip connections); MatMul with its own small weight, Add, Mul, Relu,
+    Sigmoid, and 10 % computed-shape Reshape blocks that fold once ``batch`` is given.  On
+    ``rules/gpu-cpu.yaml`` the answer is 1 part.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ IR_VERSION = 8
 GENERATOR_VERSION = "1"
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-MODELS = ("cnn", "transformer")
+MODELS = ("cnn", "transformer", "layered")
 SIZES = (1000, 10000, 100000)
 
 
@@ -263,7 +270,59 @@ def transformer(target_nodes: int, seed: int = 1, d: int = 16, heads: int = 2, f
                    f"hetero-solve benchmark transformer: {i} layers, torch-style dynamic shapes")
 
 
-BUILDERS = {"cnn": cnn, "transformer": transformer}
+# -- wide random layered DAG -------------------------------------------------------------------
+
+LAYER_WIDTH = 256
+LAYER_D = 16
+RESHAPE_SHARE = 0.1
+
+
+def layered(target_nodes: int, seed: int = 2) -> onnx.ModelProto:
+    """Layers of ``LAYER_WIDTH`` tensors ``[batch, 16]``; node ``j`` of a layer reads tensor
+    ``j`` of the layer before (so every tensor is read) and, for binary ops, a tensor of any
+    earlier layer (skip connections).  Ops: ``MatMul`` with its own 16x16 weight, ``Add``,
+    ``Mul``, ``Relu``, ``Sigmoid``, and in ``RESHAPE_SHARE`` of the positions a computed-shape
+    reshape as torch exports it (``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``; with
+    ``batch`` given, all but the ``Reshape`` fold).  The last layer is summed into the output."""
+    b = Builder(seed)
+    rng = np.random.default_rng(seed)
+    zero = b.const("onnx::Gather_0", np.array(0, np.int64))
+    axes0 = b.const("onnx::Unsqueeze_axes0", np.array([0], np.int64))
+    tail = b.const("onnx::Concat_tail", np.array([LAYER_D], np.int64))
+    layers = [[b.op("Relu", ["x"], f"/input/Relu_{j}") for j in range(LAYER_WIDTH)]]
+    k = 0
+    while len(b.nodes) + LAYER_WIDTH * 1.4 < target_nodes:
+        k += 1
+        prev, row = layers[-1], []
+        for j in range(LAYER_WIDTH):
+            p = f"/layer.{k}/n{j}"
+            a = prev[j]
+            skip = layers[int(rng.integers(0, len(layers)))][int(rng.integers(0, LAYER_WIDTH))]
+            r = rng.random()
+            if r < RESHAPE_SHARE:
+                s = b.op("Shape", [a], f"{p}/Shape")
+                n = b.op("Unsqueeze", [b.op("Gather", [s, zero], f"{p}/Gather", axis=0), axes0],
+                         f"{p}/Unsqueeze")
+                row.append(b.op("Reshape", [a, b.op("Concat", [n, tail], f"{p}/Concat", axis=0)],
+                                f"{p}/Reshape"))
+            elif r < 0.45:
+                w = b.weight(f"layer.{k}.n{j}.weight", (LAYER_D, LAYER_D), scale=LAYER_D ** -0.5)
+                row.append(b.op("MatMul", [a, w], f"{p}/MatMul"))
+            elif r < 0.7:
+                row.append(b.op("Add", [a, skip], f"{p}/Add"))
+            elif r < 0.8:
+                row.append(b.op("Mul", [a, skip], f"{p}/Mul"))
+            else:
+                row.append(b.op("Relu" if r < 0.9 else "Sigmoid", [a], f"{p}/Act"))
+        layers.append(row)
+    b.nodes.append(h.make_node("Sum", layers[-1], ["y"], name="/output/Sum"))
+    return b.model(f"layered_{k}_layers",
+                   [h.make_tensor_value_info("x", T.FLOAT, ["batch", LAYER_D])],
+                   [h.make_tensor_value_info("y", T.FLOAT, ["batch", LAYER_D])],
+                   f"hetero-solve benchmark: wide random layered DAG, {k} layers of {LAYER_WIDTH}")
+
+
+BUILDERS = {"cnn": cnn, "transformer": transformer, "layered": layered}
 
 
 def path_for(model: str, size: int, out: Path = OUT) -> Path:

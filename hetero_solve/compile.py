@@ -13,16 +13,53 @@ import heapq
 from .errors import InfeasibleError, ModelError, RuleError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
+from .model.load import analyse_model
 from .model.structure import structure
-from .problem import Device, FoldOption, Objective, Problem, Refusals
+from .problem import Device, FoldOption, NonStaticShape, Objective, Problem, Refusals
 from .rules.conditions import SupportChecker
 from .rules.schema import Rules
 
 
 def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None = None) -> Problem:
-    """The problem every algorithm solves.  Raises :class:`InfeasibleError` when a node fits no
-    device (naming the node, its op and each device's reason) and :class:`RuleError` for a pin
-    by exact name that matches no node."""
+    """Compile a loaded model and a rule file into the problem every algorithm solves.
+
+    In named steps: pins (an exact name beats globs, the first glob in file order wins);
+    the devices each placeable node may use and why the others refuse it (op lists, ``when``
+    conditions, static shapes, subgraph bodies, then pins); tensors and constants with their
+    bytes (SPEC section 5; constants inside ``If``/``Loop``/``Scan`` bodies belong to their
+    node); data edges; value-input edges at the opset of each node's domain.
+
+    Parameters
+    ----------
+    mg : ModelGraph
+        The model as :func:`~hetero_solve.model.load_model` returns it.
+    rules : Rules
+        The rule file as :func:`~hetero_solve.rules.load_rules` returns it.
+    objective : Objective, optional
+        Overrides the rule file's objective.
+
+    Returns
+    -------
+    Problem
+        Plain data: node ``v`` is ``mg.model.graph.node[problem.graph_index[v]]``; every
+        ``Constant`` and folded node is left out.
+
+    Raises
+    ------
+    InfeasibleError
+        A node fits no device (names the node, its op and each device's reason), or is
+        pinned to a device that refuses it.
+    RuleError
+        A pin by exact name matches no node.
+
+    Examples
+    --------
+    >>> from hetero_solve.model import load_model
+    >>> from hetero_solve.rules import load_rules
+    >>> p = compile_problem(load_model("examples/seed000.onnx"), load_rules("rules/seed000.yaml"))
+    >>> p.n, [p.devices[d].name for d in p.allowed[p.names.index("4")]]
+    (7, ['CPU'])
+    """
     placeable = mg.placeable()
     index = {g: v for v, g in enumerate(placeable)}
     names = [mg.names[i] for i in placeable]
@@ -96,9 +133,6 @@ def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[dict]:
     loses nodes: ``{"device", "nodes", "dims", "inputs", "hint"}`` (``dims``: the named dims
     with no value; ``inputs``: inputs with anonymous ones; ``hint``: the flags to pass).
     """
-    from .model.load import analyse_model
-    from .problem import NonStaticShape
-
     unset = mg.unset_dims()
     static = [d for d, dev in enumerate(rules.devices) if dev.static_shapes]
     if not unset or not static or problem.n == 0:

@@ -5,7 +5,7 @@ Everything downstream (rule compilation, export, run) reads a :class:`ModelGraph
 ``model.graph.node`` so that 100,000-node graphs cost a few lists, not 100,000 objects.
 
 Loading builds it in two explicit steps (:mod:`.load`): :class:`GraphLists` (the structure,
-:func:`.load.flatten`) and :class:`~.shapes.ShapeAnalysis` (types and folding,
+:func:`.flatten.flatten`) and :class:`~.shapes.ShapeAnalysis` (types and folding,
 :func:`.shapes.analyse_shapes`); a :class:`ModelGraph` is the two together.
 """
 
@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from ..units import element_bits
-
-if TYPE_CHECKING:
-    from .fold import FoldedValues
 
 #: Shape of a tensor: ``None`` when the rank is unknown, else one entry per dimension,
 #: an ``int`` when known, a ``str`` (symbolic name) or ``None`` when not.
@@ -122,7 +119,7 @@ class GraphLists:
     model: onnx.ModelProto
     path: str
     opsets: dict[str, int]
-    names: list[str]                     # unique (:func:`.load.unique_names`)
+    names: list[str]                     # unique (:func:`.flatten.unique_names`)
     op_types: list[str]
     domains: list[str]
     inputs: list[tuple[str, ...]]        # positional; "" marks an absent optional input
@@ -181,8 +178,9 @@ class ModelGraph(GraphLists):
     constant_tensors: frozenset[str] = frozenset()
     #: Tensors whose shape is not static (a static-shape device refuses what touches them).
     nonstatic: frozenset[str] = frozenset()
-    #: The values of folded outputs (computed when first asked for).
-    folded_values: "FoldedValues | None" = None
+    #: The values of folded outputs, computed when first asked for (a
+    #: :class:`~.fold.FoldedValues`; not imported here: fold builds on this module).
+    folded_values: Any = None
     #: Nodes with subgraphs as shape inference returned them (their bodies carry types).
     subgraph_nodes: dict[int, onnx.NodeProto] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)

@@ -1,8 +1,9 @@
 """Load an ONNX model into a :class:`ModelGraph`: names, structure, shapes, folding.
 
-Step by step: read (with external data), check, flatten the main graph (stable names for
-unnamed and duplicate-named nodes, outer-scope reads of subgraph nodes), then shapes and folding
-(:mod:`hetero_solve.model.shapes`).
+Step by step: read (with external data), check, flatten the main graph (:mod:`.flatten`:
+stable names for unnamed and duplicate-named nodes, outer-scope reads of subgraph nodes),
+then shapes and folding (:mod:`.shapes`), then the ranks inference cannot find
+(:mod:`.observe`); :func:`analyse_model` assembles the :class:`ModelGraph`.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ import onnx
 
 from ..errors import ModelError, one_line
 from ..readers import check_regular, read_bytes, resolves_inside
-from .graph import (GraphLists, InputDim, ModelGraph, TensorType, subgraph_constants,
-                    subgraph_outer_inputs)
-
-#: Ops whose attributes may hold subgraphs in the standard domains.  Nodes of other domains
-#: are scanned attribute by attribute (custom ops may carry graphs too).
-SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})
+from .flatten import STANDARD_DOMAINS, SUBGRAPH_OPS, flatten
+from .graph import InputDim, ModelGraph
+from .observe import observed_types, unknown_rank_tensors
+from .parallel import Forked, fork_pays
+from .shapes import analyse_shapes, forked_inference, input_dims
+from .structure import name_refs
 
 
 #: protobuf cannot parse a message of 2 GiB or more: a larger model keeps its weights outside.
@@ -153,73 +153,6 @@ def check_model(model: onnx.ModelProto, path: str, data: bytes | None = None) ->
         raise ModelError(path, f"not a valid ONNX model: {one_line(e)}") from None
 
 
-def flatten(model: onnx.ModelProto, path: str) -> GraphLists:
-    """Per-node lists of the main graph (no shape information yet)."""
-    graph = model.graph
-    nodes = list(graph.node)
-    # One comprehension per field: reading protobuf fields dominates at 100,000 nodes.
-    op_types = [n.op_type for n in nodes]
-    domains = [n.domain for n in nodes]
-    raw_names = [n.name for n in nodes]
-    inputs = [tuple(n.input) for n in nodes]
-    outputs = [tuple(n.output) for n in nodes]
-    n = len(nodes)
-    outer: list[tuple[str, ...]] = [()] * n
-    has_sub = [False] * n
-    producer = {o: i for i, outs in enumerate(outputs) for o in outs if o}
-    constant_nodes = [i for i, op in enumerate(op_types) if op == "Constant" and domains[i] in STANDARD_DOMAINS]
-    for i, op in enumerate(op_types):
-        if op in SUBGRAPH_OPS or domains[i] not in STANDARD_DOMAINS:
-            node = nodes[i]
-            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
-                has_sub[i] = True
-                outer[i] = subgraph_outer_inputs(node)
-    initializers = {t.name: t for t in graph.initializer}
-    graph_inputs = [x.name for x in graph.input if x.name not in initializers]
-    opsets = {o.domain: o.version for o in model.opset_import}
-    names = unique_names(raw_names, op_types)
-    inner = {i: subgraph_constants(nodes[i], names[i]) for i, sub in enumerate(has_sub) if sub}
-    base_constants = set(initializers)
-    base_constants.update(t.values.name for t in graph.sparse_initializer)
-    for i in constant_nodes:
-        base_constants.update(o for o in outputs[i] if o)
-    interned: dict[tuple, TensorType] = {}
-    initializer_types = {}
-    for name, t in initializers.items():
-        key = (t.data_type, tuple(t.dims))
-        found = interned.get(key)
-        if found is None:
-            found = interned[key] = TensorType(*key)
-        initializer_types[name] = found
-    return GraphLists(
-        model=model, path=path, opsets=opsets, names=names,
-        op_types=op_types, domains=domains, inputs=inputs, outer_inputs=outer, outputs=outputs,
-        has_subgraph=has_sub, graph_inputs=graph_inputs,
-        graph_outputs=[x.name for x in graph.output], initializers=initializers,
-        constant_nodes=constant_nodes, producer=producer, base_constants=frozenset(base_constants),
-        subgraph_constants={i: found for i, found in inner.items() if found},
-        initializer_types=initializer_types)
-
-
-def unique_names(raw: list[str], op_types: list[str]) -> list[str]:
-    """Stable, unique node names.  A named node keeps its name the first time it appears; an
-    unnamed node becomes ``<OpType>_<index>``, a repeated name ``<name>_<index>`` (with ``_``
-    appended until unique).  Depends only on the model, so reruns give the same names."""
-    taken = set(raw)
-    seen: set[str] = set()
-    names = list(raw)
-    for i, name in enumerate(raw):
-        if name and name not in seen:
-            seen.add(name)
-            continue
-        candidate = f"{name or op_types[i]}_{i}"
-        while candidate in taken or candidate in seen:
-            candidate += "_"
-        names[i] = candidate
-        seen.add(candidate)
-    return names
-
-
 def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, int] | None = None,
                *, shapes: Mapping[str, Sequence[int]] | None = None,
                rule_dims: Mapping[str, int] | None = None, check: bool = True,
@@ -263,7 +196,7 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, i
     --------
     >>> mg = load_model("examples/resnet_like.onnx", dims={"batch": 1})
     >>> mg.names[0], mg.tensor_type(mg.outputs[0][0]).shape
-    ('stem/conv', (1, 16, 32, 32))
+    ('stem/conv', (1, 8, 32, 32))
     """
     model, path, data = read_model(source)
     return analyse_model(model, path, data, dims, shapes=shapes, rule_dims=rule_dims,
@@ -291,7 +224,6 @@ def list_dims(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, in
     >>> [(d.input, d.name, d.value) for d in list_dims("examples/resnet_like.onnx")][:2]
     [('image', 'batch', None), ('image', None, 3)]
     """
-    from .shapes import input_dims
     model, path, _ = read_model(source)
     return input_dims(model, path, {k: int(v) for k, v in (dims or {}).items()},
                       {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()})
@@ -305,11 +237,6 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
     """:func:`load_model` after reading: check, flatten, shapes and folding.  On large models
     the checker and the first shape inference run in forked processes alongside flattening
     (:mod:`.parallel`)."""
-    from .observe import observed_types, unknown_rank_tensors
-    from .parallel import Forked, fork_pays
-    from .shapes import analyse_shapes, forked_inference, input_dims
-    from .structure import name_refs
-
     dims = {k: int(v) for k, v in (dims or {}).items()}
     given = {**{k: int(v) for k, v in (rule_dims or {}).items()}, **dims}
     whole = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}

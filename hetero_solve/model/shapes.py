@@ -31,6 +31,7 @@ from onnx import shape_inference as _onnx_inference
 
 from ..errors import ModelError
 from ..units import element_bits
+from .flatten import flatten
 from .fold import FoldedValues, base_constant_value, find_foldable, folded_readers
 from .graph import (GraphLists, InputDim, TensorType, TypeTable, free_names, type_of_proto,
                     type_of_value_info)
@@ -128,38 +129,46 @@ def prepare(model: onnx.ModelProto, dims: dict[str, int], shapes: dict[str, tupl
     graphs = [g]
     while graphs:   # the main graph and every subgraph
         sub = graphs.pop()
-        inferable = _inferable_outputs(sub, functions)
-        kept = [vi for vi in sub.value_info if vi.name not in inferable]
+        unknown, bodies = _beyond_inference(sub, functions)
+        # Inference declares every tensor an op it knows makes: only the outputs of ops it
+        # does not know keep their declarations (nothing else knows them).
+        kept = [vi for vi in sub.value_info if vi.name in unknown]
         if len(kept) != len(sub.value_info):
             del sub.value_info[:]
             sub.value_info.extend(kept)
+        passed = {vi.name for vi in sub.input} | {t.name for t in sub.initializer}
         for vi in sub.output:
-            if vi.name in inferable and vi.type.HasField("tensor_type"):
+            if vi.name not in unknown and vi.name not in passed and vi.type.HasField("tensor_type"):
                 vi.type.tensor_type.ClearField("shape")
-        for node in sub.node:
-            for a in node.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    graphs.append(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    graphs.extend(a.graphs)
+        graphs.extend(bodies)
 
 
 _SCHEMA_KNOWN: dict[tuple[str, str], bool] = {}
+_STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
-def _inferable_outputs(graph: onnx.GraphProto, functions: set[tuple[str, str]]) -> set[str]:
-    """Outputs of the ``graph``'s nodes whose op shape inference knows (an ONNX schema or a
-    function of the model)."""
-    out: set[str] = set()
-    for node in graph.node:
-        key = (node.domain, node.op_type)
-        ok = _SCHEMA_KNOWN.get(key)
+def _beyond_inference(graph: onnx.GraphProto, functions: set[tuple[str, str]]
+                      ) -> tuple[set[str], list[onnx.GraphProto]]:
+    """The outputs of the ``graph``'s nodes whose op ONNX shape inference does not know (no
+    schema, not a function of the model), and the subgraphs its nodes hold."""
+    unknown: set[str] = set()
+    bodies: list[onnx.GraphProto] = []
+    known = _SCHEMA_KNOWN
+    for node, key in zip(graph.node, [(n.domain, n.op_type) for n in graph.node]):
+        ok = known.get(key)
         if ok is None:
-            ok = _SCHEMA_KNOWN[key] = onnx.defs.has(node.op_type, node.domain)
-        if ok or key in functions:
-            out.update(node.output)
-    out.discard("")
-    return out
+            ok = known[key] = onnx.defs.has(key[1], key[0])
+        if not ok and key not in functions:
+            unknown.update(node.output)
+        if key[1] in _CONTROL_FLOW or key[0] not in _STANDARD_DOMAINS:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    bodies.append(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    bodies.extend(a.graphs)
+    unknown.discard("")
+    return unknown, bodies
 
 
 def light_copy(src: onnx.ModelProto) -> onnx.ModelProto:
@@ -491,7 +500,6 @@ def _branch_types(graph: GraphLists, body: onnx.GraphProto, types: TypeTable,
     analysed as a model of its own (so that what it computes from constants folds, and a
     nested ``If`` on such a value is resolved the same way), its outer-scope reads as inputs
     of their types or, when constant, initializers of their values."""
-    from .load import flatten
     inputs, inits = [], []
     for name in free_names(body):
         value = constant(name)
