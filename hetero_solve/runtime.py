@@ -665,6 +665,18 @@ def save_outputs(outputs: Mapping[str, np.ndarray], directory: str | os.PathLike
         raise RunError(f"{directory} exists and is not a directory")
     directory.mkdir(parents=True, exist_ok=True)
     files = output_file_names(outputs)
+    # Never overwrite what run did not write: a file that is there must be one a previous
+    # save listed in the folder's outputs.json.
+    try:
+        listed = read_json(directory / "outputs.json", RunError)
+    except RunError:   # none (or not one of ours)
+        listed = None
+    ours = ({"outputs.json", *(v for v in listed.values() if isinstance(v, str))}
+            if isinstance(listed, dict) else set())
+    for name in [*files.values(), "outputs.json"]:
+        if os.path.lexists(directory / name) and name not in ours:
+            raise RunError(f"{directory / name} exists and was not written by hetero-solve run: "
+                           "save the outputs elsewhere (--save DIR) or move it away")
     written: dict[str, Path] = {}
     staged: list[tuple[Path, Path]] = []
     try:
