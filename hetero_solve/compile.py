@@ -79,10 +79,9 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     if unknown:
         warnings.append(_unknown_size_warning(unknown))
     node_consts = struct["node_consts"]
-    flat = struct["flat"]
     if mg.subgraph_constants:
-        c_names, c_bytes, node_consts, flat = _with_subgraph_constants(
-            mg, placeable, c_names, c_bytes, node_consts, flat)
+        c_names, c_bytes, node_consts = _with_subgraph_constants(
+            mg, placeable, c_names, c_bytes, node_consts)
     options: list[FoldOption] = []
     if mg.folded and any(d.memory is not None for d in rules.devices):
         options, c_names, c_bytes = _fold_options(mg, rules, placeable, index, c_names, c_bytes)
@@ -101,8 +100,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
               "dims": dict(mg.dims), "opset": mg.opset},
         fold_options=options)
-    # Large models are measured with numpy; the flat pairs structure found serve as they are.
-    problem.arrays = problem_arrays(problem, flat)
+    problem.arrays = problem_arrays(problem)   # large models are measured with numpy
     return problem
 
 
@@ -269,12 +267,10 @@ def _unknown_size_warning(names: list[str]) -> str:
 
 
 def _with_subgraph_constants(mg: ModelGraph, placeable: list[int], c_names: list[str],
-                             c_bytes: list[int], node_consts: list[list[int]], flat: dict):
+                             c_bytes: list[int], node_consts: list[list[int]]):
     """The constants with those held inside ``If``/``Loop``/``Scan`` bodies added, each a
     constant of the node that owns the body (SPEC section 5: they live on its device)."""
-    import numpy as np
     c_names, c_bytes, node_consts = list(c_names), list(c_bytes), list(node_consts)
-    extra_node, extra_id = [], []
     taken = mg.constant_tensors
     for v, i in enumerate(placeable):
         inner = mg.subgraph_constants.get(i)
@@ -287,11 +283,7 @@ def _with_subgraph_constants(mg: ModelGraph, placeable: list[int], c_names: list
             c_names.append(name)
         c_bytes.extend(b for _, b in inner)
         node_consts[v] = node_consts[v] + ids
-        extra_node.extend([v] * len(ids))
-        extra_id.extend(ids)
-    flat = dict(flat, const_node=np.concatenate([flat["const_node"], np.array(extra_node, np.int64)]),
-                const_id=np.concatenate([flat["const_id"], np.array(extra_id, np.int64)]))
-    return c_names, c_bytes, node_consts, flat
+    return c_names, c_bytes, node_consts
 
 
 def _value_edges(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int]) -> list[list[int]]:
