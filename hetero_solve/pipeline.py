@@ -14,7 +14,7 @@ from typing import Callable
 
 import onnx
 
-from .algorithms.greedy import heuristic
+from .algorithms.greedy import PackingFailed, heuristic
 from .compile import compile_problem, missing_dims, missing_dims_text
 from .errors import InfeasibleError, warn
 from .gcpause import paused_gc
@@ -143,10 +143,8 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
         problem.meta["warnings"].extend(map(missing_dims_text, problem.meta["missing_dims"]))
         lap("compile")
         say("greedy heuristic")
-        try:
-            sol = heuristic(problem)
-        except InfeasibleError as failure:
-            sol = _exact_rescue(problem, failure, engine, time_limit, seed, say)
+        sol = initial_solution(problem, engine=engine, time_limit=time_limit, seed=seed,
+                               progress=say)
         lap("heuristic")
         if engine == "heuristic":
             sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed,
@@ -169,13 +167,32 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
                   explanation=sol.stats.pop("explain", None))
 
 
+def initial_solution(problem: Problem, *, engine: str = "auto", time_limit: float = 10.0,
+                     seed: int = 0, progress: Progress | None = None) -> Solution:
+    """The heuristic's answer; when it cannot fit the memory limits (and says that is not a
+    proof), the exact solver's, searched from one node per part.
+
+    Raises
+    ------
+    InfeasibleError
+        A node no device can hold (proven, named), or no partition found by either (the
+        message says it is not a proof).
+    """
+    try:
+        return heuristic(problem)
+    except PackingFailed as failure:
+        return _exact_rescue(problem, failure, engine, time_limit, seed,
+                             progress or (lambda _m: None))
+
+
 def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, time_limit: float,
                   seed: int, say: Progress) -> Solution:
-    """The greedy packs memory in one pass and can miss a packing that exists (bin packing);
-    the exact solver, started from one node per part, searches for one.  If it finds none
-    within the time limit the greedy's error stands."""
+    """The heuristic can miss a packing that exists (bin packing); the exact solver, started
+    from one node per part, searches for one.  If it finds none within the time limit, the
+    error says so (and that it is not a proof)."""
     if engine == "heuristic" or not problem.has_memory_limits():
-        raise failure
+        raise InfeasibleError(f"{failure} (--engine heuristic: the exact solver was not asked)"
+                              if engine == "heuristic" else str(failure), failure.nodes)
     say("the heuristic could not fit the memory limits: searching with the exact solver")
     order = topological_order(problem.succ, problem.pred)
     start = Solution(part_of=[0] * problem.n, part_device=[problem.allowed[v][0] for v in order],
@@ -184,7 +201,8 @@ def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, time_
         start.part_of[v] = k
     sol = refine(problem, start, engine=engine, time_limit=time_limit, seed=seed, progress=say)
     if validate(problem, sol):
-        raise failure
+        raise InfeasibleError(f"{failure}; the exact solver found none within {time_limit:g} s "
+                              f"either (raise --time-limit to search longer)", failure.nodes)
     problem.meta.setdefault("warnings", []).append(
         f"the greedy heuristic could not fit the memory limits ({failure}); the exact solver "
         f"found this partition")

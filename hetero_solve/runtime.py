@@ -338,7 +338,7 @@ def concrete_shape(spec: InputSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
                        f"--input {spec.name}=FILE.npy")
     out = []
     for i, d in enumerate(spec.shape):
-        if isinstance(d, int):
+        if isinstance(d, int) and d >= 0:   # a declared negative size says nothing
             out.append(d)
         elif isinstance(d, str) and d in dims:
             out.append(int(dims[d]))
@@ -365,6 +365,10 @@ def check_dims(built: Mapping[str, int], dims: Mapping[str, int] | None) -> dict
     return out
 
 
+#: Most elements a generated input may have (4 GiB of float32).
+RANDOM_ELEMENTS = 1 << 30
+
+
 def random_inputs(specs: Iterable[InputSpec], dims: Mapping[str, int] | None = None, *,
                   seed: int = 0, ranges: Mapping[str, tuple[float, float]] | None = None
                   ) -> dict[str, np.ndarray]:
@@ -380,6 +384,10 @@ def random_inputs(specs: Iterable[InputSpec], dims: Mapping[str, int] | None = N
     for spec in specs:
         dtype = numpy_dtype(spec.elem_type, spec.name)
         shape = concrete_shape(spec, dims)
+        if math.prod(shape) > RANDOM_ELEMENTS:
+            raise RunError(f"input {spec.name!r} has {math.prod(shape):,} elements (shape "
+                           f"{shape}), too many to generate: pass it with --input "
+                           f"{spec.name}=FILE.npy")
         if spec.name in ranges and dtype.kind in "iufb":
             low, high = ranges[spec.name]
             if dtype.kind in "iub":
@@ -665,6 +673,18 @@ def save_outputs(outputs: Mapping[str, np.ndarray], directory: str | os.PathLike
         raise RunError(f"{directory} exists and is not a directory")
     directory.mkdir(parents=True, exist_ok=True)
     files = output_file_names(outputs)
+    # Never overwrite what run did not write: a file that is there must be one a previous
+    # save listed in the folder's outputs.json.
+    try:
+        listed = read_json(directory / "outputs.json", RunError)
+    except RunError:   # none (or not one of ours)
+        listed = None
+    ours = ({"outputs.json", *(v for v in listed.values() if isinstance(v, str))}
+            if isinstance(listed, dict) else set())
+    for name in [*files.values(), "outputs.json"]:
+        if os.path.lexists(directory / name) and name not in ours:
+            raise RunError(f"{directory / name} exists and was not written by hetero-solve run: "
+                           "save the outputs elsewhere (--save DIR) or move it away")
     written: dict[str, Path] = {}
     staged: list[tuple[Path, Path]] = []
     try:

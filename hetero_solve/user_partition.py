@@ -42,11 +42,10 @@ from typing import Any, Callable, Mapping
 
 import onnx
 
-from .algorithms.greedy import heuristic
 from .compile import compile_problem
 from .errors import HeteroSolveError
 from .model import ModelGraph, load_model
-from .pipeline import ENGINES, refine, solve
+from .pipeline import ENGINES, initial_solution, refine, solve
 from .result import Result
 from .problem import Problem
 from .readers import read_json
@@ -413,7 +412,8 @@ def fewest_for_devices(problem: Problem, node_device: list[int], *, engine: str 
     devices restricted to those).  Raises :class:`~hetero_solve.errors.InfeasibleError` when
     memory cannot hold them."""
     restricted = dataclasses.replace(problem, allowed=[(d,) for d in node_device])
-    sol = heuristic(restricted)
+    sol = initial_solution(restricted, engine=engine, time_limit=time_limit, seed=seed,
+                           progress=progress)
     sol = refine(restricted, sol, engine=engine, time_limit=time_limit, seed=seed,
                  progress=progress)
     return normalize(problem, sol)

@@ -193,10 +193,13 @@ def test_one_spelling_of_a_device_instance(tmp_path):
 
 
 def test_help_shows_flags_as_flags():
+    from typer.testing import CliRunner
+    from hetero_solve.cli import app
+    runner = CliRunner()
     for command in (["solve"], ["run"], ["verify"], ["check"], ["explain"], ["study"],
-                    ["rules", "check"], []):
-        r = run(*command, "--help")
-        assert r.returncode == 0 and "<bool>" not in r.stdout, command
+                    ["rules", "check"], ["rules", "schema"], []):
+        r = runner.invoke(app, [*command, "--help"])
+        assert r.exit_code == 0 and "--" in r.output and "<bool>" not in r.output, command
 
 
 def test_the_summary_does_not_wrap_in_a_pipe(tmp_path):

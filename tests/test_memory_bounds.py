@@ -109,3 +109,21 @@ def test_explain_names_the_overflow_and_the_nodes_moved():
 def test_no_memory_section_when_memory_cannot_bind():
     p = make_problem(3, [(0, 1), (1, 2)], [[0]] * 3, [Device("NPU", memory=10 ** 6)])
     assert explain_memory(p, hs.heuristic(p)) is None
+
+
+def test_explain_survives_a_node_that_memory_leaves_without_a_device():
+    """Issue 16: the forced-break chain read the first device of an empty device set
+    (IndexError: tuple index out of range) when memory leaves a node no device.  The
+    explanation now says memory is the reason."""
+    from hetero_solve.exact.bounds import lower_bounds
+    from hetero_solve.exact.explain import explain
+    p = make_problem(3, [(0, 1), (1, 2)], [[0], [0, 1], [0]], [Device("NPU", memory=10), "CPU"],
+                     tensor_bytes=1, const_bytes=[0, 50, 0])
+    R = [(0,), (), (0,)]            # the rules let node 1 run anywhere; memory leaves it none
+    b = lower_bounds(p, R)
+    assert b.per_device[0] == 2     # two NPU stretches on the path, split by node 1
+    ex = explain(p, R, b, 3, proof=None, fixed=False)
+    details = [br["detail"] for r in ex["runs"] for br in r["breaks"]] + \
+              [br["detail"] for br in ex["breaks"]]
+    assert any("memory: no part on NPU holding it fits" in d or "fits no device" in d
+               for d in details), details

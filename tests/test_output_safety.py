@@ -224,3 +224,32 @@ def test_a_path_too_long_for_its_files_is_refused_before_anything_is_made(tmp_pa
     with pytest.raises(OutputError, match="the path is too long"):
         check_target(tmp_path / ("d/" * 2100))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_run_never_overwrites_a_file_it_did_not_write(tmp_path):
+    from hetero_solve.runtime import RunError, run
+    out = tmp_path / "out"
+    hs.solve(MODEL, RULE_FILE, engine="heuristic").write(out)
+    mine = tmp_path / "saved"
+    mine.mkdir()
+    (mine / "y.npy").write_text("my own array")
+    with pytest.raises(RunError, match="y.npy exists and was not written by hetero-solve run"):
+        run(out, save=mine)
+    assert (mine / "y.npy").read_text() == "my own array"
+    assert sorted(p.name for p in mine.iterdir()) == ["y.npy"]
+    first = run(out, save=out / "outputs")          # the default place, twice: ours to replace
+    again = run(out, save=out / "outputs")
+    assert first.saved.keys() == again.saved.keys() == {"y"}
+
+
+def test_dot_inside_a_previous_answer_replaces_it_and_keeps_the_model_there(tmp_path):
+    out = tmp_path / "out"
+    hs.solve(MODEL, RULE_FILE, engine="heuristic").write(out)
+    shutil.copy(MODEL, out / "m.onnx")          # the user keeps the model in the answer folder
+    shutil.copy(RULE_FILE, out / "r.yaml")
+    (out / "r.yaml").write_text("version: 1\ndevices:\n  - name: CPU\n    ops: {supported: all}\n")
+    r = outcome(["m.onnx", "r.yaml", "-o", ".", *FAST], cwd=out)
+    assert r.code == 0, r
+    assert sorted(p.name for p in out.iterdir()) == sorted(answer_files(out) + ["m.onnx", "r.yaml"])
+    assert (out / "m.onnx").read_bytes() == MODEL.read_bytes()
+    assert [p["device"] for p in json.loads((out / "partition.json").read_text())["partitions"]] == ["CPU"]

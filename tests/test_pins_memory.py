@@ -152,15 +152,29 @@ def test_independent_weights_are_packed_first_fit_decreasing():
 def test_when_the_greedy_cannot_pack_memory_the_exact_solver_does():
     """Independent weights 5, 4, 3, 3, 3, 2 on two 10-byte instances: first-fit decreasing
     packs {5, 4} and {3, 3, 3} and has no room for 2; {5, 3, 2} + {4, 3, 3} fits.  The
-    pipeline falls back to the exact solver; with the heuristic alone, the error stands."""
-    from hetero_solve.pipeline import _exact_rescue
+    heuristic says it is not a proof (PackingFailed); the pipeline asks the exact solver;
+    with the heuristic alone, the error stands and says the solver was not asked."""
+    from hetero_solve.algorithms.greedy import PackingFailed
+    from hetero_solve.pipeline import initial_solution
     p = hs.make_problem(6, [], [[0]] * 6, [hs.Device("ACC", 10, 2)], tensor_bytes=0,
                         const_bytes=[5, 4, 3, 3, 3, 2])
-    with pytest.raises(hs.InfeasibleError) as failure:
+    with pytest.raises(PackingFailed, match="not a proof"):
         hs.heuristic(p)
-    sol = _exact_rescue(p, failure.value, "auto", 5.0, 0, lambda _m: None)
+    sol = initial_solution(p, engine="auto", time_limit=5.0)
     assert hs.validate(p, sol) == []
     assert sorted(sorted(p.const_bytes[v] for v in part) for part in sol.parts()) == [[2, 3, 5], [3, 3, 4]]
     assert "could not fit the memory limits" in p.meta["warnings"][-1]
-    with pytest.raises(hs.InfeasibleError):
-        _exact_rescue(p, failure.value, "heuristic", 5.0, 0, lambda _m: None)
+    with pytest.raises(hs.InfeasibleError, match="the exact solver was not asked"):
+        initial_solution(p, engine="heuristic")
+
+
+def test_a_node_memory_refuses_is_refused_at_once_with_its_bytes():
+    """Proven refusals (no part holding the node fits) are not handed to the exact solver."""
+    from hetero_solve.algorithms.greedy import PackingFailed
+    from hetero_solve.pipeline import initial_solution
+    p = hs.make_problem(2, [(0, 1)], [[0], [0]], [hs.Device("ACC", 10)], tensor_bytes=1,
+                        const_bytes=[50, 0])
+    with pytest.raises(hs.InfeasibleError, match=r"node 'n0' \(Op\) fits no device: ACC needs "
+                                                 r"at least 51 bytes") as e:
+        initial_solution(p, engine="auto", time_limit=5.0)
+    assert not isinstance(e.value, PackingFailed)

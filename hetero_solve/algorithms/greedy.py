@@ -44,6 +44,12 @@ from .placement import Placement
 MAX_ROUNDS = 24        # device choices tried when memory binds (each lowers a byte target)
 
 
+class PackingFailed(InfeasibleError):
+    """The heuristic found no partition that fits the memory limits.  Not a proof that none
+    exists (packing parts into instances is bin packing): the pipeline asks the exact solver
+    (:func:`hetero_solve.pipeline.initial_solution`)."""
+
+
 def heuristic(problem: Problem) -> Solution:
     """A valid partition in linear time: the better of the forward and backward greedy passes.
 
@@ -65,9 +71,10 @@ def heuristic(problem: Problem) -> Solution:
     ------
     InfeasibleError
         When memory limits leave a node no room on any device it may use (proven: no part
-        holding it fits, the message names the node and the bytes), or when the parts found
-        could not be placed on the instances (not a proof: the exact solver may still find a
-        partition; the pipeline asks it).
+        holding it fits, the message names the node and the bytes).
+    PackingFailed
+        (an ``InfeasibleError``) when the parts found could not be placed on the instances:
+        not a proof, the exact solver may still find a partition (the pipeline asks it).
 
     Examples
     --------
@@ -148,8 +155,8 @@ def _with_memory(problem: Problem, shared: "_Shared") -> Solution:
         keep(rival)
     if best is None:
         over = ", ".join(f"{problem.devices[d].name}" for d in targets)
-        raise InfeasibleError(f"memory: the heuristic could not fit the parts into the instances "
-                              f"of {over} (not a proof that no partition exists)", [])
+        raise PackingFailed(f"memory: the heuristic could not fit the parts into the instances "
+                            f"of {over} (not a proof that no partition exists)", [])
     return best
 
 

@@ -59,6 +59,12 @@ def _break(problem: Problem, R, u: int, v: int, fixed: bool) -> dict:
         for d in R[u]:
             if d not in problem.allowed[v]:
                 why.append(problem.why_not(v, d))
+            elif not fixed:
+                why.append(_why_not_in(problem, R, v, d))
+        for x in (u, v):
+            if not R[x]:
+                why.append(f"{names[x]!r} fits no device: no part holding it fits an "
+                           f"instance of any device it may use")
         detail = (f"{names[u]!r} ({ops[u]}) runs on {_devs(problem, R[u])}, {names[v]!r} "
                   f"({ops[v]}) on {_devs(problem, R[v])}")
         if why:
@@ -69,6 +75,18 @@ def _break(problem: Problem, R, u: int, v: int, fixed: bool) -> dict:
     detail = (f"{names[v]!r} ({ops[v]}) needs the value of {names[u]!r} ({ops[u]}) when its part "
               f"is compiled, and value inputs are enforced on {_devs(problem, common)}")
     return {"after": names[u], "before": names[v], "reason": "value", "detail": detail}
+
+
+def _why_not_in(problem: Problem, R, v: int, c: int) -> str:
+    """Why device ``c`` is not in ``R(v)``: the rules refuse it, fallback is fixed at 0 (its
+    preferred device is another), or memory (no part on ``c`` holding ``v`` fits)."""
+    why = problem.why_not(v, c)
+    if why:
+        return why
+    if len(R[v]) == 1 and R[v][0] == problem.allowed[v][0] and c != R[v][0]:
+        return f"(its preferred device is {problem.devices[R[v][0]].name})"
+    return (f"memory: no part on {problem.devices[c].name} holding it fits one instance "
+            f"({format_bytes(problem.devices[c].memory)})")
 
 
 def _runs(problem: Problem, R, b: Bounds, c: int, fixed: bool, v: int | None = None,
@@ -89,9 +107,7 @@ def _runs(problem: Problem, R, b: Bounds, c: int, fixed: bool, v: int | None = N
             pending = {"after": names[last_forced] if last_forced is not None else None,
                        "before": names[v], "reason": "device",
                        "detail": f"{names[v]!r} ({problem.op_types[v]}) cannot run on "
-                                 f"{problem.devices[c].name}: "
-                                 + (problem.why_not(v, c) or "(its preferred device is "
-                                    f"{problem.devices[R[v][0]].name})")}
+                                 f"{problem.devices[c].name}: " + _why_not_in(problem, R, v, c)}
         elif kind == "value":
             u, w = event[1], event[2]
             pending = {"after": names[u], "before": names[w], "reason": "value",
