@@ -13,7 +13,7 @@ import heapq
 from .errors import InfeasibleError, ModelError, RuleError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
-from .model.load import analyse_model
+from .model.shapes import analyse_shapes
 from .model.structure import structure
 from .problem import Device, FoldOption, NonStaticShape, Objective, Problem, Refusals
 from .rules.conditions import SupportChecker
@@ -147,10 +147,13 @@ def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[dict]:
         shapes[x] = tuple(u.value if u.value is not None else
                           dims.get(u.name, 1) if u.name is not None else 1
                           for u in mg.input_dims if u.input == x)
-    try:
-        alt = analyse_model(mg.model, mg.path, None, dims=dims, shapes=shapes, check=False)
+    try:   # the same graph lists, analysed again (nothing else depends on dims)
+        found = analyse_shapes(mg, dims, shapes)
     except Exception:   # a value the model rejects: no claim
         return []
+    alt = ModelGraph.of(mg, types=found.types, declared=found.declared, folded=found.folded,
+                        constant_tensors=found.constant_tensors, nonstatic=found.nonstatic,
+                        folded_values=found.folded_values, subgraph_nodes=found.subgraph_nodes)
     checker = SupportChecker(rules, alt)
     alt_folded = set(alt.folded)
     hint = " ".join([f"--dim {n}=N" for n in names] + [
