@@ -1,7 +1,7 @@
 """What each speed mechanism of loading and compiling buys (issue 17's complexity budget).
 
     python benchmarks/bench_mechanisms.py                                # every mechanism, 100k, 5 reps
-    python benchmarks/bench_mechanisms.py --mechanisms fork,wire --reps 7 --graphs layered
+    python benchmarks/bench_mechanisms.py --mechanisms fork,strip --reps 7 --graphs cnn
 
 A mechanism stays only if it pays at least 0.2 s at 100,000 nodes on some benchmark graph.
 One process per graph loads and compiles the model once; then, for each mechanism, the code
@@ -47,13 +47,12 @@ GRAPHS = {
 #: mechanism -> (what it is, the stages it touches, graphs to measure it on).
 MECHANISMS = {
     "fork": ("the checker and the first shape inference in forked processes while the "
-             "parent flattens the graph (model/parallel.py)", ("load",),
+             "parent flattens the graph and computes the tensor-name ids (model/parallel.py); "
+             "timed: load + compile + heuristic + waiting for the checker, as solve() runs them",
+             ("load",),
              ("layered", "transformer", "cnn")),
     "refs": ("the tensor-name ids of every node computed while the forked inference runs "
              "(ModelGraph.refs), instead of in compile", ("load", "compile"),
-             ("layered", "transformer", "cnn")),
-    "wire": ("the inferred types read from the serialised model as (name, TypeProto bytes) "
-             "pairs without parsing it (model/wire.py)", ("load",),
              ("layered", "transformer", "cnn")),
     "strip": ("the forked inference's copy of the model without its float weights' data "
               "(inference does not read them)", ("load",), ("layered", "transformer", "cnn")),
@@ -69,9 +68,6 @@ MECHANISMS = {
                     ("transformer", "layered")),
     "lazy-reasons": ("refusal texts made when read (problem.NonStaticShape, NamedReason) "
                      "instead of at compile", ("compile",), ("transformer-noseq", "cnn")),
-    "flat-pairs": ("compile hands the flat (node, tensor) pairs it built to the problem's "
-                   "arrays instead of their being rebuilt from the lists", ("compile",),
-                   ("layered", "transformer", "cnn")),
     "paused-gc": ("the cyclic garbage collector paused during the pipeline (gcpause.py)",
                   ("load", "compile", "heuristic"), ("layered", "transformer", "cnn")),
 }
@@ -98,7 +94,7 @@ class Setup:
         from hetero_solve.model import shapes
         base = shapes.light_copy(self.model)
         shapes.prepare(base, self.dims, {})
-        self.inferred = shapes.infer(base)
+        self.inferred = onnx.ModelProto.FromString(shapes.infer(base))
         self.onnx = onnx
 
 
@@ -113,15 +109,14 @@ def _pair(on, off) -> tuple[float, float]:
 
 def micro(setup: Setup, mechanism: str):
     """``(on, off)``: two callables doing the same work, with and without ``mechanism``."""
-    from hetero_solve.model import evaluate, shapes, wire
+    from hetero_solve.model import evaluate, shapes
     from hetero_solve.model.graph import TypeTable, type_of_proto
     mg, problem = setup.mg, setup.problem
-    if mechanism == "wire":
-        return (lambda: wire.declared_types(setup.inferred),
-                lambda: wire.declared_types(setup.onnx.ModelProto.FromString(setup.inferred)))
     if mechanism == "types-once":
         def every_one():
-            names, type_bytes = wire.declared_types(setup.inferred)
+            g = setup.inferred.graph
+            infos = list(g.value_info) + list(g.input) + list(g.output)
+            names, type_bytes = [vi.name for vi in infos], [vi.type.SerializeToString() for vi in infos]
             types = TypeTable(mg.initializer_types)
             types.update((n, type_of_proto(setup.onnx.TypeProto.FromString(b)))
                          for n, b in zip(names, type_bytes))
@@ -177,11 +172,6 @@ def micro(setup: Setup, mechanism: str):
         from hetero_solve.problem import reason_text
         rows = problem.refusals._rows
         return (lambda: None, lambda: [[reason_text(e) for e in row] for row in rows])
-    if mechanism == "flat-pairs":
-        from hetero_solve.measures import problem_arrays
-        from hetero_solve.model.structure import structure
-        flat = structure(mg, mg.placeable())["flat"]
-        return (lambda: problem_arrays(problem, flat), lambda: problem_arrays(problem, None))
     if mechanism == "paused-gc":
         import gc
         from hetero_solve.algorithms.greedy import heuristic
@@ -199,18 +189,23 @@ def micro(setup: Setup, mechanism: str):
                     gc.enable()
         return (lambda: pipeline(True), lambda: pipeline(False))
     if mechanism == "fork":
+        from hetero_solve.algorithms.greedy import heuristic
+        from hetero_solve.compile import compile_problem
         from hetero_solve.model import parallel
         from hetero_solve.model.load import analyse_model
 
-        def load(fork: bool):
+        def pipeline(fork: bool):
+            # As solve() runs it: the checker is waited for after compile and the heuristic.
             saved = parallel.MIN_NODES
             parallel.MIN_NODES = saved if fork else 10 ** 12
             try:
-                analyse_model(setup.model, str(setup.path), None, setup.dims,
-                              defer_check=False)
+                loaded = analyse_model(setup.model, str(setup.path), None, setup.dims,
+                                       defer_check=True)
+                heuristic(compile_problem(loaded, setup.rules))
+                loaded.ensure_valid()
             finally:
                 parallel.MIN_NODES = saved
-        return (lambda: load(True), lambda: load(False))
+        return (lambda: pipeline(True), lambda: pipeline(False))
     raise ValueError(mechanism)
 
 

@@ -13,7 +13,7 @@ import heapq
 from .errors import InfeasibleError, ModelError, RuleError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
-from .model.load import analyse_model
+from .model.shapes import analyse_shapes
 from .model.structure import structure
 from .problem import Device, FoldOption, NonStaticShape, Objective, Problem, Refusals
 from .rules.conditions import SupportChecker
@@ -79,10 +79,9 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     if unknown:
         warnings.append(_unknown_size_warning(unknown))
     node_consts = struct["node_consts"]
-    flat = struct["flat"]
     if mg.subgraph_constants:
-        c_names, c_bytes, node_consts, flat = _with_subgraph_constants(
-            mg, placeable, c_names, c_bytes, node_consts, flat)
+        c_names, c_bytes, node_consts = _with_subgraph_constants(
+            mg, placeable, c_names, c_bytes, node_consts)
     options: list[FoldOption] = []
     if mg.folded and any(d.memory is not None for d in rules.devices):
         options, c_names, c_bytes = _fold_options(mg, rules, placeable, index, c_names, c_bytes)
@@ -101,8 +100,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
               "dims": dict(mg.dims), "opset": mg.opset},
         fold_options=options)
-    # Large models are measured with numpy; the flat pairs structure found serve as they are.
-    problem.arrays = problem_arrays(problem, flat)
+    problem.arrays = problem_arrays(problem)   # large models are measured with numpy
     return problem
 
 
@@ -149,10 +147,13 @@ def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[dict]:
         shapes[x] = tuple(u.value if u.value is not None else
                           dims.get(u.name, 1) if u.name is not None else 1
                           for u in mg.input_dims if u.input == x)
-    try:
-        alt = analyse_model(mg.model, mg.path, None, dims=dims, shapes=shapes, check=False)
+    try:   # the same graph lists, analysed again (nothing else depends on dims)
+        found = analyse_shapes(mg, dims, shapes)
     except Exception:   # a value the model rejects: no claim
         return []
+    alt = ModelGraph.of(mg, types=found.types, declared=found.declared, folded=found.folded,
+                        constant_tensors=found.constant_tensors, nonstatic=found.nonstatic,
+                        folded_values=found.folded_values, subgraph_nodes=found.subgraph_nodes)
     checker = SupportChecker(rules, alt)
     alt_folded = set(alt.folded)
     hint = " ".join([f"--dim {n}=N" for n in names] + [
@@ -269,12 +270,10 @@ def _unknown_size_warning(names: list[str]) -> str:
 
 
 def _with_subgraph_constants(mg: ModelGraph, placeable: list[int], c_names: list[str],
-                             c_bytes: list[int], node_consts: list[list[int]], flat: dict):
+                             c_bytes: list[int], node_consts: list[list[int]]):
     """The constants with those held inside ``If``/``Loop``/``Scan`` bodies added, each a
     constant of the node that owns the body (SPEC section 5: they live on its device)."""
-    import numpy as np
     c_names, c_bytes, node_consts = list(c_names), list(c_bytes), list(node_consts)
-    extra_node, extra_id = [], []
     taken = mg.constant_tensors
     for v, i in enumerate(placeable):
         inner = mg.subgraph_constants.get(i)
@@ -287,11 +286,7 @@ def _with_subgraph_constants(mg: ModelGraph, placeable: list[int], c_names: list
             c_names.append(name)
         c_bytes.extend(b for _, b in inner)
         node_consts[v] = node_consts[v] + ids
-        extra_node.extend([v] * len(ids))
-        extra_id.extend(ids)
-    flat = dict(flat, const_node=np.concatenate([flat["const_node"], np.array(extra_node, np.int64)]),
-                const_id=np.concatenate([flat["const_id"], np.array(extra_id, np.int64)]))
-    return c_names, c_bytes, node_consts, flat
+    return c_names, c_bytes, node_consts
 
 
 def _value_edges(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int]) -> list[list[int]]:

@@ -203,17 +203,3 @@ def test_the_cli_writes_nothing_for_an_invalid_model_checked_late(tmp_path, fork
     assert exit_.value.code == 2
     assert "Unrecognized attribute: alpha" in capsys.readouterr().err
     assert not out.exists()
-
-
-@pytest.mark.parametrize("model", example_models(), ids=lambda p: p.stem)
-def test_types_read_from_bytes_equal_the_parsed_model(model):
-    """model/wire.py reads (name, TypeProto bytes) pairs straight from the serialised
-    inference: the same names and types as the parsed ModelProto, value infos rebuilt whole."""
-    from hetero_solve.model.wire import declared_types, value_info
-    inferred = onnx.shape_inference.infer_shapes(onnx.load(model), data_prop=True)
-    names, types = declared_types(inferred.SerializeToString())
-    assert (names, types) == declared_types(inferred)
-    g = inferred.graph
-    assert [value_info(n, t) for n, t in zip(names, types)] == \
-        [vi for vi in list(g.value_info) + list(g.input) + list(g.output)]
-    assert len(names) > 0

@@ -12,8 +12,8 @@ from ..rules import load_rules
 from ..rules.check import format_query, format_summary, query, summary
 from . import app
 from ..filekind import content_kind
-from .common import (UsageError, caught_warnings, expect_model_and_rules, out_console, parse_dims,
-                     print_json)
+from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
+                     out_console, parse_dims, parse_shapes, print_json, shape_option)
 
 rules_app = typer.Typer(no_args_is_help=True, add_completion=False,
                         help="Rule files: validate one, or see what each device takes in a model.")
@@ -26,9 +26,8 @@ def check_command(
                                        help="A rule file (YAML) to validate, after the ONNX model "
                                             "to explain it on (the order of solve). RULES MODEL, "
                                             "the order of earlier versions, still works."),
-    dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
-                                  help="Value of a symbolic dimension (repeatable; beats the "
-                                       "rule file's dims)."),
+    dim: List[str] = dim_option(),
+    shape: List[str] = shape_option(),
     nodes: bool = typer.Option(True, "--nodes/--no-nodes",
                                help="List every node with its preferred device (QueryNetwork)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -57,7 +56,8 @@ def check_command(
             warned.show()
             print_json(s) if as_json else _print(format_summary(s))
             return
-        mg = load_model(model, dims=parse_dims(dim), rule_dims=rule_set.dims)
+        mg = load_model(model, dims=parse_dims(dim), shapes=parse_shapes(shape),
+                        rule_dims=rule_set.dims)
         report = query(rule_set, mg)
     warned.show(skip=report.warnings if not as_json else ())
     print_json(report.as_dict()) if as_json else _print(format_query(report, nodes=nodes))

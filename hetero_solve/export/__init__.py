@@ -4,7 +4,8 @@
 - :func:`build_part_model` (``partN_DEVICE.onnx``), :func:`build_direct_model`
   (``direct_outputs.onnx``), :func:`build_annotated_model` (``model.annotated.onnx``);
 - :func:`affinity_dot` and :func:`partitions_dot` (the pictures);
-- :func:`write_result`: all of them into OUT_DIR, atomically.
+- :func:`write_result`: all of them into OUT_DIR, moved in whole when complete; only a new
+  or empty folder or a previous answer is accepted, and only its files are replaced.
 
 Export reads a :class:`~hetero_solve.result.Result` and never changes it.
 """

@@ -35,7 +35,6 @@ from .flatten import flatten
 from .fold import FoldedValues, base_constant_value, find_foldable, folded_readers
 from .graph import (GraphLists, InputDim, TensorType, TypeTable, free_names, type_of_proto,
                     type_of_value_info)
-from .wire import declared_types
 
 _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
 
@@ -286,19 +285,19 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
             prepare(base, dims, shapes)
         return base
 
-    def run(model: onnx.ModelProto) -> bytes:
+    def run(model: onnx.ModelProto) -> onnx.ModelProto:
         try:
-            return infer(model)
+            return onnx.ModelProto.FromString(infer(model))
         except Exception as e:  # a custom op without inference, an inconsistent model
             first_words = " ".join(str(e).split())[:300]
             warnings.append(f"shape inference failed, using the shapes the model declares: "
                             f"{first_words}")
             fallback = light_copy(graph.model)
             prepare(fallback, dims, shapes, keep_declared=True)
-            return fallback.SerializeToString()
+            return fallback
 
     interned: dict[tuple, TensorType] = {}
-    inferred = first if first is not None else run(inference_base())
+    inferred = onnx.ModelProto.FromString(first) if first is not None else run(inference_base())
     types, declared = _types(graph, inferred, interned, TypeTable(graph.initializer_types))
     kept_nodes = list(range(len(graph.names)))
     values = FoldedValues(graph, [], types)
@@ -360,12 +359,16 @@ def _intern(interned: dict, elem_type: int, shape) -> TensorType:
     return t
 
 
-def _types(graph: GraphLists, inferred: bytes, interned: dict,
+def _types(graph: GraphLists, inferred: onnx.ModelProto, interned: dict,
            before: TypeTable) -> tuple[TypeTable, dict[str, bytes]]:
-    """The types ``before`` with what an inference declared over them, and the declared
-    ``TypeProto`` bytes by name.  Each distinct type is parsed once (models repeat a few dozen
-    types over a hundred thousand tensors)."""
-    names, type_bytes = declared_types(inferred)
+    """The types ``before`` with what an inference declared over them (value infos, then
+    inputs and outputs: later entries win), and the declared ``TypeProto`` bytes by name.
+    Each distinct type is parsed once (models repeat a few dozen types over a hundred
+    thousand tensors)."""
+    g = inferred.graph
+    infos = list(itertools.chain(g.value_info, g.input, g.output))
+    names = [vi.name for vi in infos]
+    type_bytes = [vi.type.SerializeToString() for vi in infos]
     parsed: dict[bytes, TensorType] = {}
     for key in set(type_bytes):
         t = type_of_proto(onnx.TypeProto.FromString(key))
@@ -411,16 +414,14 @@ def _nonstatic(graph: GraphLists, types: TypeTable) -> frozenset[str]:
     return frozenset(x for x in names if not types[x].static)
 
 
-def _subgraph_nodes(graph: GraphLists, inferred: bytes, kept: list[int]) -> dict[int, onnx.NodeProto]:
+def _subgraph_nodes(graph: GraphLists, inferred: onnx.ModelProto,
+                    kept: list[int]) -> dict[int, onnx.NodeProto]:
     """The nodes with subgraphs as the last inference returned them (``kept``: the main-graph
     index of each node it ran on)."""
-    wanted = [k for k, i in enumerate(kept) if graph.has_subgraph[i]]
-    if not wanted:
-        return {}
-    nodes = onnx.ModelProto.FromString(inferred).graph.node
+    nodes = inferred.graph.node
     if len(nodes) != len(kept):   # inference failed: the model's own nodes
         return {}
-    return {kept[k]: nodes[k] for k in wanted}
+    return {i: nodes[k] for k, i in enumerate(kept) if graph.has_subgraph[i]}
 
 
 def control_flow_hints(graph: GraphLists, types: TypeTable,

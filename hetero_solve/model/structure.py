@@ -109,11 +109,6 @@ def node_structure(refs: NameRefs, placeable: list[int], const: set[str]) -> dic
         "tensor_consumers": _cut(readers[by_tensor], np.cumsum(np.bincount(input_ids, minlength=T))),
         "pred": _cut(edge_from, np.cumsum(np.bincount(edge_to, minlength=n))),
         "succ": _cut(edge_to[by_producer], np.cumsum(np.bincount(edge_from, minlength=n))),
-        # The same pairs flat, for :class:`hetero_solve.measures.ProblemArrays`.
-        "flat": {"read_tensor": input_ids, "read_node": readers, "write_tensor": output_ids,
-                 "write_node": np.repeat(np.arange(n), write_counts),
-                 "const_node": np.repeat(np.arange(n), np.diff(const_ends, prepend=0)),
-                 "const_id": const_ids, "edge_from": edge_from, "edge_to": edge_to},
     }
 
 
