@@ -37,6 +37,9 @@ from ..problem import Problem
 from ..units import format_bytes
 from .memory_cut import MemoryNetwork, keep_within, placeable_nodes
 
+MAX_CUT_TESTS = 400     # nodes per device tested by a minimum cut; the others count as fitting
+                        # (the fit then moves them if no run can hold them)
+
 
 class Placement:
     """The device choice under memory limits for one problem (the networks are built once).
@@ -60,7 +63,8 @@ class Placement:
                 continue
             net = MemoryNetwork(problem, allowed)
             self.networks[d] = net
-            self.unplaceable[d] = placeable_nodes(problem, d, allowed, net)[1]
+            self.unplaceable[d] = placeable_nodes(problem, d, allowed, net,
+                                                  max_tests=MAX_CUT_TESTS)[1]
         # Per node, the devices some part can hold it on, in priority order.
         self.feasible = [tuple(d for d in a if v not in self.unplaceable.get(d, ()))
                          for v, a in enumerate(problem.allowed)]
