@@ -178,3 +178,21 @@ def test_a_node_memory_refuses_is_refused_at_once_with_its_bytes():
                                                  r"at least 51 bytes") as e:
         initial_solution(p, engine="auto", time_limit=5.0)
     assert not isinstance(e.value, PackingFailed)
+
+
+def test_memory_that_cannot_hold_what_must_be_placed_is_named():
+    """Two nodes only the 10-byte ACC takes, each reading 6 bytes of weights: no partition
+    fits, and the error names the device and the bytes missing (proven, no solver run)."""
+    from hetero_solve.algorithms.greedy import PackingFailed
+    from hetero_solve.pipeline import initial_solution
+    p = hs.make_problem(2, [], [[0], [0]], [hs.Device("ACC", 10)], tensor_bytes=0,
+                        const_bytes=[6, 6])
+    with pytest.raises(hs.InfeasibleError, match=r"2 node\(s\) can only run on ACC \('n0', 'n1'\); "
+                       r"their constants and graph inputs/outputs alone need 12 bytes .* "
+                       r"2 bytes missing") as e:
+        initial_solution(p, engine="auto", time_limit=5.0)
+    assert not isinstance(e.value, PackingFailed)
+    # with a second instance it fits: one node on each
+    p2 = hs.make_problem(2, [], [[0], [0]], [hs.Device("ACC", 10, 2)], tensor_bytes=0,
+                         const_bytes=[6, 6])
+    assert hs.validate(p2, hs.heuristic(p2)) == []

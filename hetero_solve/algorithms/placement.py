@@ -71,6 +71,7 @@ class Placement:
         for v, f in enumerate(self.feasible):
             if not f:
                 self._refuse(v)
+        self._refuse_overfull()
         self.union: dict[int, int] = {}        # device -> memory of its nodes as one set
 
     def forced_fallback(self) -> list[int]:
@@ -125,6 +126,32 @@ class Placement:
         f = self.feasible[v]
         i = f.index(d)
         return f[i + 1] if i + 1 < len(f) else -1
+
+    def _refuse_overfull(self) -> None:
+        """Raise when the nodes that can only go to one device hold more, in constants and
+        graph inputs/outputs (counted in whichever of its parts holds them), than all its
+        instances together (proven: no partition fits)."""
+        p = self.p
+        must: dict[int, list[int]] = {}
+        for v, f in enumerate(self.feasible):
+            if len(f) == 1 and p.devices[f[0]].memory is not None:
+                must.setdefault(f[0], []).append(v)
+        for d, nodes in must.items():
+            dev = p.devices[d]
+            consts = {c for v in nodes for c in p.node_consts[v]}
+            io = {t for v in nodes for t in p.node_inputs[v] if p.tensor_producer[t] < 0}
+            io |= {t for v in nodes for t in p.node_outputs[v] if p.tensor_is_output[t]}
+            need = sum(p.const_bytes[c] for c in consts) + sum(p.tensor_bytes[t] for t in io)
+            have = dev.memory * dev.instances
+            if need > have:
+                shown = ", ".join(repr(p.names[v]) for v in nodes[:3])
+                more = f" and {len(nodes) - 3} more" if len(nodes) > 3 else ""
+                raise InfeasibleError(
+                    f"memory: {len(nodes)} node(s) can only run on {dev.name} ({shown}{more}); "
+                    f"their constants and graph inputs/outputs alone need {need} bytes "
+                    f"({format_bytes(need)}), its {dev.instances} instance(s) hold {have} "
+                    f"({format_bytes(have)}): {need - have} bytes missing",
+                    [p.names[v] for v in nodes])
 
     def _refuse(self, v: int) -> None:
         """``v`` fits no device it may use: every one refuses it by memory (proven)."""
