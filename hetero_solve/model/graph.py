@@ -223,8 +223,19 @@ class ModelGraph(GraphLists):
         return self.nonstatic
 
     def value_info_proto(self, name: str) -> onnx.ValueInfoProto | None:
-        """The inferred ``ValueInfoProto`` of a tensor, if inference typed it (folded values
-        have none: their type is the value's)."""
+        """The ``ValueInfoProto`` a sub-model declares for a tensor: a graph input as the
+        model declares it (its untaken branches may not hold for the dims given: onnxruntime
+        would refuse the part where it takes the original), another tensor as inference typed
+        it; ``None`` when neither (a folded value: its type is the value's)."""
+        if name in self.graph_inputs:
+            for vi in self.model.graph.input:
+                if vi.name == name:
+                    own = onnx.ValueInfoProto()
+                    own.CopyFrom(vi)
+                    for d in own.type.tensor_type.shape.dim:   # -1 is no size: unknown
+                        if d.HasField("dim_value") and d.dim_value < 0:
+                            d.ClearField("dim_value")
+                    return own
         type_bytes = self.declared.get(name)
         if type_bytes is None:
             return None

@@ -343,11 +343,31 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
                               tuple(value.shape))
     for name in values.outputs:
         declared.pop(name, None)
+    _rank_from_declarations(graph, types, declared, interned)
     return ShapeAnalysis(
         types=types, declared=declared, folded=folded,
         constant_tensors=frozenset(graph.base_constants | values.outputs),
         nonstatic=_nonstatic(graph, types), folded_values=values,
         subgraph_nodes=_subgraph_nodes(graph, inferred, kept_nodes), warnings=warnings)
+
+
+def _rank_from_declarations(graph: GraphLists, types: TypeTable, declared: dict[str, bytes],
+                            interned: dict) -> None:
+    """A tensor inference left without a rank or element type takes those of the model's own
+    declaration, if it has one (an ``If`` whose branches disagree, say), with every dimension
+    unknown: a declaration is never trusted for a size, only for what nothing else gives."""
+    g = graph.model.graph
+    for vi in itertools.chain(g.value_info, g.output):
+        t = types[vi.name]
+        if t.rank is not None and t.elem_type:
+            continue
+        own = type_of_value_info(vi)
+        if own.rank is None and not own.elem_type:
+            continue
+        rank = t.rank if t.rank is not None else own.rank
+        declared.pop(vi.name, None)   # what inference said (nothing) is not the type any more
+        types[vi.name] = _intern(interned, t.elem_type or own.elem_type,
+                                 t.shape if rank == t.rank else (None,) * rank if rank is not None else None)
 
 
 def _intern(interned: dict, elem_type: int, shape) -> TensorType:
