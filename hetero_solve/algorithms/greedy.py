@@ -42,6 +42,7 @@ from .memory_fit import fit_memory
 from .placement import Placement
 
 MAX_ROUNDS = 24        # device choices tried when memory binds (each lowers a byte target)
+BISECTIONS = 6         # then targets tried between the last that failed and the first that fit
 
 
 class PackingFailed(InfeasibleError):
@@ -119,28 +120,46 @@ def _with_memory(problem: Problem, shared: "_Shared") -> Solution:
         nonlocal best
         best = sol if best is None else _better(problem, best, sol)
 
-    for _ in range(MAX_ROUNDS):
+    def round_(targets: dict[int, int]) -> tuple[bool, dict[int, int]]:
+        """Devices for ``targets``, parts, fits: whether a fit needed no move, and the bytes
+        left over per device otherwise."""
         dev = plan.devices(targets)
         left: dict[int, int] = {}
         fitted = False
         for direction in ("forward", "backward"):
             sol = greedy(problem, direction=direction, devices=dev, _shared=shared)
-            fit, over = fit_memory(problem, sol)
+            fit, over = fit_memory(problem, sol, spill=plan.next_device)
             if fit is not None:
                 keep(fit)
+            if not over:
                 fitted = True
-                if _cannot_improve(problem, fit):
+                if fit is not None and _cannot_improve(problem, fit):
                     break
                 continue
             for d, b in over.items():
                 left[d] = min(left.get(d, b), b)
-            fit, _ = fit_memory(problem, sol, spill=plan.next_device)
-            if fit is not None:
-                keep(fit)
+        return fitted, left
+
+    failed: dict[int, int] | None = None      # the last targets whose parts did not fit
+    for _ in range(MAX_ROUNDS):
+        fitted, left = round_(targets)
         if fitted and not targets:
             return best             # memory did not bind
         if fitted:
+            # The targets fell in steps of what was left over: between the last that failed
+            # and this one, bisect for targets that move fewer nodes.
+            if failed is not None:
+                ok = dict(targets)
+                for _ in range(BISECTIONS):
+                    mid = {d: (ok[d] + failed.get(d, ok[d])) // 2 for d in ok}
+                    if mid == ok or mid == failed:
+                        break
+                    if round_(mid)[0]:
+                        ok = mid
+                    else:
+                        failed = mid
             break
+        failed = dict(targets) if targets else None
         for d, b in left.items():
             dev_d = problem.devices[d]
             whole = dev_d.memory * dev_d.instances
@@ -148,7 +167,7 @@ def _with_memory(problem: Problem, shared: "_Shared") -> Solution:
                 targets[d] = whole      # first: what the instances hold together
             else:                       # then less, by what did not fit
                 now = min(targets.get(d, whole), plan.union.get(d, 0))
-                targets[d] = max(0, now - max(b, now // 16, 1))
+                targets[d] = _lower_target(now, b)
         if not targets:
             targets = {d: problem.devices[d].memory * problem.devices[d].instances for d in left}
     for rival in _rivals(problem):
@@ -158,6 +177,12 @@ def _with_memory(problem: Problem, shared: "_Shared") -> Solution:
         raise PackingFailed(f"memory: the heuristic could not fit the parts into the instances "
                             f"of {over} (not a proof that no partition exists)", [])
     return best
+
+
+def _lower_target(now: int, left: int) -> int:
+    """The next byte target of a device whose parts did not fit: lower by what was left
+    over, by at least a sixteenth."""
+    return max(0, now - max(left, now // 16, 1))
 
 
 RIVAL_NODES = {"openvino": 2_000, "graphcycles": 20_000}   # larger: too slow to try

@@ -374,6 +374,8 @@ def _cut_and_spill(problem: Problem, parts, cap: int, instances: int, pick: str,
 
 
 DP_NODES = 1500      # parts up to this size are also cut by dynamic programming
+DP_WORK = 150_000    # node steps of run growth per programme before runs are kept short
+DP_SHORT = 64
 
 
 def dp_runs(problem: Problem, nodes: list[int], cap: int, max_runs: int, movable=None
@@ -392,14 +394,18 @@ def dp_runs(problem: Problem, nodes: list[int], cap: int, max_runs: int, movable
     parent: list[list[tuple | None]] = [[None] * (L + 1) for _ in range(max_runs + 1)]
     best[0][0] = (0, 0)
     runs_from: dict[int, list[tuple[int, int]]] = {}
+    work = [0]
 
     def runs(i: int) -> list[tuple[int, int]]:
-        """(end, bytes) of every run order[i:end] that fits."""
+        """(end, bytes) of every run order[i:end] that fits (once the work budget is spent,
+        of those up to DP_SHORT nodes long)."""
         if i not in runs_from:
             mem = MemoryTracker(problem)
             fixed = _Fixed(problem)
             out = []
-            for j in range(i, L):
+            stop = L if work[0] < DP_WORK else min(L, i + DP_SHORT)
+            for j in range(i, stop):
+                work[0] += 1
                 if not fixed.add(order[j], cap):
                     break
                 mem.add(order[j])
@@ -484,9 +490,9 @@ def _rest(problem: Problem, first, later_parts) -> int:
 
 def _place(problem: Problem, parts, mems, cap: int, instances: int, spill=None
            ) -> tuple[list[_Piece] | None, int]:
-    """The parts of one device on its instances: the first strategy (module doc) that places
-    them all, or None and the fewest bytes any strategy left over.  With ``spill``, nodes
-    that cannot be placed move to ``spill(v)`` as a last resort."""
+    """The parts of one device on its instances, and 0; or, when no strategy (module doc)
+    places them all, the fewest bytes any left over, with the pieces where ``spill`` moved
+    the nodes no run could hold (None without ``spill`` or when a node has nowhere to go)."""
     placed = _whole(parts, mems, cap, instances)
     if placed is not None:
         return placed, 0
@@ -503,19 +509,22 @@ def _place(problem: Problem, parts, mems, cap: int, instances: int, spill=None
             if placed is not None:
                 return _merge(placed), 0
             left = over if left is None else min(left, over)
-    placed = _dp_place(problem, parts, mems, cap, instances)
-    if placed is not None:
-        return _merge(placed), 0
-    if spill is not None:
-        options = [_dp_place(problem, parts, mems, cap, instances, spill)]
-        options += [_cut_and_spill(problem, parts, cap, instances, pick, spill)
-                    for pick in ("order", "smallest")]
-        options = [o for o in options if o is not None]
-        if options:     # fewest nodes moved, then fewest pieces
-            best = min(options, key=lambda o: (sum(len(x.nodes) for x in o if x.device >= 0),
-                                               len(o)))
-            return _merge(best), 0
-    return None, max(1, left or 0)
+    if spill is None:
+        placed = _dp_place(problem, parts, mems, cap, instances)
+        if placed is not None:
+            return _merge(placed), 0
+        return None, max(1, left or 0)
+    # One dynamic programme for both: it moves nodes only when no cut places them all.
+    dp = _dp_place(problem, parts, mems, cap, instances, spill)
+    if dp is not None and all(x.device < 0 for x in dp):
+        return _merge(dp), 0
+    options = [dp] + [_cut_and_spill(problem, parts, cap, instances, pick, spill)
+                      for pick in ("order", "smallest")]
+    options = [o for o in options if o is not None]
+    if not options:
+        return None, max(1, left or 0)
+    best = min(options, key=lambda o: (sum(len(x.nodes) for x in o if x.device >= 0), len(o)))
+    return _merge(best), max(1, left or 0)
 
 
 def fit_memory(problem: Problem, sol: Solution, spill=None
@@ -536,9 +545,10 @@ def fit_memory(problem: Problem, sol: Solution, spill=None
     Returns
     -------
     (Solution or None, dict)
-        The partition with every device instance within its memory, normalized (``None`` when
-        some device could not hold its parts), and the bytes left over per device that did
-        not fit (empty on success).
+        The partition with every device instance within its memory, normalized, and the
+        bytes left over per device whose parts did not all fit (empty when none was moved).
+        With ``spill``, a partition is returned even then (with the nodes moved); without,
+        or when a node has nowhere to go, ``None``.
     """
     k = sol.num_parts
     mems, _ = part_memories(problem, sol.part_of, k)
@@ -548,6 +558,7 @@ def fit_memory(problem: Problem, sol: Solution, spill=None
         by_device.setdefault(sol.part_device[slot], []).append((slot, members[slot]))
     pieces: list[_Piece] = []
     overflow: dict[int, int] = {}
+    failed = False
     for d, parts in by_device.items():
         dev = problem.devices[d]
         if dev.memory is None:
@@ -558,11 +569,13 @@ def fit_memory(problem: Problem, sol: Solution, spill=None
             continue
         move = (lambda v, d=d: spill(v, d)) if spill is not None else None
         placed, left = _place(problem, parts, mems, dev.memory, dev.instances, move)
-        if placed is None:
+        if left:
             overflow[d] = left
+        if placed is None:
+            failed = True
         else:
             pieces.extend(placed)
-    if overflow:
+    if failed:
         return None, overflow
     # Parts in slot order, each slot's runs in their order: every edge goes forward.
     pieces.sort(key=lambda x: x.slot)
@@ -573,7 +586,7 @@ def fit_memory(problem: Problem, sol: Solution, spill=None
     fitted = Solution(part_of, [sol.part_device[x.slot] if x.device < 0 else x.device
                                 for x in pieces],
                       [x.instance for x in pieces], algorithm=sol.algorithm, stats=dict(sol.stats))
-    return normalize(problem, fitted), {}
+    return normalize(problem, fitted), overflow
 
 
 def _merge(pieces: list[_Piece], any_order: bool = False) -> list[_Piece]:
