@@ -219,9 +219,6 @@ class ModelGraph(GraphLists):
         with no declared type is its own dims."""
         return self.types[name]
 
-    def nonstatic_tensors(self) -> frozenset[str]:
-        return self.nonstatic
-
     def value_info_proto(self, name: str) -> onnx.ValueInfoProto | None:
         """The ``ValueInfoProto`` a sub-model declares for a tensor: a graph input as the
         model declares it (its untaken branches may not hold for the dims given: onnxruntime

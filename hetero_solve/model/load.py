@@ -16,7 +16,7 @@ import onnx
 
 from ..errors import ModelError, one_line
 from ..readers import check_regular, read_bytes, resolves_inside
-from .flatten import STANDARD_DOMAINS, SUBGRAPH_OPS, flatten
+from .flatten import flatten
 from .graph import InputDim, ModelGraph
 from .observe import observed_types, unknown_rank_tensors
 from .parallel import Forked, fork_pays

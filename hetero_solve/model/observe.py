@@ -27,8 +27,9 @@ def unknown_rank_tensors(graph: GraphLists, types: TypeTable, declared: dict[str
     """Outputs of unfolded main-graph nodes with no rank or element type, except tensors
     declared with a non-tensor type (sequences, optionals, maps)."""
     found = []
+    skip = folded.union(graph.constant_nodes)
     for i, outs in enumerate(graph.outputs):
-        if i in folded or i in graph.constant_nodes:
+        if i in skip:
             continue
         for o in outs:
             if not o:

@@ -63,7 +63,7 @@ class SupportChecker:
         ops, domains, has_sub = _rule_op_names(mg), mg.domains, mg.has_subgraph
         all_inputs, all_outputs = mg.inputs, mg.outputs
         by_op = self._op_cache.setdefault(d, {})
-        nonstatic = mg.nonstatic_tensors() if dev.static_shapes else ()
+        nonstatic = mg.nonstatic if dev.static_shapes else ()
         when = dev.when
         cache = self._node_cache
         types = mg.types
