@@ -207,5 +207,6 @@ def _memory(problem: Problem, sol: Solution, add, metrics: Metrics | None) -> No
             parts = [p for p in range(len(sol.part_device))
                      if sol.part_device[p] == d and sol.part_instance[p] == i]
             add(Violation("memory", f"{problem.devices[d].name} instance {i} holds parts {parts} "
-                                    f"needing {used} bytes ({format_bytes(used)}), over its "
-                                    f"{cap} bytes by {used - cap}", parts=parts))
+                                    f"needing {format_bytes(used)} ({used:,} bytes), over its "
+                                    f"{format_bytes(cap)} by {format_bytes(used - cap)}",
+                              parts=parts))

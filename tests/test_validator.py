@@ -66,7 +66,7 @@ def test_memory_sums_parts_per_instance():
                      tensor_bytes=5, const_bytes=10)
     assert kinds(p, Solution([0, 0, 1, 1], [0, 0], [0, 1])) == []
     (v,) = validate(p, Solution([0, 0, 1, 1], [0, 0], [0, 0]))
-    assert v.kind == "memory" and "over its 30 bytes by 20" in v.message and v.parts == [0, 1]
+    assert v.kind == "memory" and "over its 30 B by 20 B" in v.message and v.parts == [0, 1]
 
 
 def test_check_raises_with_the_violations():
