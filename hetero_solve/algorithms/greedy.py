@@ -4,8 +4,8 @@ The parts are built one at a time in topological order.  A part on device ``d`` 
 *maximal d-closure* of what is placed so far: every node whose predecessors are placed, that
 goes to ``d``, and whose value-dependent inputs come from earlier parts (Kahn's algorithm with
 one ready list per device; nodes unlocked inside the part join it at once).  For a fixed
-sequence of part devices, placing every node as early as possible is optimal (SOLVING.md, "exact
-search over device sequences"); the greedy part is the choice of the next device: the one whose
+sequence of part devices, placing every node as early as possible is optimal (docs/exact.md,
+"Search over device sequences"); the greedy part is the choice of the next device: the one whose
 ready nodes head the longest remaining chain of forced breaks (list scheduling by bottom level),
 ties to the device with more ready nodes, then to priority order.
 
