@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from ..problem import Device, Problem
+from .analysis import shared_devices
 from ..solution import Solution
 
 INTERVAL_LIMIT = 32     # split witnesses per edge at most (see split_witnesses)
@@ -156,18 +157,11 @@ def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
     return out
 
 
-def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices, *,
-                     hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
-                     deadline: float | None = None, fallback_cap: int | None = None,
-                     objective: str = "fallback", aggregate: bool = False) -> Assignment:
-    """Solve the relaxed assignment model (module doc) with CP-SAT in deterministic time.
-
-    ``aggregate``: every device's instances as one set holding their total memory (still a
-    relaxation: the union of a device's parts fits the total; no instance symmetry, so it is
-    solved far faster; the instances returned are all 0).
-    ``objective``: ``"fallback"`` (minimise it), or ``"changes"`` (with ``fallback_cap``: keep
-    fallback at most the cap and minimise the edges whose ends are on different devices, a
-    proxy for parts used to pick among the fallback-optimal device choices)."""
+def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate: bool):
+    """The relaxed assignment model without its objective: ``(model, x, fallback, order,
+    seen, items)`` with ``x[v][(d, i)]`` the node literals, ``fallback`` the expression counting nodes
+    off their preferred device, ``order`` a topological order and ``seen`` the limited devices
+    (keys) modelled per instance, ``items`` the number of memory literals."""
     n = problem.n
     devs = problem.devices
     if aggregate:   # one set per device holding memory x instances: weaker, far smaller
@@ -176,7 +170,6 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
     mem = [d for d in memory_devices if devs[d].memory is not None]
     m = cp_model.CpModel()
     order = topological_order(problem.succ, problem.pred)
-    rank = {v: k for k, v in enumerate(order)}
 
     # 1. x[v][(d, i)]: node v on instance i of device d; instance i only for the (i+1)-th
     #    node of the topological order that may use d, or later (instances are identical:
@@ -262,7 +255,6 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
             if terms and sum(s for s, _ in terms) > cap:
                 m.Add(sum(s * z for s, z in terms) <= cap)
 
-    # 3. objective
     off = []
     for v in range(n):
         pref = problem.allowed[v][0]
@@ -271,7 +263,24 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
             off.append(1)
         else:
             off.append(1 - sum(stay))
-    fallback = sum(off)
+    return m, x, sum(off), order, seen, items_total
+
+
+def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices, *,
+                     hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
+                     deadline: float | None = None, fallback_cap: int | None = None,
+                     objective: str = "fallback", aggregate: bool = False) -> Assignment:
+    """Solve the relaxed assignment model (module doc) with CP-SAT in deterministic time.
+
+    ``aggregate``: every device's instances as one set holding their total memory (still a
+    relaxation: the union of a device's parts fits the total; no instance symmetry, so it is
+    solved far faster; the instances returned are all 0).
+    ``objective``: ``"fallback"`` (minimise it), or ``"changes"`` (with ``fallback_cap``: keep
+    fallback at most the cap and minimise the edges whose ends are on different devices, a
+    proxy for parts used to pick among the fallback-optimal device choices)."""
+    n = problem.n
+    m, x, fallback, order, seen, items_total = _model(problem, R, memory_devices, aggregate)
+    # 3. objective
     if objective == "fallback":
         m.Minimize(fallback)
     else:
@@ -341,3 +350,110 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
     else:
         bound, optimal = 0, False
     return Assignment(node_device, node_instance, value, bound, optimal, stats)
+
+
+@dataclass
+class PartsBound:
+    bound: int            # no valid partition within the fallback cap has fewer parts
+    optimal: bool         # the relaxed model was solved to optimality
+    stats: dict = field(default_factory=dict)
+
+
+def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fallback_cap: int,
+                  *, hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
+                  deadline: float | None = None) -> PartsBound:
+    """A lower bound on the number of parts of every valid partition whose fallback is at most
+    ``fallback_cap``: the segment bound (:mod:`.bounds`, LB2) of the best device choice the
+    relaxed assignment model allows.
+
+    Once the fallback is proven optimal, the parts question is "fewest parts among answers
+    with that fallback", and the device of a node is no longer free: memory and the cap decide
+    which nodes can leave their preferred device.  The bounds of :mod:`.bounds` see every
+    device a node may use and collapse (a node that may go to the CPU breaks no path).  Here
+    the relaxed assignment model (module doc) picks the devices, with fallback at most the cap,
+    and CP-SAT minimises ``sum_c max_path (c-segments on the path)`` over its choices:
+
+    * ``A[c][v]``: the most ``c``-segments on a path ending at ``v`` (an integer);
+      ``A[c][v] >= A[c][u]`` on an edge ``u -> v``, ``+ 1`` when ``v`` is on ``c`` and ``u``
+      is not (or the ends can never share a part on ``c``: a value edge on an enforcing
+      device), and ``A[c][v] >= [v on c]``;
+    * ``M[c] >= A[c][v]`` at every sink, and ``M[c] >=`` the instances of ``c`` used (parts on
+      different instances are different parts);
+    * minimise ``sum_c M[c]``.
+
+    Why it is a lower bound: a valid partition with fallback at most the cap gives a device
+    choice that satisfies the relaxed model (merging never raises memory, module doc); a part
+    meets a path in one contiguous stretch (dagP), so on every path it has at least as many
+    ``c``-parts as ``c``-segments, and the parts on ``c`` also cover the instances it uses.
+    CP-SAT's proven bound on the objective is kept even when the budget ends first.
+
+    >>> from hetero_solve.problem import Device, make_problem
+    >>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1]] * 3, [Device("NPU", memory=10), "CPU"],
+    ...                  tensor_bytes=1, const_bytes=[6, 0, 6])
+    >>> relaxed_parts(p, [(0, 1)] * 3, [0], fallback_cap=1, time_limit=5).bound
+    2
+    """
+    n = problem.n
+    m, x, fallback, order, seen, _items = _model(problem, R, memory_devices, False)
+    m.Add(fallback <= fallback_cap)
+    devices = sorted({d for r in R for d in r})
+    sinks = [v for v in range(n) if not problem.succ[v]]
+    total = []
+    for c in devices:
+        on = []
+        for v in range(n):
+            lits = [lit for (e, _i), lit in x[v].items() if e == c]
+            on.append(sum(lits) if lits else 0)
+        # A[v]: the most c-segments on a path ending at v
+        A = [m.NewIntVar(0, n, "") for _ in range(n)]
+        for v in order:
+            if c in R[v]:
+                m.Add(A[v] >= on[v])
+            for u in problem.pred[v]:
+                m.Add(A[v] >= A[u])
+                if c not in R[v]:
+                    continue
+                if c in shared_devices(problem, R, u, v):
+                    m.Add(A[v] >= A[u] + on[v] - on[u])
+                else:
+                    m.Add(A[v] >= A[u] + on[v])
+        top = m.NewIntVar(0, n, "")
+        for v in sinks:
+            m.Add(top >= A[v])
+        if seen.get(c) is not None and problem.devices[c].instances > 1:
+            used = []
+            for i in range(problem.devices[c].instances):
+                lits = [x[v][(c, i)] for v in range(n) if (c, i) in x[v]]
+                if lits:
+                    u_i = m.NewBoolVar("")
+                    for lit in lits:
+                        m.AddImplication(lit, u_i)
+                    used.append(u_i)
+            m.Add(top >= sum(used))
+        total.append(top)
+    m.Minimize(sum(total))
+    if hint is not None and len(hint.part_of) == n:
+        for v in range(n):
+            d = hint.part_device[hint.part_of[v]]
+            for (e, _i), lit in x[v].items():
+                if e != d:
+                    m.AddHint(lit, False)
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.num_workers = 1
+    prm.linearization_level = 2
+    prm.random_seed = seed
+    prm.max_deterministic_time = max(0.05, time_limit)
+    wall = 2 * max(0.05, time_limit) + 1 if deadline is None else deadline - time.perf_counter()
+    prm.max_time_in_seconds = max(0.05, wall)
+    t0 = time.perf_counter()
+    status = solver.Solve(m)
+    wall_used = time.perf_counter() - t0
+    stats = {"status": solver.StatusName(status), "wall": round(wall_used, 3),
+             "deterministic_time": round(solver.deterministic_time, 3),
+             "deterministic": not (status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
+                                   and wall_used >= prm.max_time_in_seconds - 0.05)}
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        bound = max(1 if n else 0, int(-(-(solver.BestObjectiveBound() - 1e-6) // 1)))
+        return PartsBound(bound, status == cp_model.OPTIMAL, stats)
+    return PartsBound(1 if n else 0, False, stats)     # infeasible or nothing: no bound

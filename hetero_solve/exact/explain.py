@@ -40,6 +40,9 @@ PROOFS = {
     "sequence": "an exhaustive search over device sequences found no partition with fewer parts",
     "cpsat": "CP-SAT proved that no partition has fewer parts",
     "sat": "the SAT solver proved that no partition has fewer parts",
+    "relaxation": "with the devices any answer as good on the earlier terms could use (the "
+                  "relaxed assignment model), some path crosses as many device segments as the "
+                  "answer has parts",
     "weighted": "the weighted objective is proven optimal: fewer parts would cost more in "
                 "the other terms",
     None: "not proven: the gap between the bound and the answer was not closed within the "
