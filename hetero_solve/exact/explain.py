@@ -126,7 +126,7 @@ def _runs(problem: Problem, R, b: Bounds, c: int, fixed: bool, v: int | None = N
                                "before": names[v], "reason": "memory",
                                "detail": f"the constants of the stretch up to {names[v]!r} "
                                          f"overflow one {problem.devices[c].name} instance "
-                                         f"({problem.devices[c].memory} bytes)"}
+                                         f"({format_bytes(problem.devices[c].memory)})"}
                 breaks.append(pending or {"after": None, "before": names[v], "reason": "device",
                                           "detail": ""})
             runs.append([])
