@@ -28,6 +28,12 @@ in different parts whenever both are on ``d``: ``t`` is then an output of ``u``'
 input of ``c``'s, and the model counts it even when both are on the same instance (once each:
 still a lower bound).
 
+The same holds one step further (:func:`split_pairs`): on a path ``a -> b -> c`` with a node
+between ``a`` and ``c`` off the device, ``a``, ``b`` and ``c`` cannot share one part, so one of
+the two edges is split and its tensor counted (a ResNet block whose shortcut Conv sits between
+the block's input and its Add while a branch Conv goes to the CPU; it closed the fallback of a
+47-node ResNet, 7 -> 8, the optimum).
+
 What it does not see: further splits that acyclicity or value inputs force between nodes that
 *could* share a part (then a tensor between two parts of one instance is counted twice in the
 partition and not at all here), and constants read by two parts of one instance.  On
@@ -117,19 +123,7 @@ def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
     come back).  Edges with more than ``limit`` such nodes are left out (the model stays
     valid, only weaker)."""
     n = problem.n
-    order = topological_order(problem.succ, problem.pred)
-    desc = [0] * n
-    for x in reversed(order):
-        dx = 1 << x
-        for s_ in problem.succ[x]:
-            dx |= desc[s_]
-        desc[x] = dx
-    anc = [0] * n
-    for x in order:
-        ax = 1 << x
-        for u in problem.pred[x]:
-            ax |= anc[u]
-        anc[x] = ax
+    desc, anc = _reach(problem)
     movable = 0
     for w in range(n):
         if d in R[w] and len(R[w]) > 1:
@@ -157,11 +151,68 @@ def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
     return out
 
 
+def split_pairs(problem: Problem, R: list[tuple[int, ...]], d: int, limit: int = INTERVAL_LIMIT
+                ) -> dict[tuple[int, int, int], list[int]]:
+    """Per path ``a -> b -> c`` of two edges (all three may be on ``d``): the nodes ``w``
+    other than ``b`` between ``a`` and ``c`` (``a -> ... -> w -> ... -> c``) that may leave
+    ``d``.  If one of them does, ``a`` and ``c`` cannot share a part, so ``a, b, c`` cannot
+    all share one: one of the edges ``a -> b``, ``b -> c`` is split (a residual block whose
+    shortcut ``a -> b`` joins ``b -> c`` after a branch through the CPU).  Triples with more
+    than ``limit`` such nodes are left out (weaker, still valid)."""
+    n = problem.n
+    desc, anc = _reach(problem)
+    movable = 0
+    for w in range(n):
+        if d in R[w] and len(R[w]) > 1:
+            movable |= 1 << w
+    out: dict[tuple[int, int, int], list[int]] = {}
+    for b in range(n):
+        if d not in R[b]:
+            continue
+        for a in problem.pred[b]:
+            if d not in R[a]:
+                continue
+            da = desc[a] & movable & ~(1 << a) & ~(1 << b)
+            for c in problem.succ[b]:
+                if d not in R[c]:
+                    continue
+                between = da & anc[c] & ~(1 << c)
+                if not between or between.bit_count() > limit:
+                    continue
+                ws = []
+                while between:
+                    low = between & -between
+                    ws.append(low.bit_length() - 1)
+                    between ^= low
+                out[(a, b, c)] = ws
+    return out
+
+
+def _reach(problem: Problem) -> tuple[list[int], list[int]]:
+    """Descendants and ancestors of every node (itself included), as bitsets."""
+    n = problem.n
+    order = topological_order(problem.succ, problem.pred)
+    desc = [0] * n
+    for x in reversed(order):
+        dx = 1 << x
+        for s_ in problem.succ[x]:
+            dx |= desc[s_]
+        desc[x] = dx
+    anc = [0] * n
+    for x in order:
+        ax = 1 << x
+        for u in problem.pred[x]:
+            ax |= anc[u]
+        anc[x] = ax
+    return desc, anc
+
+
 def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate: bool):
     """The relaxed assignment model without its objective: ``(model, x, fallback, order,
-    seen, items)`` with ``x[v][(d, i)]`` the node literals, ``fallback`` the expression counting nodes
+    seen, items, splits)`` with ``x[v][(d, i)]`` the node literals, ``fallback`` the expression counting nodes
     off their preferred device, ``order`` a topological order and ``seen`` the limited devices
-    (keys) modelled per instance, ``items`` the number of memory literals."""
+    (keys) modelled per instance, ``items`` the number of memory literals, ``splits`` the
+    split literals ``(device, u, c) -> [u, c in different parts]`` (see ``split_pairs``)."""
     n = problem.n
     devs = problem.devices
     if aggregate:   # one set per device holding memory x instances: weaker, far smaller
@@ -192,6 +243,7 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
 
     # 2. memory of the set on each limited instance, with forced splits
     items_total = 0
+    splits: dict[tuple[int, int, int], cp_model.IntVar] = {}
     for d in mem:
         split = forced_splits(problem, R, d)
         witnesses = split_witnesses(problem, R, d, INTERVAL_LIMIT)
@@ -203,6 +255,27 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
             if e is None:
                 e = off_d[w] = 1 - sum(lit for (e_, _i), lit in x[w].items() if e_ == d)
             return e
+
+        # s[(u, c)]: the edge u -> c is split (its ends are in different parts); 1 when a
+        # witness between them leaves d, and one of two consecutive edges is split when a
+        # witness between their outer ends does (split_pairs)
+        def split_lit(u: int, c: int):
+            key = (d, u, c)
+            z = splits.get(key)
+            if z is None:
+                z = splits[key] = m.NewBoolVar("")
+            return z
+
+        for (u, c), ws in witnesses.items():
+            z = split_lit(u, c)
+            for w in ws:
+                m.Add(z >= off(w))
+        for (a, b, c), ws in split_pairs(problem, R, d, INTERVAL_LIMIT).items():
+            if b in split[a] or c in split[b]:
+                continue
+            pair = split_lit(a, b) + split_lit(b, c)
+            for w in ws:
+                m.Add(pair >= off(w))
 
         cap = devs[d].memory
         for i in range(devs[d].instances):
@@ -237,8 +310,8 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
                         m.Add(zin >= xc)
                     else:
                         m.Add(zin >= xc - xu)
-                        for w in witnesses.get((u, c), ()):
-                            m.Add(zin >= xc + off(w) - 1)
+                        if (d, u, c) in splits:
+                            m.Add(zin >= xc + splits[(d, u, c)] - 1)
                 # output of the set: made by a member, read outside (or a graph output)
                 if xu is not None:
                     zout = m.NewBoolVar("")
@@ -249,8 +322,8 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
                     else:
                         for c in cons:
                             m.Add(zout >= xu - on(c, d, i))
-                            for w in witnesses.get((u, c), ()):
-                                m.Add(zout >= xu + off(w) - 1)
+                            if (d, u, c) in splits:
+                                m.Add(zout >= xu + splits[(d, u, c)] - 1)
             items_total += len(terms)
             if terms and sum(s for s, _ in terms) > cap:
                 m.Add(sum(s * z for s, z in terms) <= cap)
@@ -263,7 +336,7 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
             off.append(1)
         else:
             off.append(1 - sum(stay))
-    return m, x, sum(off), order, seen, items_total
+    return m, x, sum(off), order, seen, items_total, splits
 
 
 def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices, *,
@@ -279,7 +352,8 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
     fallback at most the cap and minimise the edges whose ends are on different devices, a
     proxy for parts used to pick among the fallback-optimal device choices)."""
     n = problem.n
-    m, x, fallback, order, seen, items_total = _model(problem, R, memory_devices, aggregate)
+    m, x, fallback, order, seen, items_total, _splits = _model(problem, R, memory_devices,
+                                                               aggregate)
     # 3. objective
     if objective == "fallback":
         m.Minimize(fallback)
@@ -373,10 +447,11 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     the relaxed assignment model (module doc) picks the devices, with fallback at most the cap,
     and CP-SAT minimises ``sum_c max_path (c-segments on the path)`` over its choices:
 
-    * ``A[c][v]``: the most ``c``-segments on a path ending at ``v`` (an integer);
+    * ``A[c][v]``: the most ``c``-parts on a path ending at ``v`` (an integer);
       ``A[c][v] >= A[c][u]`` on an edge ``u -> v``, ``+ 1`` when ``v`` is on ``c`` and ``u``
-      is not (or the ends can never share a part on ``c``: a value edge on an enforcing
-      device), and ``A[c][v] >= [v on c]``;
+      is not, or the ends can never share a part on ``c`` (a value edge on an enforcing
+      device), or the model's split literal of the edge says they do not (both on ``c``),
+      and ``A[c][v] >= [v on c]``;
     * ``M[c] >= A[c][v]`` at every sink, and ``M[c] >=`` the instances of ``c`` used (parts on
       different instances are different parts);
     * minimise ``sum_c M[c]``.
@@ -394,7 +469,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     2
     """
     n = problem.n
-    m, x, fallback, order, seen, _items = _model(problem, R, memory_devices, False)
+    m, x, fallback, order, seen, _items, splits = _model(problem, R, memory_devices, False)
     m.Add(fallback <= fallback_cap)
     devices = sorted({d for r in R for d in r})
     sinks = [v for v in range(n) if not problem.succ[v]]
@@ -415,6 +490,8 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
                     continue
                 if c in shared_devices(problem, R, u, v):
                     m.Add(A[v] >= A[u] + on[v] - on[u])
+                    if (c, u, v) in splits:     # both on c, in different parts
+                        m.Add(A[v] >= A[u] + splits[(c, u, v)] + on[v] + on[u] - 2)
                 else:
                     m.Add(A[v] >= A[u] + on[v])
         top = m.NewIntVar(0, n, "")
