@@ -554,6 +554,7 @@ class _Refiner:
         the best answer meets the bound."""
         spent0 = self.spent
         several = any(self.p.devices[d].instances > 1 for d in mem)
+        relaxed_best = None       # the least fallback the relaxed model found an assignment for
         # the aggregated model first when instances are several (fast, no symmetry), then
         # the per-instance one with what is left; the wall-clock net is the whole run's
         for aggregate in ((True, False) if several else (False,)):
@@ -586,6 +587,15 @@ class _Refiner:
                 self.runs.append({"engine": "runs", "from": label,
                                   "fallback": self.metrics(sol)["fallback"] if sol else None,
                                   "kept": kept})
+            if self.valid and self.metrics()["fallback"] <= self.fallback_lb:
+                return True
+            if a.node_device is not None:
+                relaxed_best = a.fallback if relaxed_best is None \
+                    else min(relaxed_best, a.fallback)
+        left = budget - (self.spent - spent0)
+        if relaxed_best is not None and left > 0.01 and self.wall_left() > 0:
+            # the device choice with the fewest segments among the relaxation's best ones
+            self.segment_devices(R, mem, relaxed_best, left, "fallback", aggregate=several)
             if self.valid and self.metrics()["fallback"] <= self.fallback_lb:
                 return True
         return False
@@ -644,16 +654,34 @@ class _Refiner:
         answer meets it."""
         if budget <= 0.01 or self.wall_left() <= 0:
             return False
-        cap = caps.get("fallback", self.p.n)
-        self.say(f"partitions: relaxed assignment model, fewest device segments with "
+        r = self.segment_devices(R, mem, caps.get("fallback", self.p.n), budget,
+                                 "partitions", aggregate=False)
+        self.lb_parts = max(self.lb_parts, min(r.bound, self.best.num_parts))
+        return self.best.num_parts <= r.bound
+
+    def segment_devices(self, R, mem, cap: int, budget: float, label: str, *,
+                        aggregate: bool):
+        """:func:`.assign.relaxed_parts` with fallback at most ``cap``: its bound, and its
+        device choice turned into parts (:func:`.runs.realize`, and runs kept or dropped)
+        as candidate answers: few device changes along paths is what lets the parts fit
+        (ddddocr-det on the 3 MiB NPU: [215, 9] -> [213, 6], both at their bounds)."""
+        self.say(f"{label}: relaxed assignment model, fewest device segments with "
                  f"fallback <= {cap}")
-        r = relaxed_parts(self.p, R, mem, cap, hint=self.best, time_limit=budget,
-                          seed=self.seed, deadline=self.wall_end)
+        r = relaxed_parts(self.p, R, mem, cap, hint=self.best if self.valid else None,
+                          time_limit=budget, seed=self.seed, deadline=self.wall_end,
+                          aggregate=aggregate)
         self.spent += r.stats.get("deterministic_time", 0.0)
         self.deterministic &= r.stats.get("deterministic", True)
         self.runs.append({"engine": "relaxed parts", "bound": r.bound, **r.stats})
-        self.lb_parts = max(self.lb_parts, min(r.bound, self.best.num_parts))
-        return self.best.num_parts <= r.bound
+        if r.node_device is not None:
+            for how, build in (("realize", realize), ("runs", lambda p, d: fit_by_runs(
+                    p, parts_without_memory(p, d)))):
+                sol = build(self.p, r.node_device)
+                kept = self.accept(sol, "exact-runs")
+                self.runs.append({"engine": "runs", "from": f"segments ({how})",
+                                  "objective": list(objective_key(self.p, sol)) if sol
+                                  else None, "kept": kept})
+        return r
 
     def regroup(self) -> None:
         """Fewer parts with the same devices: the best answer's device per node, parts

@@ -431,11 +431,12 @@ class PartsBound:
     bound: int            # no valid partition within the fallback cap has fewer parts
     optimal: bool         # the relaxed model was solved to optimality
     stats: dict = field(default_factory=dict)
+    node_device: list[int] | None = None   # the device choice behind the best value found
 
 
 def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fallback_cap: int,
                   *, hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
-                  deadline: float | None = None) -> PartsBound:
+                  deadline: float | None = None, aggregate: bool = False) -> PartsBound:
     """A lower bound on the number of parts of every valid partition whose fallback is at most
     ``fallback_cap``: the segment bound (:mod:`.bounds`, LB2) of the best device choice the
     relaxed assignment model allows.
@@ -461,6 +462,12 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     meets a path in one contiguous stretch (dagP), so on every path it has at least as many
     ``c``-parts as ``c``-segments, and the parts on ``c`` also cover the instances it uses.
     CP-SAT's proven bound on the objective is kept even when the budget ends first.
+    ``aggregate``: the aggregated relaxed model (faster with several instances; no count of
+    instances used).
+
+    The device choice behind the best value (``node_device``) is also a good start for an
+    answer: few device changes along paths is what lets the parts fit (:func:`.runs.realize`
+    turned it into the optimum on several real models where the greedy's choice did not).
 
     >>> from hetero_solve.problem import Device, make_problem
     >>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1]] * 3, [Device("NPU", memory=10), "CPU"],
@@ -469,7 +476,8 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     2
     """
     n = problem.n
-    m, x, fallback, order, seen, _items, splits = _model(problem, R, memory_devices, False)
+    m, x, fallback, order, seen, _items, splits = _model(problem, R, memory_devices,
+                                                          aggregate)
     m.Add(fallback <= fallback_cap)
     devices = sorted({d for r in R for d in r})
     sinks = [v for v in range(n) if not problem.succ[v]]
@@ -497,7 +505,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
         top = m.NewIntVar(0, n, "")
         for v in sinks:
             m.Add(top >= A[v])
-        if seen.get(c) is not None and problem.devices[c].instances > 1:
+        if not aggregate and seen.get(c) is not None and problem.devices[c].instances > 1:
             used = []
             for i in range(problem.devices[c].instances):
                 lits = [x[v][(c, i)] for v in range(n) if (c, i) in x[v]]
@@ -532,5 +540,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
                                    and wall_used >= prm.max_time_in_seconds - 0.05)}
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         bound = max(1 if n else 0, int(-(-(solver.BestObjectiveBound() - 1e-6) // 1)))
-        return PartsBound(bound, status == cp_model.OPTIMAL, stats)
+        devices = [next(e for (e, _i), lit in x[v].items() if solver.BooleanValue(lit))
+                   for v in range(n)]
+        return PartsBound(bound, status == cp_model.OPTIMAL, stats, devices)
     return PartsBound(1 if n else 0, False, stats)     # infeasible or nothing: no bound
