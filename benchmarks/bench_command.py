@@ -16,10 +16,18 @@ For every case of ``bench_pipeline.CASES`` (model x rule profile x dims) and siz
   start-up and imports not counted: the floor is the least any tool that reads and
   shape-infers the model pays).
 
-Floor and command alternate (``--repeat`` pairs), so that load on the machine hits both
+``--baseline DIR`` (another checkout of hetero-solve, e.g. ``git worktree add /tmp/before
+main``) also runs the command with that tree's code in each round, so that a change is
+measured as the median of paired differences.
+
+Floor and command alternate (``--repeat`` rounds), so that load on the machine hits both
 alike; ``ratio`` is the median over pairs of command / floor, target <= 2.  ``heur + exact``
 is the span from the heuristic's start to validation's (the greedy answer, then the exact
 refinement with its bounds); ``exact`` alone is ``partition.json``'s ``solver.exact_seconds``.
+
+Before measuring, the package's bytecode is compiled (``compileall``, as ``pip install``
+does): with ``PYTHONDONTWRITEBYTECODE`` set and no ``__pycache__``, every run would compile
+hetero-solve's sources again, a start-up no installed copy pays.
 
 Writes ``benchmarks/results/command.md`` and ``command.json``; generated models and rule
 variants go to ``benchmarks/out/`` (gitignored).
@@ -83,9 +91,9 @@ def rules_file(spec: str) -> Path:
     return out
 
 
-def _env() -> dict:
+def _env(root: Path = ROOT) -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
@@ -100,7 +108,9 @@ def run_floor(model: Path) -> dict:
     return {**res, "floor": res["load"] + res["infer"], "wall": wall}
 
 
-def run_command(model: Path, rules: Path, dims: dict[str, int], out_dir: Path) -> dict:
+def run_command(model: Path, rules: Path, dims: dict[str, int], out_dir: Path,
+                root: Path = ROOT) -> dict:
+    """One run of the command with the code of the checkout ``root``."""
     shutil.rmtree(out_dir, ignore_errors=True)
     cmd = [sys.executable, "-m", "hetero_solve", str(model), str(rules)]
     for k, v in dims.items():
@@ -108,7 +118,7 @@ def run_command(model: Path, rules: Path, dims: dict[str, int], out_dir: Path) -
     cmd += ["-o", str(out_dir), "--verbose"]
     stamps: list[tuple[float, str]] = []
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, env=_env(root), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, bufsize=1)
     for line in proc.stderr:
         stamps.append((time.perf_counter() - t, line.rstrip("\n")))
@@ -136,7 +146,7 @@ def run_command(model: Path, rules: Path, dims: dict[str, int], out_dir: Path) -
                       if (out_dir / name).exists()}}
 
 
-def measure(case: str, size: int, repeat: int, say) -> dict:
+def measure(case: str, size: int, repeat: int, say, baseline: Path | None = None) -> dict:
     model_name, rules_spec, dims, _ = CASES[case]
     model = ensure_model(model_name, size)
     rules = rules_file(rules_spec)
@@ -145,10 +155,13 @@ def measure(case: str, size: int, repeat: int, say) -> dict:
     load_before = load_avg()[0]
     for r in range(repeat):
         f = run_floor(model)
+        b = run_command(model, rules, dims, out_dir.with_name(out_dir.name + "-baseline"),
+                        root=baseline) if baseline is not None else None
         c = run_command(model, rules, dims, out_dir)
-        pairs.append({"floor": f, "command": c, "load_avg": load_avg()[0]})
+        pairs.append({"floor": f, "command": c, "baseline": b, "load_avg": load_avg()[0]})
         say(f"  {case} {size:,}: pair {r + 1}/{repeat}: command {c['wall']:.2f} s, floor "
-            f"{f['floor']:.2f} s = {c['wall'] / f['floor']:.2f} x (load avg {load_avg()[0]:.1f})")
+            f"{f['floor']:.2f} s = {c['wall'] / f['floor']:.2f} x"
+            + (f", baseline {b['wall']:.2f} s" if b else "") + f" (load avg {load_avg()[0]:.1f})")
     return {"case": case, "size": size, "model": str(model.relative_to(ROOT)),
             "rules": str(rules.relative_to(ROOT)), "dims": dims,
             "file_bytes": model.stat().st_size, "pairs": pairs,
@@ -166,7 +179,22 @@ def summarize(m: dict) -> dict:
     stages = {s: _med([p["command"]["stages"].get(s, 0.0) for p in m["pairs"]])
               for s in stage_names}
     first = m["pairs"][0]["command"]
-    return {"command": _med(cmds), "command_min": min(cmds), "command_max": max(cmds),
+    base = [p["baseline"] for p in m["pairs"] if p.get("baseline")]
+    if base:
+        extra = {"baseline": _med([b["wall"] for b in base]),
+                 "baseline_ratio": _med([b["wall"] / p["floor"]["floor"]
+                                         for b, p in zip(base, m["pairs"])]),
+                 "saved": _med([b["wall"] - p["command"]["wall"]
+                                for b, p in zip(base, m["pairs"])]),
+                 "baseline_stages": {s: _med([b["stages"].get(s, 0.0) for b in base])
+                                     for s in stage_names},
+                 "same_answer": all((b["objective"], b["lower_bound"], b["status"])
+                                    == (p["command"]["objective"], p["command"]["lower_bound"],
+                                        p["command"]["status"])
+                                    for b, p in zip(base, m["pairs"]))}
+    else:
+        extra = {}
+    return {**extra, "command": _med(cmds), "command_min": min(cmds), "command_max": max(cmds),
             "floor": _med(floors), "floor_load": _med([p["floor"]["load"] for p in m["pairs"]]),
             "floor_infer": _med([p["floor"]["infer"] for p in m["pairs"]]),
             "ratio": _med([c / f for c, f in zip(cmds, floors)]), "stages": stages,
@@ -214,6 +242,24 @@ def report(results: list[dict], machine: dict, args, started: str, load_before: 
                  f"{fmt(s['floor'])} = {fmt(s['floor_load'])} + {fmt(s['floor_infer'])} | "
                  f"{s['ratio']:.2f} | {'yes' if s['ratio'] <= RATIO_TARGET else '**no**'} | "
                  f"{fmt(s['stages']['heur + exact'])} ({fmt(s['exact'])}) |")
+    if any(p.get("baseline") for r in results for p in r["pairs"]):
+        L += ["", f"## Against the baseline (`{args.baseline}`, at {args.baseline_commit})", "",
+              "Each round ran floor, baseline command, command; `saved` = median of the paired "
+              "differences.  `same answer`: objective, lower bound and status equal.", "",
+              "| case | size | baseline s | ratio | command s | ratio | saved s | same answer |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
+        for r in results:
+            s = summarize(r)
+            L.append(f"| {r['case']} | {r['size']:,} | {fmt(s['baseline'])} | "
+                     f"{s['baseline_ratio']:.2f} | {fmt(s['command'])} | {s['ratio']:.2f} | "
+                     f"{fmt(s['saved'])} | {'yes' if s['same_answer'] else '**no**'} |")
+        L += ["", "Baseline stages (medians, seconds):", "",
+              "| case | size | " + " | ".join(s for s, _ in MARKS) + " |",
+              "| --- | ---: | " + " | ".join("---:" for _ in MARKS) + " |"]
+        for r in results:
+            s = summarize(r)
+            L.append(f"| {r['case']} | {r['size']:,} | "
+                     + " | ".join(fmt(s["baseline_stages"][k]) for k, _ in MARKS) + " |")
     L += ["", "## Where the command's time goes (medians, seconds)", "",
           "From the stamps of the `--verbose` lines: `startup` = interpreter, imports and "
           "argument parsing; `write + exit` = the files, the summary and the process exit.", "",
@@ -242,11 +288,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cases", default="", help=f"comma-separated, default all: {', '.join(CASES)}")
     ap.add_argument("--out", default=str(RESULTS / "command.md"))
     ap.add_argument("--shared-note", default="", help="a caveat printed in the results")
+    ap.add_argument("--baseline", default="",
+                    help="another checkout of hetero-solve to run paired with this one")
     args = ap.parse_args(argv)
+    baseline = Path(args.baseline).resolve() if args.baseline else None
+    args.baseline_commit = subprocess.run(
+        ["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True,
+        text=True).stdout.strip() if baseline else ""
     cases = args.cases.split(",") if args.cases else list(CASES)
     for c in cases:
         if c not in CASES:
             sys.exit(f"unknown case {c!r}; known: {', '.join(CASES)}")
+    for root in (ROOT, baseline):
+        if root is not None:   # as an installed copy has it (see the module doc)
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "hetero_solve")],
+                           check=True, stdout=subprocess.DEVNULL)
     started = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     load_before = load_avg()[0]
     machine = machine_info()
@@ -255,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     for size in (int(s) for s in args.sizes.split(",")):
         for case in cases:
             say(f"{case} at {size:,} nodes")
-            results.append(measure(case, size, args.repeat, say))
+            results.append(measure(case, size, args.repeat, say, baseline))
     md = report(results, machine, args, started, load_before)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
