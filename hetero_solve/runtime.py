@@ -143,7 +143,22 @@ def load_manifest(out_dir: str | os.PathLike) -> dict:
         if not part["file"]:
             raise ModelError(path, f"part {part['id']} has no model file (written with "
                                    "--no-models?): solve again without --no-models to run it")
+    direct = manifest.get("direct_outputs")
+    files = [p["file"] for p in manifest["partitions"]]
+    files += [direct["file"]] if isinstance(direct, dict) and direct.get("file") else []
+    for name in files:
+        _check_file_name(path, name)
     return manifest
+
+
+def _check_file_name(manifest: Path, name) -> None:
+    """A part file is a plain name inside OUT_DIR, as hetero-solve writes it: a manifest edited
+    to point elsewhere (``../model.onnx``, an absolute path) must not make ``run`` load it."""
+    if (not isinstance(name, str) or name in (".", "..") or "/" in name or "\\" in name
+            or "\0" in name or os.path.isabs(name)):
+        raise ModelError(manifest, f"part file {name!r} is not a file name inside OUT_DIR "
+                                   "(hetero-solve writes plain names such as "
+                                   "'part_0_NPU.onnx'); was partition.json edited?")
 
 
 # -- execution providers ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ import hetero_solve as hs
 from conftest import EXAMPLE_DIMS, EXAMPLES, RULES, example_models, rule_profiles
 from hetero_solve.generators import random_dag
 from hetero_solve.measures import part_order
-from hetero_solve.user_partition import acyclic_regions, regions
+from hetero_solve.algorithms.regions import acyclic_regions, regions
 
 CASES = [(m, r) for m in example_models() for r in rule_profiles()]
 

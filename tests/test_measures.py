@@ -90,3 +90,38 @@ def test_every_set_partition_of_a_small_dag_agrees_with_networkx():
         g = nx.DiGraph(list(quotient_edges(p, part_of)))
         g.add_nodes_from(range(3))
         assert (part_order(p, part_of, 3) is None) == (not nx.is_directed_acyclic_graph(g))
+
+
+# -- the runs of an order that fit a room ------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(60))
+def test_fitting_runs_measure_each_run_and_stop_only_when_none_longer_fits(seed):
+    """Against the readable definition: every run grown from ``start`` has the memory
+    ``part_memory`` gives, and where the growth stops, no longer run fits the room."""
+    from hetero_solve.generators import random_memory
+    from hetero_solve.measures import fitting_runs, topological_order
+    p = random_memory(seed)
+    order = topological_order(p.succ, p.pred)
+    total = part_memory(p, order)
+    for cap in (1, 4, 9, total // 2, total):
+        for start in range(p.n):
+            grown = list(fitting_runs(p, order, start, cap))
+            for end, used in grown:
+                assert used == part_memory(p, order[start:end])
+            assert [e for e, _ in grown] == list(range(start + 1, start + 1 + len(grown)))
+            for end in range(start + len(grown) + 1, p.n + 1):
+                assert part_memory(p, order[start:end]) > cap
+
+
+def test_a_constant_read_twice_by_one_node_counts_once():
+    """``Mul(x, w, w)``: the room a run needs holds ``w`` once.  (Tensor inputs are distinct
+    per node: a ``Problem`` invariant.)"""
+    import dataclasses
+    from hetero_solve.measures import fitting_runs
+    p = make_problem(2, [(0, 1)], [[0]] * 2, tensor_bytes=[10, 1], const_bytes=[0, 5])
+    node_consts = [list(c) for c in p.node_consts]
+    node_consts[1] = node_consts[1] * 2
+    twice = dataclasses.replace(p, node_consts=node_consts, arrays=None)
+    assert part_memory(twice, [1]) == 10 + 5 + 1
+    assert list(fitting_runs(twice, [0, 1], 1, 16)) == [(2, 16)]
+    assert list(fitting_runs(twice, [0, 1], 1, 14)) == []      # x and w alone are 15

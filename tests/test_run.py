@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 import hetero_solve as hs
 from hetero_solve.cli import app
+from hetero_solve.errors import ModelError
 from hetero_solve.runtime import (RunError, output_file_names, random_inputs, run, run_original,
                                   InputSpec)
 
@@ -233,6 +234,24 @@ def test_a_broken_part_is_named(mixed, tmp_path):
     res = runner.invoke(app, ["run", str(broken)])
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
     assert not (broken / "outputs").exists()
+
+
+
+@pytest.mark.parametrize("edited", ["../victim.onnx", "/etc/passwd", "sub/part.onnx", ".."])
+def test_a_part_file_outside_out_dir_is_refused(mixed, tmp_path, edited):
+    """A manifest edited to point a part at a file outside OUT_DIR is refused before loading."""
+    import shutil
+    model, out = mixed
+    edited_dir = tmp_path / "edited"
+    shutil.copytree(out, edited_dir)
+    shutil.copy(model, tmp_path / "victim.onnx")    # a loadable model right beside OUT_DIR
+    manifest = json.loads((edited_dir / "partition.json").read_text())
+    manifest["partitions"][0]["file"] = edited
+    (edited_dir / "partition.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelError, match="not a file name inside OUT_DIR"):
+        run(edited_dir, {"x": np.zeros((2, 4), np.float32)})
+    res = runner.invoke(app, ["run", str(edited_dir)])
+    assert res.exit_code == 2 and "not a file name inside OUT_DIR" in res.stderr
 
 
 # -- graph outputs that no part makes: initializers, Constant outputs, graph inputs ----------

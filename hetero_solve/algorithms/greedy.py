@@ -40,6 +40,7 @@ from ..problem import Problem
 from ..solution import Solution, normalize, objective_term
 from .memory_fit import fit_memory
 from .placement import Placement
+from .regions import regions
 
 MAX_ROUNDS = 24        # device choices tried when memory binds (each lowers a byte target)
 BISECTIONS = 6         # then targets tried between the last that failed and the first that fit
@@ -213,27 +214,12 @@ def _rivals(problem: Problem) -> list[Solution]:
 def _preferred_regions(problem: Problem) -> Solution:
     """Every node on its preferred device; each connected region of one device a part (what
     OpenVINO does with an affinity map; may be cyclic, then the validator rejects it)."""
-    parent = list(range(problem.n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     pref = [a[0] for a in problem.allowed]
-    for u, succ in enumerate(problem.succ):
-        for v in succ:
-            if pref[u] == pref[v]:
-                a, b = find(u), find(v)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-    ids: dict[int, int] = {}
-    part_of = [ids.setdefault(find(v), len(ids)) for v in range(problem.n)]
-    part_device = [0] * len(ids)
+    part_of = regions(problem, pref)
+    part_device = [0] * (max(part_of, default=-1) + 1)
     for v, q in enumerate(part_of):
         part_device[q] = pref[v]
-    return normalize(problem, Solution(part_of, part_device, [0] * len(ids)))
+    return normalize(problem, Solution(part_of, part_device, [0] * len(part_device)))
 
 
 def _instances_first_fit(problem: Problem, sol: Solution) -> Solution:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..measures import MemoryTracker, part_memories, part_memory
+from ..measures import MemoryTracker, RunInputs, fitting_runs, part_memories, part_memory
 from ..problem import Problem
 from ..solution import Solution, normalize
 
@@ -69,61 +69,12 @@ def run_order(problem: Problem, nodes: Sequence[int], inside: set[int]) -> list[
 
 def longest_run(problem: Problem, order: Sequence[int], start: int, cap: int) -> tuple[int, int]:
     """The longest run ``order[start:end]`` whose memory fits ``cap``: ``(end, memory)``, with
-    ``end == start`` when none fits.  Stops once the run's constants and inputs alone exceed
-    ``cap`` (they never shrink as the run grows)."""
-    mem = MemoryTracker(problem)
-    fixed = _Fixed(problem)
+    ``end == start`` when none fits."""
     best, best_mem = start, 0
-    for j in range(start, len(order)):
-        v = order[j]
-        if not fixed.add(v, cap):
-            break
-        mem.add(v)
-        if mem.used <= cap:
-            best, best_mem = j + 1, mem.used
+    for end, used in fitting_runs(problem, order, start, cap):
+        if used <= cap:
+            best, best_mem = end, used
     return best, best_mem
-
-
-class _Fixed:
-    """The constants and inputs of a run grown in topological order: they never shrink as it
-    grows, so once they exceed the room no longer run can fit."""
-
-    __slots__ = ("p", "inside", "consts", "inputs", "bytes")
-
-    def __init__(self, problem: Problem):
-        self.p = problem
-        self.inside: set[int] = set()
-        self.consts: set[int] = set()
-        self.inputs: set[int] = set()
-        self.bytes = 0
-
-    def extra(self, v: int) -> int:
-        p = self.p
-        b = 0
-        seen = self.consts
-        for c in p.node_consts[v]:
-            if c not in seen:
-                b += p.const_bytes[c]
-        prod = p.tensor_producer
-        for t in p.node_inputs[v]:
-            if t not in self.inputs and prod[t] not in self.inside:
-                b += p.tensor_bytes[t]
-        return b
-
-    def add(self, v: int, cap: int) -> bool:
-        """Add ``v``; False (and nothing added) when the run's fixed bytes would exceed ``cap``."""
-        extra = self.extra(v)
-        if self.bytes + extra > cap:
-            return False
-        p = self.p
-        self.bytes += extra
-        self.consts.update(p.node_consts[v])
-        prod = p.tensor_producer
-        for t in p.node_inputs[v]:
-            if prod[t] not in self.inside:
-                self.inputs.add(t)
-        self.inside.add(v)
-        return True
 
 
 class _Cutter:
@@ -188,20 +139,21 @@ class _Cutter:
         indeg = dict(self.indeg)
         ready = sorted(v for v in left if indeg[v] == 0)
         mem = MemoryTracker(p)
-        fixed = _Fixed(p)
+        fixed = RunInputs(p)
         taken: list[int] = []
         best, best_mem = 0, 0
         while ready:
-            choice, choice_delta = -1, 0
+            choice, choice_delta, choice_extra = -1, 0, 0
             for v in ready[:self.MAX_READY]:
-                if fixed.bytes + fixed.extra(v) > cap:
+                extra = fixed.extra(v)
+                if fixed.bytes + extra > cap:
                     continue
                 delta = mem.delta(v)
                 if choice < 0 or delta < choice_delta:
-                    choice, choice_delta = v, delta
+                    choice, choice_delta, choice_extra = v, delta, extra
             if choice < 0:
                 break
-            fixed.add(choice, cap)
+            fixed.add(choice, choice_extra)
             mem.add(choice, choice_delta)
             taken.append(choice)
             ready.remove(choice)
@@ -400,18 +352,11 @@ def dp_runs(problem: Problem, nodes: list[int], cap: int, max_runs: int, movable
         """(end, bytes) of every run order[i:end] that fits (once the work budget is spent,
         of those up to DP_SHORT nodes long)."""
         if i not in runs_from:
-            mem = MemoryTracker(problem)
-            fixed = _Fixed(problem)
-            out = []
             stop = L if work[0] < DP_WORK else min(L, i + DP_SHORT)
-            for j in range(i, stop):
-                work[0] += 1
-                if not fixed.add(order[j], cap):
-                    break
-                mem.add(order[j])
-                if mem.used <= cap:
-                    out.append((j + 1, mem.used))
-            runs_from[i] = out
+            grown = list(fitting_runs(problem, order, i, cap, stop))
+            # nodes looked at: the run grown, and the one that stopped it (if any)
+            work[0] += min(stop, (grown[-1][0] if grown else i) + 1) - i
+            runs_from[i] = [(end, used) for end, used in grown if used <= cap]
         return runs_from[i]
 
     for j in range(L):

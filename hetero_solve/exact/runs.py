@@ -31,10 +31,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..measures import MemoryTracker
+from ..measures import fitting_runs, topological_order
 from ..problem import Device, Problem
 from ..solution import Solution
-from ..measures import topological_order
 
 RUN_STEPS = 400_000  # a run DP grows runs by about this many nodes in all: a run stops
                      # growing after max(64, RUN_STEPS / nodes) nodes in a row over capacity
@@ -78,6 +77,21 @@ def parts_without_memory(problem: Problem, node_device: list[int]) -> Solution:
     return a if a.num_parts <= b.num_parts else b
 
 
+def _runs_within(problem: Problem, nodes: list[int], i: int, cap: int, slack: int):
+    """``(end, memory)`` of the runs ``nodes[i:end]`` that fit ``cap``, giving up after
+    ``slack`` longer runs in a row that do not (an output made internal later may bring a
+    run back under ``cap``, but rarely after many nodes)."""
+    over = 0
+    for end, used in fitting_runs(problem, nodes, i, cap):
+        if used > cap:
+            over += 1
+            if over > slack:
+                return
+            continue
+        over = 0
+        yield end, used
+
+
 def cut_runs(problem: Problem, nodes: list[int], cap: int, *, fewest: bool = True
              ) -> list[list[int]] | None:
     """Cut ``nodes`` (in topological order) into contiguous runs that each fit ``cap`` bytes:
@@ -88,36 +102,16 @@ def cut_runs(problem: Problem, nodes: list[int], cap: int, *, fewest: bool = Tru
     best: list[tuple] = [INF] * (m + 1)
     back = [0] * (m + 1)
     best[0] = (0, 0)
-    cb = problem.const_bytes
     slack = _slack(m)
     for i in range(m):
         if best[i] == INF:
             continue
         runs_i, mem_i = best[i]
-        tracker = MemoryTracker(problem)
-        consts: set[int] = set()
-        const_bytes = 0
-        over = 0
-        for j in range(i, m):
-            v = nodes[j]
-            for c in problem.node_consts[v]:
-                if c not in consts:
-                    consts.add(c)
-                    const_bytes += cb[c]
-            if const_bytes > cap:
-                break       # constants only grow with the run
-            tracker.add(v)
-            used = tracker.used
-            if used > cap:
-                over += 1
-                if over > slack:
-                    break
-                continue
-            over = 0
+        for end, used in _runs_within(problem, nodes, i, cap, slack):
             key = (runs_i + 1, mem_i + used) if fewest else (mem_i + used, runs_i + 1)
-            if key < best[j + 1]:
-                best[j + 1] = key
-                back[j + 1] = i
+            if key < best[end]:
+                best[end] = key
+                back[end] = i
     if best[m] == INF:
         return None
     runs = []
@@ -212,32 +206,10 @@ class _SlotRuns:
         self.nodes = nodes
         self.d = d
         m = len(nodes)
-        cb = problem.const_bytes
         slack = _slack(m)
         self.keep: list[list[tuple[int, int]]] = []
         for i in range(m):
-            tracker = MemoryTracker(problem)
-            consts: set[int] = set()
-            const_bytes = 0
-            over = 0
-            ends = []
-            for j in range(i, m):
-                v = nodes[j]
-                for c in problem.node_consts[v]:
-                    if c not in consts:
-                        consts.add(c)
-                        const_bytes += cb[c]
-                if const_bytes > cap:
-                    break       # constants only grow with the run
-                tracker.add(v)
-                if tracker.used > cap:
-                    over += 1
-                    if over > slack:
-                        break
-                    continue
-                over = 0
-                ends.append((j + 1, tracker.used))
-            self.keep.append(ends)
+            self.keep.append(list(_runs_within(problem, nodes, i, cap, slack)))
         self.pref = [0]         # prefix counts of nodes preferring d (fallback when dropped)
         for v in nodes:
             self.pref.append(self.pref[-1] + (problem.allowed[v][0] == d))

@@ -5,7 +5,8 @@
 * :mod:`.arrays`: the same measures as numpy passes over flat arrays, used when a problem
   carries them (``Problem.arrays``: compile builds them for large models).
 * :mod:`.order`: topological orders of nodes and of parts (the one quotient order).
-* :mod:`.tracker`: the memory of a part being grown node by node.
+* :mod:`.tracker`: the memory of a part being grown node by node, and the runs of a
+  topological order that fit a room.
 
 Nothing here depends on a :class:`~hetero_solve.solution.Solution`: a partition is
 ``part_of`` (node -> part) and, where devices matter, ``part_device`` (part -> device).
@@ -15,10 +16,10 @@ from .arrays import ProblemArrays, problem_arrays
 from .definitions import (fallback_count, off_preferred, part_boundaries, part_memories,
                           part_memory, quotient_edges, transfer_bytes)
 from .order import find_cycle, part_order, quotient_order, topological_order
-from .tracker import MemoryTracker
+from .tracker import MemoryTracker, RunInputs, fitting_runs
 
 __all__ = [
-    "MemoryTracker", "ProblemArrays", "fallback_count", "find_cycle", "off_preferred",
+    "MemoryTracker", "ProblemArrays", "RunInputs", "fallback_count", "fitting_runs", "find_cycle", "off_preferred",
     "part_boundaries", "part_memories", "part_memory", "part_order", "problem_arrays",
     "quotient_edges", "quotient_order", "topological_order", "transfer_bytes",
 ]

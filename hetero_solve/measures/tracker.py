@@ -21,7 +21,7 @@ as Glow's ``updateGraphMemInfoByAddingNode`` does; nodes may be added in any ord
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -78,3 +78,70 @@ class MemoryTracker:
         for t in p.node_inputs[v]:
             inside[t] = inside.get(t, 0) + 1
         self.produced.update(p.node_outputs[v])
+
+
+class RunInputs:
+    """The constants and input tensors of a run grown in topological order, in bytes
+    (``bytes``): part of the run's memory that never shrinks as it grows (a tensor read from
+    outside stays an input, since its producer comes before the run), so once it exceeds the
+    room no longer run fits."""
+
+    __slots__ = ("p", "inside", "consts", "inputs", "bytes")
+
+    def __init__(self, problem: "Problem"):
+        self.p = problem
+        self.inside: set[int] = set()
+        self.consts: set[int] = set()
+        self.inputs: set[int] = set()
+        self.bytes = 0
+
+    def extra(self, v: int) -> int:
+        """Bytes ``bytes`` would grow by if ``v`` joined (a tensor ``v`` reads twice counts once)."""
+        p = self.p
+        new_consts = [c for c in p.node_consts[v] if c not in self.consts]
+        b = sum(p.const_bytes[c] for c in set(new_consts))
+        prod = p.tensor_producer
+        new_inputs = {t for t in p.node_inputs[v]
+                      if t not in self.inputs and prod[t] not in self.inside}
+        return b + sum(p.tensor_bytes[t] for t in new_inputs)
+
+    def add(self, v: int, extra: int | None = None) -> None:
+        """Add ``v`` (``extra``: :meth:`extra` of ``v``, when the caller has it)."""
+        p = self.p
+        self.bytes += self.extra(v) if extra is None else extra
+        self.consts.update(p.node_consts[v])
+        prod = p.tensor_producer
+        for t in p.node_inputs[v]:
+            if prod[t] not in self.inside:
+                self.inputs.add(t)
+        self.inside.add(v)
+
+
+def fitting_runs(problem: "Problem", order: Sequence[int], start: int, cap: int,
+                 stop: int | None = None) -> Iterator[tuple[int, int]]:
+    """Grow the run ``order[start:end]`` one node at a time (``order`` topological, ``end``
+    up to ``stop``) and yield ``(end, memory)`` after each node: the run's SPEC section 5
+    memory, which may be above ``cap`` (a later node can make an output internal and bring it
+    back under).  Stops once the run's constants and inputs (:class:`RunInputs`) exceed
+    ``cap``: no longer run can fit then.
+
+    >>> from hetero_solve.problem import make_problem
+    >>> p = make_problem(3, [(0, 1), (1, 2)], [[0]] * 3, tensor_bytes=[10, 20, 30])
+    >>> list(fitting_runs(p, [0, 1, 2], 0, 100))
+    [(1, 10), (2, 20), (3, 30)]
+    >>> list(fitting_runs(p, [0, 1, 2], 1, 35))     # t0 in, t1 out; t0 in, t2 out
+    [(2, 30), (3, 40)]
+    >>> list(fitting_runs(p, [0, 1, 2], 1, 5))      # the input t0 alone is over the room
+    []
+    """
+    stop = len(order) if stop is None else min(stop, len(order))
+    mem = MemoryTracker(problem)
+    fixed = RunInputs(problem)
+    for j in range(start, stop):
+        v = order[j]
+        extra = fixed.extra(v)
+        if fixed.bytes + extra > cap:
+            return
+        fixed.add(v, extra)
+        mem.add(v)
+        yield j + 1, mem.used
