@@ -62,7 +62,7 @@ def validate(problem: Problem, sol: Solution, *, require_order: bool = True,
     >>> from hetero_solve.problem import Device, make_problem
     >>> p = make_problem(2, [(0, 1)], [[0], [0]], [Device("NPU", memory=1)], tensor_bytes=4)
     >>> [str(v) for v in validate(p, Solution([0, 0], [0], [0]))]
-    ['memory: NPU instance 0 holds parts [0] needing 4 bytes (4 B), over its 1 bytes by 3']
+    ['memory: NPU instance 0 holds parts [0] needing 4 B, over its 1 B by 3 B']
     """
     out: list[Violation] = []
     count: dict[str, int] = {}
@@ -197,6 +197,11 @@ def _values(problem: Problem, sol: Solution, add, arrays: ProblemArrays | None) 
                                        f"{p} on {dev.name}", [problem.names[u], problem.names[v]], [p]))
 
 
+def _exact(n: int) -> str:
+    """The exact byte count beside a rounded size (nothing when the size is already exact)."""
+    return f" ({n:,} bytes)" if abs(n) >= 1024 else ""
+
+
 def _memory(problem: Problem, sol: Solution, add, metrics: Metrics | None) -> None:
     if not problem.has_memory_limits():
         return
@@ -207,5 +212,6 @@ def _memory(problem: Problem, sol: Solution, add, metrics: Metrics | None) -> No
             parts = [p for p in range(len(sol.part_device))
                      if sol.part_device[p] == d and sol.part_instance[p] == i]
             add(Violation("memory", f"{problem.devices[d].name} instance {i} holds parts {parts} "
-                                    f"needing {used} bytes ({format_bytes(used)}), over its "
-                                    f"{cap} bytes by {used - cap}", parts=parts))
+                                    f"needing {format_bytes(used)}{_exact(used)}, over its "
+                                    f"{format_bytes(cap)} by {format_bytes(used - cap)}",
+                              parts=parts))

@@ -132,7 +132,7 @@ def test_memory_over_by_the_exact_bytes():
     report = check(SEED, seed_rules(memory=300), VALID_PARTS)
     assert kinds(report) == ["memory"]
     v = report.violations[0]
-    assert "over its 300 bytes by 20" in v.message and sorted(v.parts) == [0, 2]
+    assert "over its 300 B by 20 B" in v.message and sorted(v.parts) == [0, 2]
 
 
 def test_two_instances_take_the_parts_memory_would_refuse_one():

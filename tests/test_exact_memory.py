@@ -12,7 +12,7 @@ from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.errors import InfeasibleError
 from hetero_solve.exact import refine
 from hetero_solve.exact.analysis import binding_devices, device_sets
-from hetero_solve.exact.assign import relaxed_fallback
+from hetero_solve.exact.assign import relaxed_fallback, relaxed_parts
 from hetero_solve.exact.brute import brute_force
 from hetero_solve.exact.runs import fit_by_runs, parts_without_memory, realize
 from hetero_solve.generators import random_memory
@@ -153,6 +153,42 @@ def test_relaxed_assignment_bounds_the_fallback(seed):
         for sol in (fit_by_runs(p, parts_without_memory(p, devices)), realize(p, devices)):
             if sol is not None:
                 assert validate(p, normalize(p, sol)) == []
+
+
+PARTS_FIRST = Objective(order=("partitions",))
+
+
+@pytest.mark.parametrize("seed", range(1, 250, 2))
+def test_relaxed_parts_bound_never_exceeds_brute_force(seed):
+    """The parts bound of the relaxed assignment model is safe: with the fallback capped at
+    its optimum it never exceeds the fewest parts among the fallback-optimal partitions
+    (brute force, default objective), and without a cap never the fewest parts of any valid
+    partition."""
+    p, best = _brute(seed, False, Objective())
+    R = device_sets(p, fixed=False)
+    mem = binding_devices(p, R)
+    m = evaluate(p, best)
+    r = relaxed_parts(p, R, mem, m.fallback, time_limit=5)
+    assert r.optimal
+    assert 1 <= r.bound <= m.partitions
+    q, fewest = _brute(seed, False, PARTS_FIRST)
+    r = relaxed_parts(q, R, mem, q.n, time_limit=5)
+    assert r.optimal
+    assert r.bound <= evaluate(q, fewest).partitions
+
+
+def test_relaxed_parts_bound_is_tight_where_memory_forces_a_device_change():
+    """A chain NPU-NPU-NPU whose first and last constants do not fit together: one of them
+    leaves (fallback 1), so two parts at least; the bounds that let every node use the CPU
+    say 1."""
+    p = make_problem(3, [(0, 1), (1, 2)], [[0, 1]] * 3, [Device("NPU", memory=10), "CPU"],
+                     tensor_bytes=1, const_bytes=[6, 0, 6])
+    R = device_sets(p, fixed=False)
+    best = brute_force(p)
+    assert evaluate(p, best).as_dict()["fallback"] == 1 and best.num_parts == 2
+    assert relaxed_parts(p, R, binding_devices(p, R), 1, time_limit=5).bound == 2
+    sol = refine(p, Solution([0, 1, 2], [0, 0, 1], [0, 0, 0]), time_limit=5)
+    assert sol.num_parts == 2 and "partitions" in sol.stats["proven"]
 
 
 def test_runs_span_long_stretches_of_large_activations():

@@ -39,7 +39,7 @@ def test_pin_violation():
 
 
 def test_three_convex_parts_can_still_form_a_cycle():
-    """A->B->C->A where each part is convex on its own (SOLVING.md): a1->b1->c1->a2."""
+    """A->B->C->A where each part is convex on its own: a1->b1->c1->a2."""
     p = make_problem(4, [(0, 1), (1, 2), (2, 3)], [[0]] * 4, devices=["ACC"],
                      names=["a1", "b1", "c1", "a2"])
     (v,) = validate(p, Solution([0, 1, 2, 0], [0, 0, 0], [0, 0, 0]))
@@ -66,7 +66,7 @@ def test_memory_sums_parts_per_instance():
                      tensor_bytes=5, const_bytes=10)
     assert kinds(p, Solution([0, 0, 1, 1], [0, 0], [0, 1])) == []
     (v,) = validate(p, Solution([0, 0, 1, 1], [0, 0], [0, 0]))
-    assert v.kind == "memory" and "over its 30 bytes by 20" in v.message and v.parts == [0, 1]
+    assert v.kind == "memory" and "over its 30 B by 20 B" in v.message and v.parts == [0, 1]
 
 
 def test_check_raises_with_the_violations():

@@ -4,8 +4,8 @@ The parts are built one at a time in topological order.  A part on device ``d`` 
 *maximal d-closure* of what is placed so far: every node whose predecessors are placed, that
 goes to ``d``, and whose value-dependent inputs come from earlier parts (Kahn's algorithm with
 one ready list per device; nodes unlocked inside the part join it at once).  For a fixed
-sequence of part devices, placing every node as early as possible is optimal (SOLVING.md, "exact
-search over device sequences"); the greedy part is the choice of the next device: the one whose
+sequence of part devices, placing every node as early as possible is optimal (docs/exact.md,
+"Search over device sequences"); the greedy part is the choice of the next device: the one whose
 ready nodes head the longest remaining chain of forced breaks (list scheduling by bottom level),
 ties to the device with more ready nodes, then to priority order.
 
@@ -186,7 +186,10 @@ def _lower_target(now: int, left: int) -> int:
     return max(0, now - max(left, now // 16, 1))
 
 
-RIVAL_NODES = {"openvino": 2_000, "graphcycles": 20_000}   # larger: too slow to try
+#: Baselines tried as rivals only up to these sizes: above, they cost seconds (GraphCycles'
+#: cycle checks grow faster than the graph: 0.9 s at 5,000 nodes, 13 s at 20,000 on the
+#: layered memory benchmark), far more than the search above.
+RIVAL_NODES = {"openvino": 2_000, "graphcycles": 5_000}
 
 
 def _rivals(problem: Problem) -> list[Solution]:

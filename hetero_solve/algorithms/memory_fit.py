@@ -97,6 +97,7 @@ class _Cutter:
             self.pos = 0
         else:
             self.indeg = {v: sum(1 for u in problem.pred[v] if u in self.left) for v in nodes}
+            self.ready = {v for v in nodes if self.indeg[v] == 0}   # left, nothing left before
 
     def done(self) -> bool:
         return not self.left
@@ -107,10 +108,8 @@ class _Cutter:
             v = self.order[self.pos]
             self.pos += 1
         else:
-            v = min(u for u in self.left if self.indeg[u] == 0)
-            for w in self.p.succ[v]:
-                if w in self.indeg:
-                    self.indeg[w] -= 1
+            v = min(self.ready)
+            self._remove([v])
         self.left.discard(v)
         return v
 
@@ -126,18 +125,29 @@ class _Cutter:
             run, mem = self._grow(cap)
             if not run:
                 return None
-            for v in run:
-                for w in self.p.succ[v]:
-                    if w in self.indeg:
-                        self.indeg[w] -= 1
+            self._remove(run)
         self.left.difference_update(run)
         return run, mem
+
+    def _remove(self, run: list[int]) -> None:
+        """Take ``run`` (ready, in a topological order) out of the ready set; the nodes it
+        leaves without a predecessor become ready."""
+        indeg, ready, left = self.indeg, self.ready, self.left
+        inside = set(run)
+        ready.difference_update(run)
+        for v in run:
+            for w in self.p.succ[v]:
+                if w in indeg:
+                    indeg[w] -= 1
+                    if indeg[w] == 0 and w in left and w not in inside:
+                        ready.add(w)
 
     def _grow(self, cap: int) -> tuple[list[int], int]:
         p = self.p
         left = self.left
-        indeg = dict(self.indeg)
-        ready = sorted(v for v in left if indeg[v] == 0)
+        indeg = self.indeg          # counted down while the run grows, restored below
+        lowered: list[int] = []
+        ready = sorted(self.ready)
         mem = MemoryTracker(p)
         fixed = RunInputs(p)
         taken: list[int] = []
@@ -160,10 +170,13 @@ class _Cutter:
             for w in p.succ[choice]:
                 if w in left:
                     indeg[w] -= 1
+                    lowered.append(w)
                     if indeg[w] == 0:
                         ready.append(w)
             if mem.used <= cap:
                 best, best_mem = len(taken), mem.used
+        for w in lowered:
+            indeg[w] += 1
         return taken[:best], best_mem
 
 

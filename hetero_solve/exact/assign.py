@@ -28,6 +28,12 @@ in different parts whenever both are on ``d``: ``t`` is then an output of ``u``'
 input of ``c``'s, and the model counts it even when both are on the same instance (once each:
 still a lower bound).
 
+The same holds one step further (:func:`split_pairs`): on a path ``a -> b -> c`` with a node
+between ``a`` and ``c`` off the device, ``a``, ``b`` and ``c`` cannot share one part, so one of
+the two edges is split and its tensor counted (a ResNet block whose shortcut Conv sits between
+the block's input and its Add while a branch Conv goes to the CPU; it closed the fallback of a
+47-node ResNet, 7 -> 8, the optimum).
+
 What it does not see: further splits that acyclicity or value inputs force between nodes that
 *could* share a part (then a tensor between two parts of one instance is counted twice in the
 partition and not at all here), and constants read by two parts of one instance.  On
@@ -52,6 +58,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..problem import Device, Problem
+from .analysis import shared_devices
 from ..solution import Solution
 
 INTERVAL_LIMIT = 32     # split witnesses per edge at most (see split_witnesses)
@@ -114,19 +121,7 @@ def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
     come back).  Edges with more than ``limit`` such nodes are left out (the model stays
     valid, only weaker)."""
     n = problem.n
-    order = topological_order(problem.succ, problem.pred)
-    desc = [0] * n
-    for x in reversed(order):
-        dx = 1 << x
-        for s_ in problem.succ[x]:
-            dx |= desc[s_]
-        desc[x] = dx
-    anc = [0] * n
-    for x in order:
-        ax = 1 << x
-        for u in problem.pred[x]:
-            ax |= anc[u]
-        anc[x] = ax
+    desc, anc = _reach(problem)
     movable = 0
     for w in range(n):
         if d in R[w] and len(R[w]) > 1:
@@ -154,18 +149,68 @@ def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
     return out
 
 
-def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices, *,
-                     hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
-                     deadline: float | None = None, fallback_cap: int | None = None,
-                     objective: str = "fallback", aggregate: bool = False) -> Assignment:
-    """Solve the relaxed assignment model (module doc) with CP-SAT in deterministic time.
+def split_pairs(problem: Problem, R: list[tuple[int, ...]], d: int, limit: int = INTERVAL_LIMIT
+                ) -> dict[tuple[int, int, int], list[int]]:
+    """Per path ``a -> b -> c`` of two edges (all three may be on ``d``): the nodes ``w``
+    other than ``b`` between ``a`` and ``c`` (``a -> ... -> w -> ... -> c``) that may leave
+    ``d``.  If one of them does, ``a`` and ``c`` cannot share a part, so ``a, b, c`` cannot
+    all share one: one of the edges ``a -> b``, ``b -> c`` is split (a residual block whose
+    shortcut ``a -> b`` joins ``b -> c`` after a branch through the CPU).  Triples with more
+    than ``limit`` such nodes are left out (weaker, still valid)."""
+    n = problem.n
+    desc, anc = _reach(problem)
+    movable = 0
+    for w in range(n):
+        if d in R[w] and len(R[w]) > 1:
+            movable |= 1 << w
+    out: dict[tuple[int, int, int], list[int]] = {}
+    for b in range(n):
+        if d not in R[b]:
+            continue
+        for a in problem.pred[b]:
+            if d not in R[a]:
+                continue
+            da = desc[a] & movable & ~(1 << a) & ~(1 << b)
+            for c in problem.succ[b]:
+                if d not in R[c]:
+                    continue
+                between = da & anc[c] & ~(1 << c)
+                if not between or between.bit_count() > limit:
+                    continue
+                ws = []
+                while between:
+                    low = between & -between
+                    ws.append(low.bit_length() - 1)
+                    between ^= low
+                out[(a, b, c)] = ws
+    return out
 
-    ``aggregate``: every device's instances as one set holding their total memory (still a
-    relaxation: the union of a device's parts fits the total; no instance symmetry, so it is
-    solved far faster; the instances returned are all 0).
-    ``objective``: ``"fallback"`` (minimise it), or ``"changes"`` (with ``fallback_cap``: keep
-    fallback at most the cap and minimise the edges whose ends are on different devices, a
-    proxy for parts used to pick among the fallback-optimal device choices)."""
+
+def _reach(problem: Problem) -> tuple[list[int], list[int]]:
+    """Descendants and ancestors of every node (itself included), as bitsets."""
+    n = problem.n
+    order = topological_order(problem.succ, problem.pred)
+    desc = [0] * n
+    for x in reversed(order):
+        dx = 1 << x
+        for s_ in problem.succ[x]:
+            dx |= desc[s_]
+        desc[x] = dx
+    anc = [0] * n
+    for x in order:
+        ax = 1 << x
+        for u in problem.pred[x]:
+            ax |= anc[u]
+        anc[x] = ax
+    return desc, anc
+
+
+def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate: bool):
+    """The relaxed assignment model without its objective: ``(model, x, fallback, order,
+    seen, items, splits)`` with ``x[v][(d, i)]`` the node literals, ``fallback`` the expression counting nodes
+    off their preferred device, ``order`` a topological order and ``seen`` the limited devices
+    (keys) modelled per instance, ``items`` the number of memory literals, ``splits`` the
+    split literals ``(device, u, c) -> [u, c in different parts]`` (see ``split_pairs``)."""
     n = problem.n
     devs = problem.devices
     if aggregate:   # one set per device holding memory x instances: weaker, far smaller
@@ -175,7 +220,6 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
     from ortools.sat.python import cp_model   # imports pandas: only when a model is solved
     m = cp_model.CpModel()
     order = topological_order(problem.succ, problem.pred)
-    rank = {v: k for k, v in enumerate(order)}
 
     # 1. x[v][(d, i)]: node v on instance i of device d; instance i only for the (i+1)-th
     #    node of the topological order that may use d, or later (instances are identical:
@@ -198,6 +242,7 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
 
     # 2. memory of the set on each limited instance, with forced splits
     items_total = 0
+    splits: dict[tuple[int, int, int], cp_model.IntVar] = {}
     for d in mem:
         split = forced_splits(problem, R, d)
         witnesses = split_witnesses(problem, R, d, INTERVAL_LIMIT)
@@ -209,6 +254,27 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
             if e is None:
                 e = off_d[w] = 1 - sum(lit for (e_, _i), lit in x[w].items() if e_ == d)
             return e
+
+        # s[(u, c)]: the edge u -> c is split (its ends are in different parts); 1 when a
+        # witness between them leaves d, and one of two consecutive edges is split when a
+        # witness between their outer ends does (split_pairs)
+        def split_lit(u: int, c: int):
+            key = (d, u, c)
+            z = splits.get(key)
+            if z is None:
+                z = splits[key] = m.NewBoolVar("")
+            return z
+
+        for (u, c), ws in witnesses.items():
+            z = split_lit(u, c)
+            for w in ws:
+                m.Add(z >= off(w))
+        for (a, b, c), ws in split_pairs(problem, R, d, INTERVAL_LIMIT).items():
+            if b in split[a] or c in split[b]:
+                continue
+            pair = split_lit(a, b) + split_lit(b, c)
+            for w in ws:
+                m.Add(pair >= off(w))
 
         cap = devs[d].memory
         for i in range(devs[d].instances):
@@ -243,8 +309,8 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
                         m.Add(zin >= xc)
                     else:
                         m.Add(zin >= xc - xu)
-                        for w in witnesses.get((u, c), ()):
-                            m.Add(zin >= xc + off(w) - 1)
+                        if (d, u, c) in splits:
+                            m.Add(zin >= xc + splits[(d, u, c)] - 1)
                 # output of the set: made by a member, read outside (or a graph output)
                 if xu is not None:
                     zout = m.NewBoolVar("")
@@ -255,13 +321,12 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
                     else:
                         for c in cons:
                             m.Add(zout >= xu - on(c, d, i))
-                            for w in witnesses.get((u, c), ()):
-                                m.Add(zout >= xu + off(w) - 1)
+                            if (d, u, c) in splits:
+                                m.Add(zout >= xu + splits[(d, u, c)] - 1)
             items_total += len(terms)
             if terms and sum(s for s, _ in terms) > cap:
                 m.Add(sum(s * z for s, z in terms) <= cap)
 
-    # 3. objective
     off = []
     for v in range(n):
         pref = problem.allowed[v][0]
@@ -270,7 +335,25 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
             off.append(1)
         else:
             off.append(1 - sum(stay))
-    fallback = sum(off)
+    return m, x, sum(off), order, seen, items_total, splits
+
+
+def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices, *,
+                     hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
+                     deadline: float | None = None, fallback_cap: int | None = None,
+                     objective: str = "fallback", aggregate: bool = False) -> Assignment:
+    """Solve the relaxed assignment model (module doc) with CP-SAT in deterministic time.
+
+    ``aggregate``: every device's instances as one set holding their total memory (still a
+    relaxation: the union of a device's parts fits the total; no instance symmetry, so it is
+    solved far faster; the instances returned are all 0).
+    ``objective``: ``"fallback"`` (minimise it), or ``"changes"`` (with ``fallback_cap``: keep
+    fallback at most the cap and minimise the edges whose ends are on different devices, a
+    proxy for parts used to pick among the fallback-optimal device choices)."""
+    n = problem.n
+    m, x, fallback, order, seen, items_total, _splits = _model(problem, R, memory_devices,
+                                                               aggregate)
+    # 3. objective
     if objective == "fallback":
         m.Minimize(fallback)
     else:
@@ -340,3 +423,113 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
     else:
         bound, optimal = 0, False
     return Assignment(node_device, node_instance, value, bound, optimal, stats)
+
+
+@dataclass
+class PartsBound:
+    bound: int            # no valid partition within the fallback cap has fewer parts
+    optimal: bool         # the relaxed model was solved to optimality
+    stats: dict = field(default_factory=dict)
+
+
+def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fallback_cap: int,
+                  *, hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
+                  deadline: float | None = None) -> PartsBound:
+    """A lower bound on the number of parts of every valid partition whose fallback is at most
+    ``fallback_cap``: the segment bound (:mod:`.bounds`, LB2) of the best device choice the
+    relaxed assignment model allows.
+
+    Once the fallback is proven optimal, the parts question is "fewest parts among answers
+    with that fallback", and the device of a node is no longer free: memory and the cap decide
+    which nodes can leave their preferred device.  The bounds of :mod:`.bounds` see every
+    device a node may use and collapse (a node that may go to the CPU breaks no path).  Here
+    the relaxed assignment model (module doc) picks the devices, with fallback at most the cap,
+    and CP-SAT minimises ``sum_c max_path (c-segments on the path)`` over its choices:
+
+    * ``A[c][v]``: the most ``c``-parts on a path ending at ``v`` (an integer);
+      ``A[c][v] >= A[c][u]`` on an edge ``u -> v``, ``+ 1`` when ``v`` is on ``c`` and ``u``
+      is not, or the ends can never share a part on ``c`` (a value edge on an enforcing
+      device), or the model's split literal of the edge says they do not (both on ``c``),
+      and ``A[c][v] >= [v on c]``;
+    * ``M[c] >= A[c][v]`` at every sink, and ``M[c] >=`` the instances of ``c`` used (parts on
+      different instances are different parts);
+    * minimise ``sum_c M[c]``.
+
+    Why it is a lower bound: a valid partition with fallback at most the cap gives a device
+    choice that satisfies the relaxed model (merging never raises memory, module doc); a part
+    meets a path in one contiguous stretch (dagP), so on every path it has at least as many
+    ``c``-parts as ``c``-segments, and the parts on ``c`` also cover the instances it uses.
+    CP-SAT's proven bound on the objective is kept even when the budget ends first.
+
+    >>> from hetero_solve.problem import Device, make_problem
+    >>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1]] * 3, [Device("NPU", memory=10), "CPU"],
+    ...                  tensor_bytes=1, const_bytes=[6, 0, 6])
+    >>> relaxed_parts(p, [(0, 1)] * 3, [0], fallback_cap=1, time_limit=5).bound
+    2
+    """
+    n = problem.n
+    m, x, fallback, order, seen, _items, splits = _model(problem, R, memory_devices, False)
+    m.Add(fallback <= fallback_cap)
+    devices = sorted({d for r in R for d in r})
+    sinks = [v for v in range(n) if not problem.succ[v]]
+    total = []
+    for c in devices:
+        on = []
+        for v in range(n):
+            lits = [lit for (e, _i), lit in x[v].items() if e == c]
+            on.append(sum(lits) if lits else 0)
+        # A[v]: the most c-segments on a path ending at v
+        A = [m.NewIntVar(0, n, "") for _ in range(n)]
+        for v in order:
+            if c in R[v]:
+                m.Add(A[v] >= on[v])
+            for u in problem.pred[v]:
+                m.Add(A[v] >= A[u])
+                if c not in R[v]:
+                    continue
+                if c in shared_devices(problem, R, u, v):
+                    m.Add(A[v] >= A[u] + on[v] - on[u])
+                    if (c, u, v) in splits:     # both on c, in different parts
+                        m.Add(A[v] >= A[u] + splits[(c, u, v)] + on[v] + on[u] - 2)
+                else:
+                    m.Add(A[v] >= A[u] + on[v])
+        top = m.NewIntVar(0, n, "")
+        for v in sinks:
+            m.Add(top >= A[v])
+        if seen.get(c) is not None and problem.devices[c].instances > 1:
+            used = []
+            for i in range(problem.devices[c].instances):
+                lits = [x[v][(c, i)] for v in range(n) if (c, i) in x[v]]
+                if lits:
+                    u_i = m.NewBoolVar("")
+                    for lit in lits:
+                        m.AddImplication(lit, u_i)
+                    used.append(u_i)
+            m.Add(top >= sum(used))
+        total.append(top)
+    m.Minimize(sum(total))
+    if hint is not None and len(hint.part_of) == n:
+        for v in range(n):
+            d = hint.part_device[hint.part_of[v]]
+            for (e, _i), lit in x[v].items():
+                if e != d:
+                    m.AddHint(lit, False)
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.num_workers = 1
+    prm.linearization_level = 2
+    prm.random_seed = seed
+    prm.max_deterministic_time = max(0.05, time_limit)
+    wall = 2 * max(0.05, time_limit) + 1 if deadline is None else deadline - time.perf_counter()
+    prm.max_time_in_seconds = max(0.05, wall)
+    t0 = time.perf_counter()
+    status = solver.Solve(m)
+    wall_used = time.perf_counter() - t0
+    stats = {"status": solver.StatusName(status), "wall": round(wall_used, 3),
+             "deterministic_time": round(solver.deterministic_time, 3),
+             "deterministic": not (status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
+                                   and wall_used >= prm.max_time_in_seconds - 0.05)}
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        bound = max(1 if n else 0, int(-(-(solver.BestObjectiveBound() - 1e-6) // 1)))
+        return PartsBound(bound, status == cp_model.OPTIMAL, stats)
+    return PartsBound(1 if n else 0, False, stats)     # infeasible or nothing: no bound

@@ -43,6 +43,9 @@ PROOFS = {
     "sequence": "an exhaustive search over device sequences found no partition with fewer parts",
     "cpsat": "CP-SAT proved that no partition has fewer parts",
     "sat": "the SAT solver proved that no partition has fewer parts",
+    "relaxation": "with the devices any answer as good on the earlier terms could use (the "
+                  "relaxed assignment model), some path crosses as many device segments as the "
+                  "answer has parts",
     "weighted": "the weighted objective is proven optimal: fewer parts would cost more in "
                 "the other terms",
     None: "not proven: the gap between the bound and the answer was not closed within the "
@@ -126,7 +129,7 @@ def _runs(problem: Problem, R, b: Bounds, c: int, fixed: bool, v: int | None = N
                                "before": names[v], "reason": "memory",
                                "detail": f"the constants of the stretch up to {names[v]!r} "
                                          f"overflow one {problem.devices[c].name} instance "
-                                         f"({problem.devices[c].memory} bytes)"}
+                                         f"({format_bytes(problem.devices[c].memory)})"}
                 breaks.append(pending or {"after": None, "before": names[v], "reason": "device",
                                           "detail": ""})
             runs.append([])

@@ -98,12 +98,19 @@ class RunInputs:
     def extra(self, v: int) -> int:
         """Bytes ``bytes`` would grow by if ``v`` joined (a tensor ``v`` reads twice counts once)."""
         p = self.p
-        new_consts = [c for c in p.node_consts[v] if c not in self.consts]
-        b = sum(p.const_bytes[c] for c in set(new_consts))
+        b = 0
+        seen = self.consts
+        cb = p.const_bytes
+        node_consts = p.node_consts[v]
+        for i, c in enumerate(node_consts):
+            if c not in seen and (i == 0 or c not in node_consts[:i]):
+                b += cb[c]
         prod = p.tensor_producer
-        new_inputs = {t for t in p.node_inputs[v]
-                      if t not in self.inputs and prod[t] not in self.inside}
-        return b + sum(p.tensor_bytes[t] for t in new_inputs)
+        inputs, inside, tb = self.inputs, self.inside, p.tensor_bytes
+        for t in p.node_inputs[v]:          # distinct per node (a Problem invariant)
+            if t not in inputs and prod[t] not in inside:
+                b += tb[t]
+        return b
 
     def add(self, v: int, extra: int | None = None) -> None:
         """Add ``v`` (``extra``: :meth:`extra` of ``v``, when the caller has it)."""

@@ -1,6 +1,6 @@
 """Baselines from the literature and from production partitioners, each a pure function
-``Problem -> Solution`` in its own module, faithful to its source (seed documents in
-``/work/shared/seeds``).  They return what their source would produce, even when that breaks
+``Problem -> Solution`` in its own module, faithful to its source (the design documents named in each module, the project's seed
+documents 000-003).  They return what their source would produce, even when that breaks
 a constraint the source does not know (memory, value-dependent inputs): the study validates
 every answer and reports the violation instead of hiding it.
 

@@ -1,7 +1,7 @@
 """Glow's heterogeneous partition: backend-based, then memory-based (seed 003).
 
-Source: "Graph Partitioning Support in Glow" (``/work/shared/seeds/003_016385b2e342b0a3.txt``)
-and the code it describes (pytorch/glow ``lib/Partitioner/Partitioner.cpp``:
+Source: "Graph Partitioning Support in Glow" (``docs/Partitioner.md`` in the pytorch/glow
+repository) and the code it describes (pytorch/glow ``lib/Partitioner/Partitioner.cpp``:
 ``backendBasedPartition``, ``selectPartitions``, ``assignLogicalDeviceID``;
 ``PartitionerUtils.cpp``: ``getBFSLevel``, ``updateGraphMemInfoByAddingNode``).
 

@@ -1,6 +1,6 @@
 """XLA-style clustering by edge contraction, checked by GraphCycles (seed 002).
 
-Source: "Clustering DAG nodes for accelerators" (``/work/shared/seeds/002_062b0b7a43d425fb.txt``):
+Source: "Clustering DAG nodes for accelerators" (an essay on TensorFlow/XLA auto-clustering):
 TensorFlow builds a ``GraphCycles`` copy of the graph and asks it to ``ContractEdge`` u -> v;
 the contraction is refused when it would close a cycle.  Every placement constraint is reduced
 to one construct, "nodes i and j must not share a cluster":

@@ -1,6 +1,6 @@
 """Longest-path clustering with 0/1 edge weights (seed 002), extended to several devices.
 
-Source: "Clustering DAG nodes for accelerators" (``/work/shared/seeds/002_062b0b7a43d425fb.txt``),
+Source: "Clustering DAG nodes for accelerators" (an essay on TensorFlow/XLA auto-clustering),
 the idea it presents after GraphCycles: give an edge weight 1 when its two ends must be in
 different clusters and 0 otherwise, run a longest-path pass from the sources (linear on a DAG),
 and put the nodes with the same longest-path number in one cluster.

@@ -1,8 +1,8 @@
 """OpenVINO HETERO subgraph selection, as its design overview describes it (seed 000).
 
 Source: OpenVINO Hetero plugin design overview, "Subgraphs selection" and "Subgraphs self
-reference detection" (``/work/shared/seeds/000_aa68ef88a889395c.txt``; the same page ships in
-openvinotoolkit/openvino as the hetero plugin's design document).
+reference detection" (the hetero plugin's design document in the openvinotoolkit/openvino
+repository).
 
 Affinity is the priority fallback policy (seed 001): every node on its preferred device.  Then,
 for each plugin (device) in priority order, rounds are run over that plugin's nodes that are
