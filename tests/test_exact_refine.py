@@ -73,6 +73,41 @@ def test_weighted_objective_status():
     assert sol.stats["explain"]["proof"] == "weighted" and sol.lower_bound == 1
 
 
+def test_one_part_is_optimal_without_computing_a_bound(monkeypatch):
+    """A problem with a node needs a part: an answer of one part is optimal (and, with no
+    fallback, the whole objective is) without the bounds that cost seconds at 100k nodes."""
+    def no_bounds(*_a, **_k):
+        raise AssertionError("lower_bounds computed for a one-part answer")
+    monkeypatch.setattr(exact, "lower_bounds", no_bounds)
+    p = make_problem(5, [(0, 1), (1, 2), (0, 3), (3, 4)], [[0, 1]] * 5)
+    sol = refine(p, heuristic(p))
+    assert sol.num_parts == 1 and evaluate(p, sol).fallback == 0
+    assert sol.status == "optimal" and sol.lower_bound == 1
+    assert sol.stats["proven"] == ["fallback", "partitions", "transfer"]
+    assert sol.stats["bounds"]["nonempty"] == 1
+    ex = sol.stats["explain"]
+    assert ex["bound"] == "nonempty" and ex["proof"] == "bound" and ex["lower_bound"] == 1
+    p.objective = Objective(weights={"fallback": 1, "partitions": 10})
+    sol = refine(p, heuristic(p))
+    assert sol.num_parts == 1 and sol.status == "optimal" and sol.lower_bound == 1
+    assert sol.stats["explain"]["bound"] == "nonempty"
+
+
+def test_bounds_are_computed_once(monkeypatch):
+    """Fallback 0 needs no bound of its own; the parts stage computes one (devices fixed)
+    and the answer's lower bound and explanation reuse it.  (The sequence search bounds the
+    contracted problem too: another problem, not counted.)"""
+    calls = []
+    real = exact.lower_bounds
+    p = make_problem(4, [(0, 2), (1, 3)], [[0], [1], [1], [0]])
+    monkeypatch.setattr(exact, "lower_bounds",
+                        lambda q, *a, **k: calls.append(q is p) or real(q, *a, **k))
+    sol = refine(p, heuristic(p))
+    assert (sol.num_parts, sol.status, sol.lower_bound) == (3, "optimal", 3)
+    assert sol.stats["explain"]["bound"] != "nonempty"
+    assert calls.count(True) == 1
+
+
 def test_unproven_stage_gives_feasible_and_a_valid_bound(monkeypatch):
     """A time limit too small to finish: 'feasible', a lower bound no larger than the parts."""
     monkeypatch.setattr(exact, "WALL_FACTOR", 100.0)   # only deterministic time stops it

@@ -112,8 +112,8 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
                         sorted(ops.items(), key=lambda x: -x[1])[:3])
         if len(ops) > 3:
             top += ", ..."
-        n_in = sum(1 for t in _boundary(p, sol, k, nodes, inputs=True))
-        n_out = sum(1 for t in _boundary(p, sol, k, nodes, inputs=False))
+        ins, outs = _boundary(p, sol, k, nodes)      # one scan of the part for both
+        n_in, n_out = len(ins), len(outs)
         table.add_row(str(k), instance_label(dev.name, sol.part_instance[k], dev.instances),
                       str(len(nodes)), top, str(n_in), str(n_out),
                       format_bytes(m.part_memory[k]))
@@ -133,7 +133,6 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
         print_line(f"written: {out_dir}/")
 
 
-def _boundary(p, sol, k, nodes, inputs: bool):
+def _boundary(p, sol, k, nodes) -> tuple[list[str], list[str]]:
     from ..export.submodels import part_boundary
-    ins, outs = part_boundary(p, sol, k, nodes)
-    return ins if inputs else outs
+    return part_boundary(p, sol, k, nodes)

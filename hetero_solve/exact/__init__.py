@@ -194,11 +194,14 @@ class _Refiner:
         self.runs: list[dict] = []             # solver runs of the current stage
         self.deterministic = True
         self.lb_parts = 0
-        self.parts_view: tuple | None = None   # (R, bounds, fixed) behind the parts bound
+        # (R, bounds, fixed) behind the parts bound; bounds None: the answer has one part,
+        # the least any problem with a node needs, so no bound was computed
+        self.parts_view: tuple | None = None
         self.parts_proof: str | None = None
         self.units: int | None = None
         self.method = ""                       # how the current stage was settled
-        self._views: dict[bool, tuple] = {}
+        self._sets: dict[bool, tuple] = {}
+        self._bounds: dict[bool, Bounds] = {}
         self._memory_bounds = None             # memory_bounds(), computed once
         self.fallback_lb = 0                   # no valid answer has less fallback
 
@@ -233,7 +236,7 @@ class _Refiner:
         parts gets twice the share of the other terms."""
         order = list(self.p.objective.order) if self.p.objective.lexicographic else ["weighted"]
         rest = order[len(order) - stages_left:]
-        weight = MEMORY_STAGE_WEIGHT if self.view(fixed=False)[1] else STAGE_WEIGHT
+        weight = MEMORY_STAGE_WEIGHT if self.sets(fixed=False)[1] else STAGE_WEIGHT
         w = [weight.get(t, 1) for t in rest]
         return max(0.0, self.limit - self.spent) * w[0] / max(1, sum(w))
 
@@ -246,13 +249,23 @@ class _Refiner:
             return max(n, 1), True
         return parts, False
 
-    def view(self, fixed: bool):
-        """Device sets, binding memory devices and bounds (computed once per kind)."""
-        if fixed not in self._views:
+    def sets(self, fixed: bool) -> tuple[list[tuple[int, ...]], list[int]]:
+        """Device sets and the devices whose memory can bind (computed once per kind)."""
+        if fixed not in self._sets:
             R = device_sets(self.p, fixed=fixed)
-            mem = binding_devices(self.p, R)
-            self._views[fixed] = (R, mem, lower_bounds(self.p, R, mem))
-        return self._views[fixed]
+            self._sets[fixed] = (R, binding_devices(self.p, R))
+        return self._sets[fixed]
+
+    def bounds(self, fixed: bool) -> Bounds:
+        """:func:`.bounds.lower_bounds` within :meth:`sets` (computed once per kind, and only
+        when a stage needs it: on a 100,000-node graph it costs more than a second)."""
+        if fixed not in self._bounds:
+            self._bounds[fixed] = lower_bounds(self.p, *self.sets(fixed))
+        return self._bounds[fixed]
+
+    def view(self, fixed: bool) -> tuple[list[tuple[int, ...]], list[int], Bounds]:
+        """:meth:`sets` and :meth:`bounds`."""
+        return (*self.sets(fixed), self.bounds(fixed))
 
     # -- solving one stage with an engine -------------------------------------------------------
     def solve(self, prob: Problem, R, K: int, bounds: Bounds, weights: dict[str, int],
@@ -514,7 +527,7 @@ class _Refiner:
         return False
 
     def stage_fallback(self, caps: dict[str, int], left: int) -> bool:
-        R, mem, bounds = self.view(fixed=False)
+        R, mem = self.sets(fixed=False)
         forced = sum(1 for v in range(self.p.n) if self.p.allowed[v][0] not in R[v])
         if mem:     # what memory forces off each device (minimum cuts, Lagrangian)
             forced = max(forced, self.memory_bounds().fallback)
@@ -522,6 +535,7 @@ class _Refiner:
             self.method = "bound"       # nodes no instance of their preferred device can hold
             return True
         self.fallback_lb = max(self.fallback_lb, forced)
+        bounds = self.bounds(fixed=False)
         budget = self.budget(left)
         if mem and self.engine in ("auto", "cpsat"):
             spent0 = self.spent
@@ -602,8 +616,16 @@ class _Refiner:
 
     def stage_partitions(self, caps: dict[str, int], left: int) -> bool:
         fixed = caps.get("fallback") == 0
-        R, mem, bounds = self.view(fixed)
         all_proven = all(self.proven.values())     # the earlier stages are optimal
+        if self.valid and self.best.num_parts <= 1:
+            # A problem with a node needs a part: one part is optimal, whatever bound the
+            # graph would give (computing it costs more than a second at 100,000 nodes).
+            if all_proven:
+                self.parts_view = (self.sets(fixed)[0], None, fixed)
+                self.lb_parts = max(self.lb_parts, 1)
+            self.method = self.parts_proof = "bound"
+            return True
+        R, mem, bounds = self.view(fixed)
         if all_proven:
             self.parts_view = (R, bounds, fixed)
             self.lb_parts = max(self.lb_parts, bounds.lb)
@@ -714,10 +736,13 @@ class _Refiner:
 
     def stage_weighted(self) -> bool:
         weights, exact = integer_weights(self.p.objective.weights or {})
-        R, mem, bounds = self.view(fixed=False)
         m = self.metrics()
         cost = sum(w * m[t] for t, w in weights.items())
         wp = weights.get("partitions", 0)
+        if self.valid and cost == wp:   # one part, nothing else costs: no bound needed
+            self.method = "bound"
+            return exact
+        R, mem, bounds = self.view(fixed=False)
         if self.valid and cost == wp * bounds.lb:   # parts at the bound, nothing else costs
             self.method = "bound"
             return exact
@@ -747,27 +772,24 @@ class _Refiner:
             sol.status, sol.lower_bound = "optimal", 0
             sol.stats["heuristic_partitions"] = self.heuristic_parts
             return sol
-        R, _, general = self.view(fixed=False)
-        lb = max(general.lb, self.lb_parts)
         if self.parts_view is None:
-            fixed = False
-            if obj.lexicographic and "fallback" in obj.order and "partitions" in obj.order \
-                    and obj.order.index("fallback") < obj.order.index("partitions") \
-                    and self.proven.get("fallback") and self.metrics()["fallback"] == 0:
-                fixed = True
-            if fixed:
-                Rf, _, bf = self.view(fixed=True)
-                self.parts_view = (Rf, bf, True)
-                lb = max(lb, bf.lb)
-            else:
-                self.parts_view = (R, general, False)
+            # fallback 0 proven before partitions: only fallback-0 answers are as good, and
+            # the bound within their device sets is the one that applies
+            fixed = bool(obj.lexicographic and "fallback" in obj.order
+                         and "partitions" in obj.order
+                         and obj.order.index("fallback") < obj.order.index("partitions")
+                         and self.proven.get("fallback") and self.metrics()["fallback"] == 0)
+            # one part needs no bound: every answer of a problem with a node has a part
+            self.parts_view = (self.sets(fixed)[0],
+                               self.bounds(fixed) if sol.num_parts > 1 else None, fixed)
+        Rv, bv, fixed = self.parts_view
+        lb = max(self.lb_parts, bv.lb if bv is not None else 1)
         lb = min(lb, sol.num_parts)
         if obj.lexicographic and self.proven.get("partitions"):
             lb = sol.num_parts
         proven_terms = [t for t, ok in self.proven.items() if ok]
         status = "optimal" if self.proven and all(self.proven.values()) else "feasible"
-        Rv, bv, fixed = self.parts_view
-        if sol.num_parts <= bv.lb:
+        if bv is None or sol.num_parts <= bv.lb:
             proof = "bound"
         elif obj.lexicographic:
             proof = self.parts_proof if self.proven.get("partitions") else None
@@ -783,24 +805,25 @@ class _Refiner:
             "time_limit": self.limit, "deterministic": self.deterministic,
             "deterministic_seconds": round(self.spent, 3),
             "exact_seconds": round(time.perf_counter() - self.t0, 3),
-            "bounds": {"path": bv.lb_path, "segments": bv.lb_segments,
-                       "through": bv.lb_through, "devices_fixed": fixed},
+            "bounds": ({"path": bv.lb_path, "segments": bv.lb_segments,
+                        "through": bv.lb_through} if bv is not None else {"nonempty": 1})
+                      | {"devices_fixed": fixed},
             "stages": self.stages,
         })
-        if self.view(fixed=False)[1]:       # memory can bind: fallback has a bound of its own
+        if self.sets(fixed=False)[1]:       # memory can bind: fallback has a bound of its own
             fb = self.fallback_lb if not self.proven.get("fallback") else self.metrics(sol)["fallback"]
             out.stats["bounds"]["fallback"] = min(fb, self.metrics(sol)["fallback"])
         if self.units is not None:
             out.stats["contracted_units"] = self.units
         out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed,
                                        solution=sol, memory=self.memory_bounds()
-                                       if self.view(fixed=False)[1] else None)
+                                       if self.sets(fixed=False)[1] else None)
         return out
 
     def memory_bounds(self):
         """:func:`.bounds.memory_bounds` for the device sets of every answer (computed once)."""
         if self._memory_bounds is None:
-            self._memory_bounds = memory_bounds(self.p, self.view(fixed=False)[0])
+            self._memory_bounds = memory_bounds(self.p, self.sets(fixed=False)[0])
         return self._memory_bounds
 
 

@@ -57,8 +57,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
-
 from ..problem import Device, Problem
 from .analysis import shared_devices
 from ..solution import Solution
@@ -219,6 +217,7 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
         devs = [Device(d.name, None if d.memory is None else d.memory * d.instances, 1,
                        d.enforce_values) for d in devs]
     mem = [d for d in memory_devices if devs[d].memory is not None]
+    from ortools.sat.python import cp_model   # imports pandas: only when a model is solved
     m = cp_model.CpModel()
     order = topological_order(problem.succ, problem.pred)
 

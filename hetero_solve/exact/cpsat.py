@@ -33,8 +33,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ortools.sat.python import cp_model
-
 from ..solution import Solution, objective_term
 from .encoding import Encoding
 
@@ -54,19 +52,23 @@ def stage_value(enc: Encoding, weights: dict[str, int], sol: Solution) -> int:
     return sum(w * objective_term(enc.problem, sol, t) for t, w in weights.items())
 
 
-class _Progress(cp_model.CpSolverSolutionCallback):
-    def __init__(self, say: Callable[[str], None] | None, label: str):
-        super().__init__()
-        self.say = say
-        self.label = label
-        self.last = 0.0
+def _progress(say: Callable[[str], None] | None, label: str):
+    """A solution callback that reports the best value and bound (at most twice a second)."""
+    from ortools.sat.python import cp_model
 
-    def on_solution_callback(self) -> None:
-        now = time.perf_counter()
-        if self.say is not None and now - self.last > 0.5:
-            self.last = now
-            self.say(f"{self.label}: best {self.ObjectiveValue():g}, "
-                     f"bound {self.BestObjectiveBound():g}")
+    class Progress(cp_model.CpSolverSolutionCallback):
+        def __init__(self):
+            super().__init__()
+            self.last = 0.0
+
+        def on_solution_callback(self) -> None:
+            now = time.perf_counter()
+            if say is not None and now - self.last > 0.5:
+                self.last = now
+                say(f"{label}: best {self.ObjectiveValue():g}, "
+                    f"bound {self.BestObjectiveBound():g}")
+
+    return Progress()
 
 
 def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None = None,
@@ -76,6 +78,9 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]``."""
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
+    # Imported here: ortools' CP-SAT module imports pandas (0.13 s), which a command whose
+    # answer needs no solver (one part, or proven by a bound) never uses.
+    from ortools.sat.python import cp_model
     m = cp_model.CpModel()
     b = [None] + [m.NewBoolVar("") for _ in range(enc.nv)]
 
@@ -149,7 +154,7 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     prm.max_time_in_seconds = max(0.05, wall)
     prm.log_search_progress = False
     t0 = time.perf_counter()
-    status = solver.Solve(m, _Progress(progress, label))
+    status = solver.Solve(m, _progress(progress, label))
     wall = time.perf_counter() - t0
     stats = {"variables": enc.nv, "clauses": len(enc.clauses), "hinted": hinted,
              "status": solver.StatusName(status), "wall": round(wall, 3),

@@ -13,6 +13,9 @@ contiguous stretch, so each *forced break* along it starts a new part:
 When the optimum is above the bound, the rest of the proof is the solver's exhaustive search
 (``proof`` says which); the chain still shows where the bound comes from.
 
+An answer of one part needs no chain (bound ``nonempty``): a model with a node needs a part,
+so one part is optimal and no bound is computed for it.
+
 When memory limits bind, ``memory`` (:func:`explain_memory`) says why nodes left their
 preferred device: per device, how many bytes the nodes that prefer it need as one part against
 what its instances hold (and by how much that overflows), which nodes no part on it can hold
@@ -140,21 +143,39 @@ def _runs(problem: Problem, R, b: Bounds, c: int, fixed: bool, v: int | None = N
             "path": path}
 
 
-def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds, parts: int, *,
+def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds | None, parts: int, *,
             proof: str | None, fixed: bool, max_items: int = 2000,
             solution: Solution | None = None, memory: MemoryBounds | None = None) -> dict:
-    """The ``explain`` dict (module doc).  ``parts``: the answer's number of parts; ``proof``:
-    a key of :data:`PROOFS` (``None`` when the optimum is not proven); ``solution``: the
-    answer, for the memory section when memory binds (``memory``: its bounds, when the
-    caller has them)."""
-    names = problem.names
-    out: dict = {"parts": parts, "lower_bound": b.lb, "bound": b.kind,
+    """The ``explain`` dict (module doc).  ``b``: the bounds, or ``None`` for the bound
+    ``nonempty`` (a model with a node needs a part: no chain, nothing computed); ``parts``:
+    the answer's number of parts; ``proof``: a key of :data:`PROOFS` (``None`` when the
+    optimum is not proven); ``solution``: the answer, for the memory section when memory
+    binds (``memory``: its bounds, when the caller has them)."""
+    out: dict = {"parts": parts, "lower_bound": b.lb if b is not None else min(1, problem.n),
+                 "bound": b.kind if b is not None else "nonempty",
                  "proof": proof, "proof_text": PROOFS.get(proof, str(proof)),
                  "devices_fixed": fixed,
-                 "bounds": {"path": b.lb_path, "segments": b.lb_segments, "through": b.lb_through}}
+                 "bounds": {"path": b.lb_path, "segments": b.lb_segments, "through": b.lb_through}
+                 if b is not None else {"nonempty": min(1, problem.n)}}
     if problem.n == 0:
         out.update(chain=[], breaks=[], runs=[], text=["an empty model needs no part"])
         return out
+    if b is None:
+        out.update(chain=[], breaks=[], runs=[])
+    else:
+        out.update(_chains(problem, R, b, fixed, max_items))
+    if solution is not None:
+        section = explain_memory(problem, solution, memory)
+        if section is not None:
+            out["memory"] = section
+    out["text"] = explain_text(out)
+    return out
+
+
+def _chains(problem: Problem, R, b: Bounds, fixed: bool, max_items: int) -> dict:
+    """``chain``, ``breaks``, ``runs`` (and ``through``) of the explanation of ``b``."""
+    names = problem.names
+    out: dict = {}
     path = path_chain(problem, R, b)
     breaks = []
     for u, v in zip(path, path[1:]):
@@ -177,11 +198,6 @@ def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds, parts: int, *
         runs = [_runs(problem, R, b, c, fixed) for c in range(len(problem.devices))
                 if b.per_device[c] > 0]
     out["runs"] = runs
-    if solution is not None:
-        section = explain_memory(problem, solution, memory)
-        if section is not None:
-            out["memory"] = section
-    out["text"] = explain_text(out)
     return out
 
 
@@ -299,7 +315,9 @@ def explain_text(ex: dict, limit: int = 40) -> list[str]:
     k, lb, kind = ex["parts"], ex["lower_bound"], ex["bound"]
     lines = [f"at least {lb} part(s) are needed; the answer has {k}."]
     breaks, runs = ex.get("breaks", []), ex.get("runs", [])
-    if kind == "path" or not runs:
+    if kind == "nonempty":
+        lines.append("the model has nodes, and every node is in a part.")
+    elif kind == "path" or not runs:
         lines.append(f"a chain of {len(ex.get('chain', []))} node(s) crosses {len(breaks)} forced "
                      f"break(s), so it meets at least {len(breaks) + 1} parts:")
         for i, br in enumerate(breaks[:limit], 1):

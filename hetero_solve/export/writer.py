@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 import onnx
+from google.protobuf.message import DecodeError, EncodeError
 
 from ..errors import OutputError, warn
 from ..gcpause import paused_gc
@@ -335,11 +336,21 @@ def _reason(e: OSError) -> str:
 
 
 def _save(model: onnx.ModelProto, path: Path) -> None:
-    if model.ByteSize() > EXTERNAL_DATA_BYTES:
+    """Write ``model``; over :data:`EXTERNAL_DATA_BYTES`, with its tensors in ``<file>.data``.
+
+    Serialized once and written as is: ``ByteSize()`` costs as much as serializing, and
+    ``onnx.save_model`` walks every tensor of every node for external data first, which the
+    models written here never have (loading reads external data in)."""
+    try:
+        data = model.SerializeToString()
+    except (ValueError, DecodeError, EncodeError):   # over protobuf's 2 GiB
+        data = None
+    if data is None or len(data) > EXTERNAL_DATA_BYTES:
         onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=path.name + ".data", size_threshold=1024)
     else:
-        onnx.save_model(model, str(path))
+        with open(path, "wb") as f:
+            f.write(data)
 
 
 def _write_json(path: Path, data: dict) -> None:
