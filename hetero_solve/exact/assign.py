@@ -474,6 +474,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     >>> relaxed_parts(p, [(0, 1)] * 3, [0], fallback_cap=1, time_limit=5).bound
     2
     """
+    from ortools.sat.python import cp_model   # imports pandas: only when a model is solved
     n = problem.n
     m, x, fallback, order, seen, _items, splits = _model(problem, R, memory_devices,
                                                           aggregate)
