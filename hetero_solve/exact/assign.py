@@ -205,6 +205,13 @@ def _reach(problem: Problem) -> tuple[list[int], list[int]]:
     return desc, anc
 
 
+def _cp_model():
+    """OR-Tools' CP-SAT module, imported when a model is built: it imports pandas (0.13 s),
+    which a command whose answer needs no solver never uses."""
+    from ortools.sat.python import cp_model
+    return cp_model
+
+
 def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate: bool):
     """The relaxed assignment model without its objective: ``(model, x, fallback, order,
     seen, items, splits)`` with ``x[v][(d, i)]`` the node literals, ``fallback`` the expression counting nodes
@@ -217,7 +224,7 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
         devs = [Device(d.name, None if d.memory is None else d.memory * d.instances, 1,
                        d.enforce_values) for d in devs]
     mem = [d for d in memory_devices if devs[d].memory is not None]
-    from ortools.sat.python import cp_model   # imports pandas: only when a model is solved
+    cp_model = _cp_model()
     m = cp_model.CpModel()
     order = topological_order(problem.succ, problem.pred)
 
@@ -350,6 +357,7 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
     ``objective``: ``"fallback"`` (minimise it), or ``"changes"`` (with ``fallback_cap``: keep
     fallback at most the cap and minimise the edges whose ends are on different devices, a
     proxy for parts used to pick among the fallback-optimal device choices)."""
+    cp_model = _cp_model()
     n = problem.n
     m, x, fallback, order, seen, items_total, _splits = _model(problem, R, memory_devices,
                                                                aggregate)
@@ -474,7 +482,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     >>> relaxed_parts(p, [(0, 1)] * 3, [0], fallback_cap=1, time_limit=5).bound
     2
     """
-    from ortools.sat.python import cp_model   # imports pandas: only when a model is solved
+    cp_model = _cp_model()
     n = problem.n
     m, x, fallback, order, seen, _items, splits = _model(problem, R, memory_devices,
                                                           aggregate)
