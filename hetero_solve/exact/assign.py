@@ -443,7 +443,7 @@ class PartsBound:
 
 def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fallback_cap: int,
                   *, hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
-                  deadline: float | None = None, aggregate: bool = False) -> PartsBound:
+                  deadline: float | None = None) -> PartsBound:
     """A lower bound on the number of parts of every valid partition whose fallback is at most
     ``fallback_cap``: the segment bound (:mod:`.bounds`, LB2) of the best device choice the
     relaxed assignment model allows.
@@ -469,8 +469,6 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     meets a path in one contiguous stretch (dagP), so on every path it has at least as many
     ``c``-parts as ``c``-segments, and the parts on ``c`` also cover the instances it uses.
     CP-SAT's proven bound on the objective is kept even when the budget ends first.
-    ``aggregate``: the aggregated relaxed model (faster with several instances; no count of
-    instances used).
 
     The device choice behind the best value (``node_device``) is also a good start for an
     answer: few device changes along paths is what lets the parts fit (:func:`.runs.realize`
@@ -484,8 +482,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     """
     cp_model = _cp_model()
     n = problem.n
-    m, x, fallback, order, seen, _items, splits = _model(problem, R, memory_devices,
-                                                          aggregate)
+    m, x, fallback, order, seen, _items, splits = _model(problem, R, memory_devices, False)
     m.Add(fallback <= fallback_cap)
     devices = sorted({d for r in R for d in r})
     sinks = [v for v in range(n) if not problem.succ[v]]
@@ -513,7 +510,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
         top = m.NewIntVar(0, n, "")
         for v in sinks:
             m.Add(top >= A[v])
-        if not aggregate and seen.get(c) is not None and problem.devices[c].instances > 1:
+        if seen.get(c) is not None and problem.devices[c].instances > 1:
             used = []
             for i in range(problem.devices[c].instances):
                 lits = [x[v][(c, i)] for v in range(n) if (c, i) in x[v]]
