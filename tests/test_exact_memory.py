@@ -216,3 +216,19 @@ def test_runs_span_long_stretches_of_large_activations():
     assert evaluate(p, sol).fallback == 0 and sol.num_parts == 2
     best = refine(p, heuristic(p), time_limit=5)
     assert evaluate(p, best).fallback == 0 and best.num_parts == 2 and best.status == "optimal"
+
+
+def test_explain_states_the_fallback_bound_the_engine_proved():
+    """The memory section of ``explain`` states the strongest fallback bound the engine has:
+    here the Lagrangian memory bound says 0, while the answer's fallback 1 is proven (brute
+    force agrees), so "at least 1 must be"."""
+    p = random_memory(7)
+    p.objective = Objective()
+    R = device_sets(p, fixed=False)
+    from hetero_solve.exact.bounds import memory_bounds
+    assert memory_bounds(p, R).fallback == 0
+    assert evaluate(p, brute_force(p)).fallback == 1
+    sol = refine(p, _start(p), time_limit=5)
+    assert "fallback" in sol.stats["proven"]
+    assert sol.stats["explain"]["memory"]["fallback_bound"] == 1
+    assert "at least 1 must be" in "\n".join(sol.stats["explain"]["text"])

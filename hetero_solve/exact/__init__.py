@@ -824,9 +824,12 @@ class _Refiner:
             out.stats["bounds"]["fallback"] = min(fb, self.metrics(sol)["fallback"])
         if self.units is not None:
             out.stats["contracted_units"] = self.units
+        mb = None
+        if self.sets(fixed=False)[1]:   # the stronger fallback bound: the relaxed model's
+            mb = self.memory_bounds()
+            mb = replace(mb, fallback=max(mb.fallback, out.stats["bounds"]["fallback"]))
         out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed,
-                                       solution=sol, memory=self.memory_bounds()
-                                       if self.sets(fixed=False)[1] else None)
+                                       solution=sol, memory=mb)
         return out
 
     def memory_bounds(self):
