@@ -118,8 +118,9 @@ def run_command(model: Path, rules: Path, dims: dict[str, int], out_dir: Path,
     cmd += ["-o", str(out_dir), "--verbose"]
     stamps: list[tuple[float, str]] = []
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=_env(root), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, bufsize=1)
+    # cwd: ``-m`` puts the working folder first on sys.path, before PYTHONPATH
+    proc = subprocess.Popen(cmd, env=_env(root), cwd=root, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, bufsize=1)
     for line in proc.stderr:
         stamps.append((time.perf_counter() - t, line.rstrip("\n")))
     rc = proc.wait()
