@@ -249,3 +249,45 @@ def test_relaxed_fallback_counts_a_tensor_read_by_two_parts():
     assert a.optimal and a.bound == 1
     sol = refine(p, _start(p), time_limit=5)
     assert evaluate(p, sol).fallback == 1 and "fallback" in sol.stats["proven"]
+
+
+def _shared_reads(seed: int):
+    """A random DAG of 4-8 nodes whose tensors are often read by several nodes, some nodes
+    CPU-only between them, one NPU (one or two instances): the cases ``split_pairs`` and
+    ``reread_pairs`` are about."""
+    import random
+    rng = random.Random(seed)
+    n = rng.randint(4, 8)
+    edges = set()
+    for v in range(1, n):
+        for u in rng.sample(range(v), min(v, rng.randint(1, 2))):
+            edges.add((u, v))
+    allowed = [[1] if rng.random() < 0.3 else [0, 1] for _ in range(n)]
+    return make_problem(n, sorted(edges), allowed,
+                        [Device("NPU", memory=rng.randint(8, 24),
+                                instances=rng.choice([1, 1, 2])), Device("CPU")],
+                        tensor_bytes=[rng.choice([1, 2, 5, 10]) for _ in range(n)],
+                        const_bytes=[rng.choice([0, 0, 3, 6]) for _ in range(n)])
+
+
+def test_relaxed_bounds_hold_where_reads_are_shared():
+    """On 400 random problems with shared reads and CPU nodes between readers, the relaxed
+    fallback bound and the relaxed parts bound (fallback capped at the optimum) never exceed
+    the brute-force optimum; at least 60 of them exercise split or reread pairs."""
+    from hetero_solve.exact.assign import reread_pairs, split_pairs
+    covered = 0
+    for seed in range(400):
+        p = _shared_reads(seed)
+        R = device_sets(p, fixed=False)
+        mem = binding_devices(p, R)
+        if not mem:
+            continue
+        best = brute_force(p)
+        if best is None:
+            continue
+        m = evaluate(p, best)
+        covered += any(reread_pairs(p, R, d) or split_pairs(p, R, d) for d in mem)
+        a = relaxed_fallback(p, R, mem, time_limit=5)
+        assert a.bound <= m.fallback, seed
+        assert relaxed_parts(p, R, mem, m.fallback, time_limit=5).bound <= m.partitions, seed
+    assert covered >= 60
