@@ -87,6 +87,7 @@ def test_one_part_is_optimal_without_computing_a_bound(monkeypatch):
     assert sol.stats["bounds"]["nonempty"] == 1
     ex = sol.stats["explain"]
     assert ex["bound"] == "nonempty" and ex["proof"] == "bound" and ex["lower_bound"] == 1
+    assert exact.lower_bound(p, sol) == 1          # what --engine heuristic reports
     p.objective = Objective(weights={"fallback": 1, "partitions": 10})
     sol = refine(p, heuristic(p))
     assert sol.num_parts == 1 and sol.status == "optimal" and sol.lower_bound == 1

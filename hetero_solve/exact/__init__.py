@@ -163,7 +163,10 @@ def lower_bound(problem: Problem, solution: Solution) -> int:
 
     Under the default objective an answer without fallback can only be matched by answers
     without fallback, so each node's preferred device alone is considered; otherwise every
-    allowed device is (the bound then also covers answers that move nodes)."""
+    allowed device is (the bound then also covers answers that move nodes).  One part needs
+    no bound: every solution of a problem with a node has a part."""
+    if problem.n and solution.num_parts <= 1:
+        return 1
     obj = problem.objective
     fixed = (obj.lexicographic and "fallback" in obj.order and "partitions" in obj.order
              and obj.order.index("fallback") < obj.order.index("partitions")
