@@ -176,6 +176,17 @@ def test_version():
     assert r.returncode == 0 and re.match(r"hetero-solve \d+\.\d+", r.stdout)
 
 
+def test_the_version_is_the_one_pyproject_declares():
+    """``__version__`` sits beside ``pyproject.toml``'s (readable without installing): one
+    number, held equal here."""
+    import tomllib
+    from pathlib import Path
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+                            .read_text())["project"]
+    assert hs.__version__ == project["version"]
+    assert run("--version").stdout.startswith(f"hetero-solve {project['version']},")
+
+
 def test_one_spelling_of_a_device_instance(tmp_path):
     rules = tmp_path / "two.yaml"
     rules.write_text("version: 1\ndevices:\n  - name: ACC\n    instances: 2\n    memory: 2KiB\n"
