@@ -73,6 +73,9 @@ WALL_FACTOR, WALL_EXTRA = 1.5, 1.0   # wall-clock safety net: 1.5 x time_limit +
 TRANSFER_SHARE = 1 / 3     # at most this share of the time limit goes to the transfer stage
 WINDOW_NODES = 160         # nodes freed per window of the window search (about)
 WINDOW_SECONDS = 0.5       # deterministic seconds per window at most
+FIXED_SECONDS = 1.0        # deterministic seconds for the fixed-device model at most
+FIXED_EXTRA_SLOTS = 2      # ... slots beyond the greedy's parts of the device choice
+FIXED_VARIABLES = 20_000   # ... and its size at most (about)
 SEGMENT_CAPS = 4           # fallback caps tried by the segment model above the relaxation's
 
 
@@ -728,7 +731,36 @@ class _Refiner:
                 self.runs.append({"engine": "runs", "from": f"segments ({how})",
                                   "objective": list(objective_key(self.p, sol)) if sol
                                   else None, "kept": kept})
+            m = self.metrics()
+            if not self.valid or m["fallback"] > cap or m["partitions"] > r.bound:
+                self.fixed_devices(r.node_device, min(FIXED_SECONDS, budget / 2))
         return r
+
+    def fixed_devices(self, devices: list[int], budget: float) -> None:
+        """The fewest parts with every node's device fixed (``R(v) = (devices[v],)``): the
+        full model, but small (the windows of a fixed device choice are narrow; 900
+        variables on a 169-node BERT), with slots for a few parts more than the greedy's
+        extensions of those devices.  Where runs cut a device choice into too many parts
+        (bert-small-legacy on the 3 MiB NPU: the greedy's parts did not fit at fallback 83,
+        these do, in 13 parts), CP-SAT finds the parts that fit."""
+        if budget <= 0.01 or self.wall_left() <= 0:
+            return
+        Rf = [(d,) for d in devices]
+        memf = binding_devices(self.p, Rf)
+        bf = lower_bounds(self.p, Rf, memf)
+        K = parts_without_memory(self.p, devices).num_parts + FIXED_EXTRA_SLOTS
+        if self.model_size(self.p, K, bf, {"partitions": 1}, {}, memf) > FIXED_VARIABLES:
+            return
+        enc = Encoding(self.p, Rf, K, bf, terms=("partitions",), memory_devices=tuple(memf))
+        r = cpsat.solve(enc, {"partitions": 1}, time_limit=budget, seed=self.seed,
+                        deadline=min(time.perf_counter() + WALL_FACTOR * budget + WALL_EXTRA,
+                                     self.wall_end))
+        self.spent += r.stats.get("deterministic_time", 0.0)
+        self.deterministic &= r.stats.get("deterministic", True)
+        kept = self.accept(r.solution, "exact-fixed-devices") if r.solution else False
+        self.runs.append({"engine": "cpsat (devices fixed)", "slots": K, "kept": kept,
+                          **{k: r.stats[k] for k in ("status", "variables",
+                                                     "deterministic_time") if k in r.stats}})
 
     def regroup(self) -> None:
         """Fewer parts with the same devices: the best answer's device per node, parts
