@@ -180,6 +180,9 @@ def test_pipeline_reports_status_bound_and_explanation(tmp_path):
     out = r.write(tmp_path / "out", submodels=False, annotated=False)
     saved = json.loads((out / "partition.json").read_text())
     assert saved["status"] == "optimal" and saved["explain"]["lower_bound"] >= 1
+    # the pipeline's seconds per stage and the refinement's stage records both reach the file
+    assert set(saved["solver"]["stage_seconds"]) >= {"load", "compile", "heuristic"}
+    assert [s["stage"] for s in saved["solver"]["stages"]][0] == "fallback"
 
 
 def test_pipeline_engines_agree():
