@@ -109,6 +109,26 @@ def test_bounds_are_computed_once(monkeypatch):
     assert calls.count(True) == 1
 
 
+def test_device_sets_are_computed_once(monkeypatch):
+    """With memory limits the device sets cost minimum cuts: refine computes them once and
+    hands them to the refusal check, the stages and the explanation."""
+    import sys
+    explain_module = sys.modules["hetero_solve.exact.explain"]   # not the function of that name
+    calls = []
+    real = exact.device_sets
+
+    def counting(problem, *, fixed):
+        calls.append(fixed)
+        return real(problem, fixed=fixed)
+    monkeypatch.setattr(exact, "device_sets", counting)
+    monkeypatch.setattr(explain_module, "device_sets", counting)
+    p = random_dag(40, 3, memory=True)
+    sol = refine(p, heuristic(p), time_limit=1)
+    assert exact.binding_devices(p, real(p, fixed=False))   # memory can bind here
+    assert "memory" in sol.stats["explain"]
+    assert calls.count(False) == 1
+
+
 def test_unproven_stage_gives_feasible_and_a_valid_bound(monkeypatch):
     """A time limit too small to finish: 'feasible', a lower bound no larger than the parts."""
     monkeypatch.setattr(exact, "WALL_FACTOR", 100.0)   # only deterministic time stops it

@@ -145,12 +145,14 @@ def _runs(problem: Problem, R, b: Bounds, c: int, fixed: bool, v: int | None = N
 
 def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds | None, parts: int, *,
             proof: str | None, fixed: bool, max_items: int = 2000,
-            solution: Solution | None = None, memory: MemoryBounds | None = None) -> dict:
+            solution: Solution | None = None, memory: MemoryBounds | None = None,
+            memory_sets: list[tuple[int, ...]] | None = None) -> dict:
     """The ``explain`` dict (module doc).  ``b``: the bounds, or ``None`` for the bound
     ``nonempty`` (a model with a node needs a part: no chain, nothing computed); ``parts``:
     the answer's number of parts; ``proof``: a key of :data:`PROOFS` (``None`` when the
     optimum is not proven); ``solution``: the answer, for the memory section when memory
-    binds (``memory``: its bounds, when the caller has them)."""
+    binds (``memory``: its bounds, and ``memory_sets`` the device sets behind them, when the
+    caller has them)."""
     out: dict = {"parts": parts, "lower_bound": b.lb if b is not None else min(1, problem.n),
                  "bound": b.kind if b is not None else "nonempty",
                  "proof": proof, "proof_text": PROOFS.get(proof, str(proof)),
@@ -165,7 +167,7 @@ def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds | None, parts:
     else:
         out.update(_chains(problem, R, b, fixed, max_items))
     if solution is not None:
-        section = explain_memory(problem, solution, memory)
+        section = explain_memory(problem, solution, memory, memory_sets)
         if section is not None:
             out["memory"] = section
     out["text"] = explain_text(out)
@@ -201,10 +203,13 @@ def _chains(problem: Problem, R, b: Bounds, fixed: bool, max_items: int) -> dict
     return out
 
 
-def explain_memory(problem: Problem, sol: Solution, mb: MemoryBounds | None = None) -> dict | None:
+def explain_memory(problem: Problem, sol: Solution, mb: MemoryBounds | None = None,
+                   R: list[tuple[int, ...]] | None = None) -> dict | None:
     """Why nodes left their preferred device, as data (module doc); None when no device's
-    memory can bind."""
-    R = device_sets(problem, fixed=False)
+    memory can bind.  ``R``: :func:`~.analysis.device_sets` (``fixed=False``), when the
+    caller has them."""
+    if R is None:
+        R = device_sets(problem, fixed=False)
     if not binding_devices(problem, R):
         return None
     mb = mb or memory_bounds(problem, R)
