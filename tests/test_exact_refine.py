@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 import hetero_solve.exact as exact
 from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.cli import app
+from hetero_solve.errors import InfeasibleError
 from hetero_solve.exact import refine
 from hetero_solve.generators import cnn_like, greedy_trap, random_dag, transformer_like
 from hetero_solve.pipeline import solve
@@ -215,3 +216,20 @@ def test_doctests_of_the_exact_modules():
     for mod in (exact, m1, m2, m3, m4, m5, m6, m7, m8, m9):
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted > 0, mod.__name__
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_explanation_states_the_answers_lower_bound(seed):
+    """``explain`` says the bound ``partition.json`` reports, also when a solver proved more
+    than the graph's structure shows (then the structural bound is kept beside it)."""
+    from hetero_solve.generators import random_memory
+    p = random_memory(seed)
+    try:
+        sol = refine(p, heuristic(p), time_limit=2)
+    except InfeasibleError:
+        return
+    ex = sol.stats["explain"]
+    assert ex["lower_bound"] == sol.lower_bound
+    if "structural_bound" in ex:
+        assert ex["structural_bound"] < sol.lower_bound
+        assert f"at least {sol.lower_bound} part(s) are needed" in ex["text"][0]

@@ -82,10 +82,52 @@ SEGMENT_CAPS = 4           # fallback caps tried by the segment model above the 
 def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
            seed: int = 0, progress: Callable[[str], None] | None = None,
            workers: int = 1) -> Solution:
-    """Improve ``start`` (a valid solution, e.g. the heuristic's) and prove what can be proven
-    within ``time_limit`` seconds (module doc).  ``engine``: ``"auto"`` (bounds, sequence search,
-    CP-SAT, then SAT to close a gap), ``"cpsat"`` or ``"sat"`` (that engine only).
-    ``workers``: CP-SAT workers (more than one runs CP-SAT's deterministic interleaved mode)."""
+    """Improve ``start`` and prove what can be proven within ``time_limit`` seconds.
+
+    The objective's terms are refined one at a time, in order (module doc): each stage bounds
+    its term from below, searches for a better answer with the earlier terms capped at their
+    values, and records whether the term is proven.  The answer is never worse than ``start``.
+
+    Parameters
+    ----------
+    problem : Problem
+    start : Solution
+        A valid solution of ``problem`` (the heuristic's, say): the first incumbent and the
+        solver's hint.
+    engine : {"auto", "cpsat", "sat"}
+        ``"auto"``: solver-free bounds, the search over device sequences, CP-SAT, then SAT to
+        close a gap; ``"cpsat"`` or ``"sat"``: that engine only.
+    time_limit : float
+        Budget in seconds, spent in deterministic time (same input and seed, same answer); a
+        wall-clock safety net of 1.5 x the budget + 1 s stops the search when a machine is slow.
+    seed : int
+    progress : callable or None
+        Called with one line per step (the command line's live progress).
+    workers : int
+        CP-SAT workers (more than one runs CP-SAT's deterministic interleaved mode).
+
+    Returns
+    -------
+    Solution
+        Status ``"optimal"`` when every term is proven, else ``"feasible"``; ``lower_bound`` on
+        the number of parts; ``stats`` with the bounds, each stage's record and ``explain``.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``engine``.
+    InfeasibleError
+        Memory proven unable to hold what must be placed (the message names what and why).
+
+    Examples
+    --------
+    >>> from hetero_solve.problem import make_problem
+    >>> from hetero_solve.algorithms import heuristic
+    >>> p = make_problem(4, [(0, 1), (1, 2), (2, 3)], [[0], [1], [1], [0]])
+    >>> s = refine(p, heuristic(p), time_limit=1)
+    >>> s.num_parts, s.status, s.lower_bound
+    (3, 'optimal', 3)
+    """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     return _refine(problem, start, device_sets(problem, fixed=False), engine, time_limit, seed,
@@ -616,7 +658,11 @@ class _Refiner:
             if a.node_device is not None:
                 starts.append((f"relaxation ({kind})", a.node_device))
             for label, devices in starts:
-                sol = fit_by_runs(self.p, parts_without_memory(self.p, devices))
+                if self.wall_left() <= 0:
+                    break
+                sol = fit_by_runs(self.p, parts_without_memory(self.p, devices),
+                                  deadline=self.wall_end)
+                self.deterministic &= self.wall_left() > 0   # the runs' bisection stopped
                 kept = self.accept(sol, "exact-runs")
                 self.runs.append({"engine": "runs", "from": label,
                                   "fallback": self.metrics(sol)["fallback"] if sol else None,
@@ -725,8 +771,11 @@ class _Refiner:
         self.runs.append({"engine": "relaxed parts", "bound": r.bound, **r.stats})
         if r.node_device is not None:
             for how, build in (("realize", realize), ("runs", lambda p, d: fit_by_runs(
-                    p, parts_without_memory(p, d)))):
+                    p, parts_without_memory(p, d), deadline=self.wall_end))):
+                if self.wall_left() <= 0:
+                    break
                 sol = build(self.p, r.node_device)
+                self.deterministic &= self.wall_left() > 0   # the runs' bisection stopped
                 kept = self.accept(sol, "exact-runs")
                 self.runs.append({"engine": "runs", "from": f"segments ({how})",
                                   "objective": list(objective_key(self.p, sol)) if sol
@@ -878,7 +927,7 @@ class _Refiner:
             mb = replace(mb, fallback=max(mb.fallback, out.stats["bounds"]["fallback"]))
         out.stats["explain"] = explain(self.p, Rv, bv, sol.num_parts, proof=proof, fixed=fixed,
                                        solution=sol, memory=mb,
-                                       memory_sets=self.sets(fixed=False)[0])
+                                       memory_sets=self.sets(fixed=False)[0], lower_bound=lb)
         return out
 
     def memory_bounds(self):

@@ -146,13 +146,15 @@ def _runs(problem: Problem, R, b: Bounds, c: int, fixed: bool, v: int | None = N
 def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds | None, parts: int, *,
             proof: str | None, fixed: bool, max_items: int = 2000,
             solution: Solution | None = None, memory: MemoryBounds | None = None,
-            memory_sets: list[tuple[int, ...]] | None = None) -> dict:
+            memory_sets: list[tuple[int, ...]] | None = None,
+            lower_bound: int | None = None) -> dict:
     """The ``explain`` dict (module doc).  ``b``: the bounds, or ``None`` for the bound
     ``nonempty`` (a model with a node needs a part: no chain, nothing computed); ``parts``:
     the answer's number of parts; ``proof``: a key of :data:`PROOFS` (``None`` when the
     optimum is not proven); ``solution``: the answer, for the memory section when memory
     binds (``memory``: its bounds, and ``memory_sets`` the device sets behind them, when the
-    caller has them)."""
+    caller has them); ``lower_bound``: the answer's bound on parts, when the solvers proved
+    more than the structural bound ``b`` shows (then ``structural_bound`` keeps ``b``'s)."""
     out: dict = {"parts": parts, "lower_bound": b.lb if b is not None else min(1, problem.n),
                  "bound": b.kind if b is not None else "nonempty",
                  "proof": proof, "proof_text": PROOFS.get(proof, str(proof)),
@@ -170,6 +172,9 @@ def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds | None, parts:
         section = explain_memory(problem, solution, memory, memory_sets)
         if section is not None:
             out["memory"] = section
+    if lower_bound is not None and lower_bound > out["lower_bound"]:
+        out["structural_bound"] = out["lower_bound"]
+        out["lower_bound"] = lower_bound
     out["text"] = explain_text(out)
     return out
 
@@ -319,6 +324,9 @@ def explain_text(ex: dict, limit: int = 40) -> list[str]:
     so ``hetero-solve explain`` can re-render ``partition.json``'s entry)."""
     k, lb, kind = ex["parts"], ex["lower_bound"], ex["bound"]
     lines = [f"at least {lb} part(s) are needed; the answer has {k}."]
+    if ex.get("structural_bound") is not None:
+        lines.append(f"(the solvers showed {lb}; the graph's structure alone shows "
+                     f"{ex['structural_bound']}, as follows)")
     breaks, runs = ex.get("breaks", []), ex.get("runs", [])
     if kind == "nonempty":
         lines.append("the model has nodes, and every node is in a part.")
