@@ -1,6 +1,6 @@
 """Lower bounds on the number of parts, slot windows, and the chains that explain them.
 
-Every bound rests on one fact (dagP, Herrmann et al. 2019; SOLVING.md): a partition has an
+Every bound rests on one fact (dagP, Herrmann et al. 2019): a partition has an
 acyclic quotient iff the parts can be numbered so that every edge goes to the same or a later
 part.  Hence **a part meets any path in one contiguous stretch**: if it held path nodes ``a``
 and ``c`` but not ``b`` between them, the path would leave the part and come back, a cycle.

@@ -2,7 +2,7 @@
 
 A solution with at most ``K`` parts is a slot ``p(v)`` in ``0..K-1`` per node such that every
 edge goes to the same or a later slot, strictly when its ends cannot share a part (dagP's
-characterisation of acyclic quotients; SOLVING.md "CP-SAT formulation that scales").  Built in
+characterisation of acyclic quotients; docs/exact.md, "The model").  Built in
 small named steps:
 
 1. ``_order``: ``ge[v,j] = [p(v) >= j]`` only inside the node's window ``top[v] .. K-1-bottom[v]``

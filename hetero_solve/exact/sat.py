@@ -11,7 +11,7 @@ exceeds ``B`` iff at the highest bit where they differ the sum has a 1).  ``pyth
 Minimisation: from the hint's value (or the first model found), ask for ``objective <= best - 1``
 under an assumption literal that activates that comparator; SAT gives a better solution, UNSAT
 proves the best optimal.  For the number of parts the bound is simply ``not used[k]`` (used slots
-form a prefix), which is what made SAT fast at the K-1 proofs measured in SOLVING.md.
+form a prefix), which is what made SAT fast at the K-1 proofs (docs/exact.md, "Measured").
 
 Determinism: Glucose is run with a *conflict* budget (``CONFLICTS_PER_SECOND`` times the time
 budget), not a clock, so the same input gives the same answer on any machine; a wall-clock

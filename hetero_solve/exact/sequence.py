@@ -1,6 +1,6 @@
 """Exact search over device sequences: the fewest parts when memory limits cannot bind.
 
-Argument (SOLVING.md, "exact without memory limits"; the same search over ideals found
+Argument (docs/exact.md, "Search over device sequences"; the same search over ideals found
 twice).  Number the parts of a solution topologically, ``P1 .. Pk`` on devices
 ``c1 .. ck``.  From a placed set ``I`` (predecessor-closed), the *maximal c-extension* adds every
 unplaced node that may go to ``c`` and whose predecessors are placed or being added, unless
@@ -12,7 +12,7 @@ and the extension is monotone in ``I``: a placed set contained in another one re
 more parts can be dropped.  A breadth-first search over the sequences with that dominance rule
 is exact; the first depth at which every node is placed is the optimum.
 
-The number of placed sets kept per depth stays small on DNN graphs (SOLVING.md measured at
+The number of placed sets kept per depth stays small on DNN graphs (the design notes measured at
 most 9); ``max_states`` caps it, and when the cap bites the search becomes a beam (largest sets
 first) and its answer is no longer a proof (``exact=False``).
 
@@ -183,7 +183,7 @@ def _undominated(children: list[_State], previous: list[_State]) -> list[_State]
 
 def _future_bound(bounds, devices: list[int]):
     """Parts still needed once the ``ready`` nodes (and everything after them) are unplaced:
-    every unplaced node lies in a later part, so (SOLVING.md lower bounds) at least
+    every unplaced node lies in a later part, so (docs/exact.md, "Lower bounds") at least
     ``bottom[v] + 1`` parts for any ready ``v``, and, summed over devices, the most ``c``-runs
     on a path from a ready node."""
     bottom = bounds.bottom
