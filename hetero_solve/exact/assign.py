@@ -255,6 +255,29 @@ def _reach(problem: Problem) -> tuple[list[int], list[int]]:
     return desc, anc
 
 
+def _solve(m, time_limit: float, seed: int, deadline: float | None):
+    """Solve ``m`` with one worker in ``time_limit`` deterministic seconds (wall clock up to
+    ``deadline``, or twice the limit + 1 s): the solver, its status and the run's stats
+    (``deterministic``: False when the wall clock, not the budget, stopped it)."""
+    cp_model = _cp_model()
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.num_workers = 1
+    prm.linearization_level = 2
+    prm.random_seed = seed
+    prm.max_deterministic_time = max(0.05, time_limit)
+    wall = 2 * max(0.05, time_limit) + 1 if deadline is None else deadline - time.perf_counter()
+    prm.max_time_in_seconds = max(0.05, wall)
+    t0 = time.perf_counter()
+    status = solver.Solve(m)
+    wall_used = time.perf_counter() - t0
+    stats = {"status": solver.StatusName(status), "wall": round(wall_used, 3),
+             "deterministic_time": round(solver.deterministic_time, 3),
+             "deterministic": not (status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
+                                   and wall_used >= prm.max_time_in_seconds - 0.05)}
+    return solver, status, stats
+
+
 def _cp_model():
     """OR-Tools' CP-SAT module, imported when a model is built: it imports pandas (0.13 s),
     which a command whose answer needs no solver never uses."""
@@ -475,22 +498,8 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
             for key, lit in x[v].items():
                 m.AddHint(lit, key == (d, i))
 
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.num_workers = 1
-    prm.linearization_level = 2
-    prm.random_seed = seed
-    prm.max_deterministic_time = max(0.05, time_limit)
-    wall = 2 * max(0.05, time_limit) + 1 if deadline is None else deadline - time.perf_counter()
-    prm.max_time_in_seconds = max(0.05, wall)
-    t0 = time.perf_counter()
-    status = solver.Solve(m)
-    wall_used = time.perf_counter() - t0
-    stats = {"status": solver.StatusName(status), "wall": round(wall_used, 3),
-             "deterministic_time": round(solver.deterministic_time, 3),
-             "literals": sum(len(a) for a in x), "memory_items": items_total,
-             "deterministic": not (status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
-                                   and wall_used >= prm.max_time_in_seconds - 0.05)}
+    solver, status, stats = _solve(m, time_limit, seed, deadline)
+    stats.update(literals=sum(len(a) for a in x), memory_items=items_total)
     if status == cp_model.INFEASIBLE:
         # no assignment fits: no partition does (the model is a relaxation)
         return Assignment(None, None, None, n + 1, True, stats)
@@ -605,21 +614,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
             for (e, _i), lit in x[v].items():
                 if e != d:
                     m.AddHint(lit, False)
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.num_workers = 1
-    prm.linearization_level = 2
-    prm.random_seed = seed
-    prm.max_deterministic_time = max(0.05, time_limit)
-    wall = 2 * max(0.05, time_limit) + 1 if deadline is None else deadline - time.perf_counter()
-    prm.max_time_in_seconds = max(0.05, wall)
-    t0 = time.perf_counter()
-    status = solver.Solve(m)
-    wall_used = time.perf_counter() - t0
-    stats = {"status": solver.StatusName(status), "wall": round(wall_used, 3),
-             "deterministic_time": round(solver.deterministic_time, 3),
-             "deterministic": not (status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
-                                   and wall_used >= prm.max_time_in_seconds - 0.05)}
+    solver, status, stats = _solve(m, time_limit, seed, deadline)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         bound = max(1 if n else 0, int(-(-(solver.BestObjectiveBound() - 1e-6) // 1)))
         devices = [next(e for (e, _i), lit in x[v].items() if solver.BooleanValue(lit))
