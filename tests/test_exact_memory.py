@@ -155,6 +155,22 @@ def test_relaxed_assignment_bounds_the_fallback(seed):
                 assert validate(p, normalize(p, sol)) == []
 
 
+@pytest.mark.parametrize("seed", range(0, 60, 2))
+def test_above_the_reach_size_the_relaxation_stays_a_bound(seed, monkeypatch):
+    """Large graphs leave out split witnesses and split / reread pairs (their reachability
+    bitsets are quadratic): no reachability is computed, and the weaker model still never
+    exceeds the brute-force optimum, nor the full model's bound."""
+    import hetero_solve.exact.assign as assign
+    p, best = _brute(seed, False, FALLBACK_ONLY)
+    R = device_sets(p, fixed=False)
+    mem = binding_devices(p, R)
+    full = relaxed_fallback(p, R, mem, time_limit=5)
+    monkeypatch.setattr(assign, "REACH_NODES", 0)
+    monkeypatch.setattr(assign, "_reach", lambda problem: pytest.fail("reachability computed"))
+    weak = relaxed_fallback(p, R, mem, time_limit=5)
+    assert weak.optimal and weak.bound <= full.bound <= evaluate(p, best).fallback
+
+
 PARTS_FIRST = Objective(order=("partitions",))
 
 

@@ -67,6 +67,10 @@ from .analysis import shared_devices
 from ..solution import Solution
 
 INTERVAL_LIMIT = 32     # split witnesses per edge at most (see split_witnesses)
+#: Split witnesses and split / reread pairs need every node's descendants and ancestors as
+#: bitsets: quadratic memory (1.4 GiB at 100,000 nodes).  Above this size they are left out:
+#: the relaxed model stays a relaxation (its bound valid), only weaker.
+REACH_NODES = 20_000
 from ..measures import topological_order
 
 
@@ -125,6 +129,8 @@ def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
     them does, ``u`` and ``c`` cannot share a part on ``d`` (the path would leave the part and
     come back).  Edges with more than ``limit`` such nodes are left out (the model stays
     valid, only weaker)."""
+    if problem.n > REACH_NODES:
+        return {}
     n = problem.n
     desc, anc = _reach(problem)
     movable = 0
@@ -162,6 +168,8 @@ def split_pairs(problem: Problem, R: list[tuple[int, ...]], d: int, limit: int =
     all share one: one of the edges ``a -> b``, ``b -> c`` is split (a residual block whose
     shortcut ``a -> b`` joins ``b -> c`` after a branch through the CPU).  Triples with more
     than ``limit`` such nodes are left out (weaker, still valid)."""
+    if problem.n > REACH_NODES:
+        return {}
     n = problem.n
     desc, anc = _reach(problem)
     movable = 0
@@ -199,6 +207,8 @@ def reread_pairs(problem: Problem, R: list[tuple[int, ...]], d: int,
     ``c2`` are in different parts, and when ``t`` is made off their instance it is an input
     of both parts: the union of the instance counts it once, a partition twice (an SE block's
     Mul reading the activation its GlobalAveragePool read, after a CPU node between them)."""
+    if problem.n > REACH_NODES:
+        return {}
     n = problem.n
     desc, anc = _reach(problem)
     movable = 0
