@@ -123,7 +123,8 @@ def forced_splits(problem: Problem, R: list[tuple[int, ...]], d: int) -> list[se
 
 
 def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
-                    limit: int = INTERVAL_LIMIT) -> dict[tuple[int, int], list[int]]:
+                    limit: int = INTERVAL_LIMIT, reach: "Reach | None" = None
+                    ) -> dict[tuple[int, int], list[int]]:
     """Per edge ``u -> c`` (both may be on ``d``, not already a forced split): the nodes ``w``
     strictly between them (``u -> ... -> w -> ... -> c``) that may leave ``d``.  If one of
     them does, ``u`` and ``c`` cannot share a part on ``d`` (the path would leave the part and
@@ -132,11 +133,8 @@ def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
     if problem.n > REACH_NODES:
         return {}
     n = problem.n
-    desc, anc = _reach(problem)
-    movable = 0
-    for w in range(n):
-        if d in R[w] and len(R[w]) > 1:
-            movable |= 1 << w
+    desc, anc = reach or _reach(problem)
+    movable, _absent = _device_bits(R, d)
     out: dict[tuple[int, int], list[int]] = {}
     for u in range(n):
         if d not in R[u]:
@@ -151,17 +149,12 @@ def split_witnesses(problem: Problem, R: list[tuple[int, ...]], d: int,
             k = between.bit_count()
             if k > limit:
                 continue
-            ws = []
-            while between:
-                low = between & -between
-                ws.append(low.bit_length() - 1)
-                between ^= low
-            out[(u, c)] = ws
+            out[(u, c)] = _nodes(between)
     return out
 
 
-def split_pairs(problem: Problem, R: list[tuple[int, ...]], d: int, limit: int = INTERVAL_LIMIT
-                ) -> dict[tuple[int, int, int], list[int]]:
+def split_pairs(problem: Problem, R: list[tuple[int, ...]], d: int, limit: int = INTERVAL_LIMIT,
+                reach: "Reach | None" = None) -> dict[tuple[int, int, int], list[int]]:
     """Per path ``a -> b -> c`` of two edges (all three may be on ``d``): the nodes ``w``
     other than ``b`` between ``a`` and ``c`` (``a -> ... -> w -> ... -> c``) that may leave
     ``d``.  If one of them does, ``a`` and ``c`` cannot share a part, so ``a, b, c`` cannot
@@ -171,11 +164,8 @@ def split_pairs(problem: Problem, R: list[tuple[int, ...]], d: int, limit: int =
     if problem.n > REACH_NODES:
         return {}
     n = problem.n
-    desc, anc = _reach(problem)
-    movable = 0
-    for w in range(n):
-        if d in R[w] and len(R[w]) > 1:
-            movable |= 1 << w
+    desc, anc = reach or _reach(problem)
+    movable, _absent = _device_bits(R, d)
     out: dict[tuple[int, int, int], list[int]] = {}
     for b in range(n):
         if d not in R[b]:
@@ -190,17 +180,13 @@ def split_pairs(problem: Problem, R: list[tuple[int, ...]], d: int, limit: int =
                 between = da & anc[c] & ~(1 << c)
                 if not between or between.bit_count() > limit:
                     continue
-                ws = []
-                while between:
-                    low = between & -between
-                    ws.append(low.bit_length() - 1)
-                    between ^= low
-                out[(a, b, c)] = ws
+                out[(a, b, c)] = _nodes(between)
     return out
 
 
 def reread_pairs(problem: Problem, R: list[tuple[int, ...]], d: int,
-                 limit: int = INTERVAL_LIMIT) -> dict[int, list[tuple[int, int, list | None]]]:
+                 limit: int = INTERVAL_LIMIT, reach: "Reach | None" = None
+                 ) -> dict[int, list[tuple[int, int, list | None]]]:
     """Per tensor ``t``: pairs of its readers ``c1, c2`` (both may be on ``d``) with a path
     ``c1 -> ... -> w -> ... -> c2`` through a node ``w`` that may leave ``d`` (``ws``: those
     nodes, at most ``limit``), or that cannot be on ``d`` (``ws = None``).  Then ``c1`` and
@@ -209,15 +195,8 @@ def reread_pairs(problem: Problem, R: list[tuple[int, ...]], d: int,
     Mul reading the activation its GlobalAveragePool read, after a CPU node between them)."""
     if problem.n > REACH_NODES:
         return {}
-    n = problem.n
-    desc, anc = _reach(problem)
-    movable = 0
-    absent = 0
-    for w in range(n):
-        if d not in R[w]:
-            absent |= 1 << w
-        elif len(R[w]) > 1:
-            movable |= 1 << w
+    desc, anc = reach or _reach(problem)
+    movable, absent = _device_bits(R, d)
     out: dict[int, list[tuple[int, int, list | None]]] = {}
     for t, cons in enumerate(problem.tensor_consumers):
         cons = [c for c in cons if d in R[c]]
@@ -235,18 +214,39 @@ def reread_pairs(problem: Problem, R: list[tuple[int, ...]], d: int,
                 between &= movable
                 if not between or between.bit_count() > limit:
                     continue
-                ws = []
-                while between:
-                    low = between & -between
-                    ws.append(low.bit_length() - 1)
-                    between ^= low
-                pairs.append((c1, c2, ws))
+                pairs.append((c1, c2, _nodes(between)))
         if pairs:
             out[t] = pairs
     return out
 
 
-def _reach(problem: Problem) -> tuple[list[int], list[int]]:
+#: Descendants and ancestors of every node (itself included), as bitsets: :func:`_reach`.
+Reach = tuple[list[int], list[int]]
+
+
+def _nodes(bits: int) -> list[int]:
+    """The node ids set in ``bits``, ascending."""
+    out = []
+    while bits:
+        low = bits & -bits
+        out.append(low.bit_length() - 1)
+        bits ^= low
+    return out
+
+
+def _device_bits(R: list[tuple[int, ...]], d: int) -> tuple[int, int]:
+    """Bitsets of the nodes that may be on ``d`` and may also leave it (``movable``), and of
+    those that cannot be on ``d`` (``absent``)."""
+    movable = absent = 0
+    for w, allowed in enumerate(R):
+        if d not in allowed:
+            absent |= 1 << w
+        elif len(allowed) > 1:
+            movable |= 1 << w
+    return movable, absent
+
+
+def _reach(problem: Problem) -> Reach:
     """Descendants and ancestors of every node (itself included), as bitsets."""
     n = problem.n
     order = topological_order(problem.succ, problem.pred)
@@ -333,9 +333,11 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
     # 2. memory of the set on each limited instance, with forced splits
     items_total = 0
     splits: dict[tuple[int, int, int], cp_model.IntVar] = {}
+    # reachability is the same for every device: computed once (none above REACH_NODES)
+    reach = _reach(problem) if problem.n <= REACH_NODES and mem else None
     for d in mem:
         split = forced_splits(problem, R, d)
-        witnesses = split_witnesses(problem, R, d, INTERVAL_LIMIT)
+        witnesses = split_witnesses(problem, R, d, INTERVAL_LIMIT, reach)
         off_d: dict[int, cp_model.LinearExpr] = {}
 
         def off(w: int):
@@ -365,7 +367,7 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
         # literals and no pairs: it is a fast first pass whose device choice is a start for
         # runs, and the stronger form moved its optimum to a choice that realized worse on
         # cnn-memory-tight 1k, 50 -> 55 fallback; the per-instance model gives the bound)
-        pairs = {} if aggregate else split_pairs(problem, R, d, INTERVAL_LIMIT)
+        pairs = {} if aggregate else split_pairs(problem, R, d, INTERVAL_LIMIT, reach)
         for (a, b, c), ws in pairs.items():
             if b in split[a] or c in split[b]:
                 continue
@@ -373,7 +375,7 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
             for w in ws:
                 m.Add(pair >= off(w))
 
-        rereads = {} if aggregate else reread_pairs(problem, R, d, INTERVAL_LIMIT)
+        rereads = {} if aggregate else reread_pairs(problem, R, d, INTERVAL_LIMIT, reach)
         cap = devs[d].memory
         for i in range(devs[d].instances):
             terms = []
