@@ -10,9 +10,11 @@ those named with ``--only``):
 2. **exports**: a separate build virtualenv (``.venv-build/``, gitignored) gets the pinned
    ``torch`` (CPU build), ``transformers``, ``onnxscript`` and ``onnx``; ``exports.py`` runs in
    it and exports each recipe with random seeded weights (no model hub);
-3. each file's sha256 and size are checked against ``corpus.yaml`` (``--record`` writes them
+3. **quantized**: ``quantize.py`` applies onnxruntime's ``quantize_static`` (pinned, in this
+   environment) to another corpus model, with a seeded calibration reader;
+4. each file's sha256 and size are checked against ``corpus.yaml`` (``--record`` writes them
    instead: after adding a model or changing a pin);
-4. **truth**: ``truth/<model>.json``, the runtime shape of every main-graph tensor
+5. **truth**: ``truth/<model>.json``, the runtime shape of every main-graph tensor
    (:func:`truth.ground_truth`), recomputed when missing or when the model's sha256 changed.
 
 Everything is seeded and pinned: the same command gives the same bytes.  Models already present
@@ -41,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import truth as T  # noqa: E402
+import quantize as Q  # noqa: E402
 
 HERE = T.HERE
 BUILD_VENV = HERE / ".venv-build"
@@ -168,7 +171,17 @@ def main(argv=None) -> int:
                {corpus[n]["source"]["recipe"]: dests[n] for n in todo})
         for n in todo:      # recipe names are the model names; keep it that way
             assert dests[n].exists(), n
-    # 3. sizes and digests
+    # 3. quantized models, from the float models built above (or present)
+    for n in names:
+        src = corpus[n]["source"]
+        if "quantize" in src and not ready(n):
+            base = src["quantize"]
+            base_file = T.model_file(base, corpus[base])
+            if not base_file.exists():
+                raise SystemExit(f"{n}: build its float model first (--only {base} {n})")
+            say(f"{n}: quantize_static of {base}")
+            Q.quantize(base_file, corpus[base], src, dests[n])
+    # 4. sizes and digests
     facts, bad = {}, []
     for n in names:
         facts[n] = {"sha256": T.sha256_of(dests[n]), "bytes": dests[n].stat().st_size}
@@ -185,7 +198,7 @@ def main(argv=None) -> int:
         say("\n".join(bad))
         if not a.record:
             return 1
-    # 4. ground truth
+    # 5. ground truth
     if not a.no_truth:
         for n in names:
             path = T.truth_file(n)

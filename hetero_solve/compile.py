@@ -2,7 +2,9 @@
 
 Steps: pins (exact name beats globs, first glob in file order wins), allowed devices per node
 (op lists, ``when`` conditions, static shapes, subgraph bodies, then pins), tensors and
-constants with their sizes, data edges, and value-input edges (opset-aware).
+constants with their sizes, data edges, and value-input edges (opset-aware); last, each
+quantized unit (:mod:`hetero_solve.model.qdq`) contracted into one node
+(:mod:`hetero_solve.contract`).
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import fnmatch
 import heapq
 
+from .contract import contract
 from .errors import InfeasibleError, ModelError, RuleError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
+from .model.qdq import find_units
 from .model.shapes import analyse_shapes
 from .model.structure import structure
 from .problem import Device, FoldOption, NonStaticShape, Objective, Problem, Refusals
@@ -100,7 +104,21 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
               "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
               "dims": dict(mg.dims), "opset": mg.opset},
         fold_options=options)
+    problem = _contract_units(mg, problem, placeable, index)
     problem.arrays = problem_arrays(problem)   # large models are measured with numpy
+    return problem
+
+
+def _contract_units(mg: ModelGraph, problem: Problem, placeable: list[int],
+                    index: dict[int, int]) -> Problem:
+    """Each quantized unit made one node (SPEC section 1: a part boundary never cuts one)."""
+    units = find_units(mg, placeable)
+    if not units:
+        return problem
+    groups = [[index[a]] + [index[i] for i in g if i != a]
+              for a, g in zip(units.anchors, units.groups)]
+    problem = contract(problem, groups)
+    problem.meta["member_names"] = {i: mg.names[i] for g in units.groups for i in g}
     return problem
 
 

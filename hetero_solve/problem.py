@@ -220,6 +220,11 @@ class Problem:
         ``(node, device) -> why the device refuses the node``.
     meta : dict
         What the export and messages need (model path, folded nodes, warnings, dims).
+    members : dict of int to tuple of int
+        Nodes that stand for several ONNX nodes (a quantized unit, contracted by
+        :func:`hetero_solve.contract.contract`): node -> every member's index in
+        ``graph.node``, graph order.  Other nodes are ``graph_index[v]`` alone
+        (:meth:`graph_nodes`).
     fold_options : list of FoldOption
         Folded nodes that may instead be placed (compile fills it when a device has a memory
         limit; empty otherwise).  The problem as given has them all folded;
@@ -263,10 +268,17 @@ class Problem:
     meta: dict = field(default_factory=dict)
     arrays: "ProblemArrays | None" = field(default=None, repr=False, compare=False)
     fold_options: list[FoldOption] = field(default_factory=list)
+    members: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
         return len(self.names)
+
+    def graph_nodes(self, v: int) -> tuple[int, ...]:
+        """The indices in the model's ``graph.node`` that node ``v`` stands for (its quantized
+        unit's, or its own)."""
+        found = self.members.get(v)
+        return found if found is not None else (self.graph_index[v],)
 
     def preferred(self, v: int) -> int:
         return self.allowed[v][0]

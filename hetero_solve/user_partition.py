@@ -82,6 +82,9 @@ class UserMap:
     source: str
     mode: str
     entries: dict[str, Entry]
+    #: A partition.json's nodes listed in a second part: node -> that part (only a
+    #: DequantizeLinear shared by quantized units may be, one copy per unit).
+    repeated: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -202,6 +205,7 @@ def _entry(label: str, name: str, value: Any) -> Entry:
 
 def _from_manifest(label: str, data: Mapping) -> UserMap:
     entries: dict[str, Entry] = {}
+    repeated: dict[str, int] = {}
     for i, part in enumerate(data["partitions"]):
         where = f"partitions[{i}]"
         if not isinstance(part, Mapping):
@@ -220,10 +224,10 @@ def _from_manifest(label: str, data: Mapping) -> UserMap:
             raise AffinityError(label, f"{where}.instance: expected an integer >= 0")
         for n in names:
             if n in entries:
-                raise AffinityError(label, f"{where}: node {n!r} is also in part "
-                                           f"{entries[n].part}")
+                repeated[n] = pid     # an error unless the model shares it (_resolve)
+                continue
             entries[n] = Entry(device=dev, part=pid, instance=inst)
-    return UserMap(label, "part", entries)
+    return UserMap(label, "part", entries, repeated)
 
 
 # -- resolving against the model --------------------------------------------------------------
@@ -242,7 +246,14 @@ def _resolve(umap: UserMap, mg: ModelGraph, problem: Problem,
     unknown = [n for n in umap.entries if n not in all_names]
     if unknown:
         raise AffinityError(label, f"no node named {_named(unknown)} in {mg.path}")
-    unplaced = [n for n in umap.entries if n not in index]
+    shared = _check_units(umap, mg, problem)
+    for n, pid in umap.repeated.items():
+        if n not in shared:
+            raise AffinityError(label, f"node {n!r} is in part {umap.entries[n].part} and "
+                                       f"in part {pid}")
+    members = problem.meta.get("member_names", {})
+    in_unit = set(members.values())
+    unplaced = [n for n in umap.entries if n not in index and n not in in_unit]
     if unplaced:
         warnings.append(f"{label}: {_named(unplaced)} are Constant or folded nodes: they belong "
                         "to no part, their entries are ignored")
@@ -270,6 +281,28 @@ def _resolve(umap: UserMap, mg: ModelGraph, problem: Problem,
                                            f"instance(s), not an instance {inst}")
         out.append((d, e.part, inst))
     return out
+
+
+def _check_units(umap: UserMap, mg: ModelGraph, problem: Problem) -> set[str]:
+    """A node of a quantized unit the map names goes where the unit's op goes (SPEC section
+    1: a part boundary never cuts a unit); returns the names of shared DequantizeLinear
+    nodes, copied into each unit that reads them, which may go anywhere their readers go."""
+    if not problem.members:
+        return set()
+    owners: dict[int, list[int]] = {}
+    for v, gs in problem.members.items():
+        for g in gs:
+            owners.setdefault(g, []).append(v)
+    shared = {mg.names[g] for g, vs in owners.items() if len(vs) > 1}
+    for g, vs in owners.items():
+        name, anchor = mg.names[g], problem.names[vs[0]]
+        if len(vs) > 1 or name == anchor or name not in umap.entries or anchor not in umap.entries:
+            continue
+        if umap.entries[name] != umap.entries[anchor]:
+            raise AffinityError(umap.source, f"[{name!r}]: {mg.op_types[g]} of the quantized unit "
+                                             f"of {anchor!r} must go with it (a part boundary "
+                                             "never cuts a quantized unit)")
+    return shared
 
 
 def _device(label: str, node: str, text: str, devices: dict[str, int],
@@ -387,7 +420,7 @@ def fewest_for_devices(problem: Problem, node_device: list[int], *, engine: str 
 def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
                    rules: str | os.PathLike | dict | Rules,
                    affinity: str | os.PathLike | Mapping, *, dims: Mapping[str, int] | None = None,
-                   split: str = "acyclic", optimum: bool = True, engine: str = "auto",
+                   shapes: Mapping[str, list[int]] | None = None, split: str = "acyclic", optimum: bool = True, engine: str = "auto",
                    time_limit: float = 10.0, seed: int = 0,
                    progress: Progress | None = None) -> CheckReport:
     """Validate a user-defined map against ``model`` and ``rules`` (``hetero-solve check``).
@@ -413,7 +446,7 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         mg = model
     else:
         say("loading the model and inferring shapes")
-        mg = load_model(model, dims=dims, rule_dims=rule_set.dims)
+        mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims)
     problem = compile_problem(mg, rule_set)
     warnings = list(problem.meta.get("warnings", []))
     resolved = _resolve(umap, mg, problem, warnings)

@@ -20,8 +20,8 @@ from ..export.writer import check_target
 from ..units import format_bytes, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, expect_model_and_rules, fail, json_option,
-                     note, parse_dims, print_json, print_line, print_out, progress_on_stderr,
-                     quiet_option, verbose_option)
+                     note, parse_dims, parse_shapes, print_json, print_line, print_out,
+                     progress_on_stderr, quiet_option, shape_option, verbose_option)
 
 MAX_ROWS = 40
 
@@ -226,6 +226,7 @@ def check_command(
                                    "parts keeping those devices."),
     dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
                                   help="Value of a symbolic dimension (beats the rule file's)."),
+    shape: List[str] = shape_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
                                help="Solver for the comparison: auto, heuristic, cpsat, sat."),
     time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
@@ -264,7 +265,8 @@ def check_command(
             target = check_target(model.with_name(model.stem + ".user.hetero") if out is None
                                   else out)
         with progress_on_stderr(quiet, verbose, time_limit) as say:
-            report = check_affinity(model, rules, affinity, dims=dims, split=split,
+            report = check_affinity(model, rules, affinity, dims=dims,
+                                    shapes=parse_shapes(shape), split=split,
                                     engine=engine, time_limit=time_limit, seed=seed,
                                     progress=say)
             written = None

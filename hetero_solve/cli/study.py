@@ -13,7 +13,8 @@ from rich.table import Table
 from ..study import ALGORITHMS, StudyConfig, analyse, run_study
 from ..study.executors import EXECUTORS
 from . import app
-from .common import UsageError, out_console, parse_dims, quiet_option, verbose_option
+from .common import (UsageError, out_console, parse_dims, parse_shapes, quiet_option,
+                     shape_option, verbose_option)
 
 RULE_SUFFIXES = (".yaml", ".yml")
 
@@ -41,6 +42,7 @@ def study_command(
     dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
                                   help="Value of a symbolic dimension for every model "
                                        "(repeatable; beats the rule files' dims)."),
+    shape: List[str] = shape_option(),
     executor: str = typer.Option("local", "--executor",
                                  help=f"Where runs execute: {' or '.join(EXECUTORS)} "
                                       "(dask.distributed, the 'dask' extra)."),
@@ -79,7 +81,7 @@ def study_command(
         executor = "dask"               # an address only makes sense for Dask
     config = StudyConfig(models=models, rules=_unique(rule_files), out_dir=out,
                          algorithms=names, time_limit=time_limit, jobs=jobs,
-                         dims=parse_dims(dim), executor=executor, scheduler=scheduler,
+                         dims=parse_dims(dim), shapes=parse_shapes(shape), executor=executor, scheduler=scheduler,
                          seed=seed, memory=memory, note=note, plots=not no_plots,
                          command=" ".join(shlex.quote(a) for a in ["hetero-solve", *sys.argv[1:]]))
     result = run_study(config, progress=not quiet, verbose=verbose)

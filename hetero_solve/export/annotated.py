@@ -37,11 +37,12 @@ def build_annotated_model(mg: ModelGraph, problem: Problem, solution: Solution) 
         if node.name != names[g]:
             node.name = names[g]
     devs = problem.devices
-    for v, g in enumerate(problem.graph_index):
+    for v in range(problem.n):
         p = solution.part_of[v]
-        node = nodes[g]
-        for key, value in (("affinity", devs[solution.part_device[p]].name),
-                           ("partition", str(p))):
-            entry = node.metadata_props.add()
-            entry.key, entry.value = key, value
+        for g in problem.graph_nodes(v):
+            node = nodes[g]
+            for key, value in (("affinity", devs[solution.part_device[p]].name),
+                               ("partition", str(p))):
+                entry = node.metadata_props.add()
+                entry.key, entry.value = key, value
     return m

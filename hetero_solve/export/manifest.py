@@ -29,7 +29,25 @@ def affinity_map(problem: Problem, solution: Solution) -> dict[str, str]:
         What ``affinity.json`` holds: OpenVINO's QueryNetwork map.
     """
     device_names = [d.name for d in problem.devices]
-    return dict(zip(problem.names, [device_names[d] for d in solution.node_device()]))
+    if not problem.members:
+        return dict(zip(problem.names, [device_names[d] for d in solution.node_device()]))
+    # every node of a quantized unit gets its device, under its own name, in graph order
+    names = problem.meta.get("member_names", {})
+    placed = sorted((g, names.get(g, problem.names[v]), device_names[d])
+                    for v, d in enumerate(solution.node_device()) for g in problem.graph_nodes(v))
+    return {name: dev for _, name, dev in placed}
+
+
+def input_shapes(mg) -> dict[str, list[int]]:
+    """Graph input -> its shape, for each input whose shape is fully known once the dims and
+    whole shapes (``--dim``, ``--shape``, the rule file's ``dims``) are applied: the shapes
+    the answer was computed for, which ``run`` and ``verify`` reuse."""
+    out = {}
+    for x in mg.graph_inputs:
+        t = mg.tensor_type(x)
+        if t.static:
+            out[x] = [int(d) for d in t.shape]
+    return out
 
 
 def build_manifest(result: "Result", files: bool = True) -> dict:
@@ -53,7 +71,7 @@ def build_manifest(result: "Result", files: bool = True) -> dict:
     for k, nodes in enumerate(sol.parts()):
         ins, outs = boundaries.get(k, ([], []))
         dev = p.devices[sol.part_device[k]].name
-        graph_nodes = sorted(p.graph_index[v] for v in nodes)
+        graph_nodes = sorted({g for v in nodes for g in p.graph_nodes(v)})
         parts.append({
             "id": k, "device": dev, "instance": sol.part_instance[k],
             "nodes": graph_nodes, "node_names": [mg.names[g] for g in graph_nodes],
@@ -91,6 +109,7 @@ def build_manifest(result: "Result", files: bool = True) -> dict:
         "graph_outputs": list(mg.graph_outputs),
         **extra,
         "dims": dict(mg.dims),
+        "input_shapes": input_shapes(mg),
         "warnings": list(result.warnings),
         "explain": result.explanation,
         "solver": {"algorithm": sol.algorithm,

@@ -63,7 +63,7 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
                 seen.add(c)
                 const_names.append(problem.const_names[c])
     constant_nodes, initializers, sparse = constants_as_held(mg, const_names)
-    order = sorted(problem.graph_index[v] for v in nodes)
+    order = sorted({g for v in nodes for g in problem.graph_nodes(v)})
     body = [graph_nodes[g] for g in order]
     device = problem.devices[sol.part_device[p]].name
     if not outputs:

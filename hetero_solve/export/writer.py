@@ -348,9 +348,17 @@ def _save(model: onnx.ModelProto, path: Path) -> None:
     if data is None or len(data) > EXTERNAL_DATA_BYTES:
         onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=path.name + ".data", size_threshold=1024)
+        same_mode(path.with_name(path.name + ".data"), path)
     else:
         with open(path, "wb") as f:
             f.write(data)
+
+
+def same_mode(data: Path, model: Path) -> None:
+    """Give an external-data file the mode of its ``.onnx`` (onnx creates it 0600, the model
+    gets the umask's 0644): whoever can read the model can read its weights."""
+    if data.exists():
+        os.chmod(data, stat.S_IMODE(model.stat().st_mode))
 
 
 def _write_json(path: Path, data: dict) -> None:

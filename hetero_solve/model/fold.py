@@ -8,6 +8,10 @@ exports in every layer cost no split once shapes are static.
 Not folded, by choice: nodes with subgraphs, non-deterministic ops, ops outside the standard
 domains, nodes that produce a graph output, non-tensor outputs, and outputs larger than
 ``FOLD_LIMIT_BYTES`` (a huge ``ConstantOfShape`` would be copied into every consuming part).
+Never folded, by SPEC section 1: ``DequantizeLinear`` (of any domain).  Folding it would turn
+a quantized weight into a float constant four times its size, with other numerics than the
+integer kernels a runtime fuses the quantized unit into; it stays a node of its unit
+(:mod:`.qdq`), and its int8/uint8/int4 input is the constant memory counts.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike
                               "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"})
 FOLD_LIMIT_BYTES = 1 << 20
 _STANDARD = frozenset({"", "ai.onnx"})
+#: Ops never folded whatever their inputs (module doc).
+NEVER_FOLDED = frozenset({"DequantizeLinear"})
 
 
 def find_foldable(graph: GraphLists, types: TypeTable) -> list[int]:
@@ -49,7 +55,8 @@ def find_foldable(graph: GraphLists, types: TypeTable) -> list[int]:
                     break
             if unknown or not any(ins):   # no input at all: nothing to fold from
                 continue
-        if i in skip or has_sub[i] or domains[i] not in _STANDARD or ops[i] in NONDETERMINISTIC:
+        if i in skip or has_sub[i] or domains[i] not in _STANDARD or ops[i] in NONDETERMINISTIC \
+                or ops[i] in NEVER_FOLDED:
             continue
         outs = [o for o in outputs[i] if o]
         if any(o in graph_outputs for o in outs) or not all(_small(types[o]) for o in outs):

@@ -148,6 +148,8 @@ def _condition_text(c: OpCondition) -> str:
         parts.append("dtypes " + "|".join(c.dtype_names))
     if c.max_rank is not None:
         parts.append(f"rank <= {c.max_rank}")
+    if c.quantized is not None:
+        parts.append("quantized" if c.quantized else "not quantized")
     return ", ".join(parts) or "(no condition)"
 
 

@@ -34,6 +34,15 @@ class SupportChecker:
         self._op_cache: dict[int, dict[str, str | None]] = {}   # device -> op -> reason
         self._node_cache: dict[tuple, tuple | None] = {}
         self._slots = _Slots()
+        self._quantized: frozenset[int] | None = None
+
+    def quantized_nodes(self) -> frozenset[int]:
+        """The nodes that are the centre of a quantized unit (:mod:`..model.qdq`), found once
+        when a ``quantized`` condition first asks."""
+        if self._quantized is None:
+            from ..model.qdq import find_units
+            self._quantized = find_units(self.mg).quantized
+        return self._quantized
 
     def refusal(self, d: int, i: int) -> str | None:
         """Why device ``d`` refuses main-graph node ``i`` (None = it takes it)."""
@@ -95,14 +104,16 @@ class SupportChecker:
                 attrs = None
                 if cond.attributes:
                     attrs = {a.name: a for a in mg.model.graph.node[i].attribute}
+                quantized = None if cond.quantized is None else i in self.quantized_nodes()
                 key = (d, op, domains[i], len(inputs),
                        tuple([(types[x].elem_type, types[x].rank) if x else 0
                               for x in inputs + outputs]),
                        tuple(attrs[a].SerializeToString() if a in attrs else None
-                             for a in cond.attributes) if attrs is not None else ())
+                             for a in cond.attributes) if attrs is not None else (), quantized)
                 found = cache.get(key, _MISSING)
                 if found is _MISSING:
-                    found = cache[key] = _pieces(self._signature_refusal(d, i, attrs), self._slots)
+                    found = cache[key] = _pieces(self._signature_refusal(d, i, attrs, quantized),
+                                                 self._slots)
                 if found is not None:
                     out.append(NamedReason(found, inputs, outputs))
                     continue
@@ -124,7 +135,8 @@ class SupportChecker:
         value_idx = self.rules.value_input_indices(op, opset) if op in dev.when else ()
         return dev, op, opset, value_idx
 
-    def _signature_refusal(self, d: int, i: int, attrs: dict | None) -> str | None:
+    def _signature_refusal(self, d: int, i: int, attrs: dict | None,
+                           quantized: bool | None) -> str | None:
         """Node ``i``'s ``when`` condition checked on placeholder tensor names (see
         :meth:`reasons`)."""
         mg = self.mg
@@ -137,15 +149,18 @@ class SupportChecker:
         slots_out = tuple(slot("o", k) if x else "" for k, x in enumerate(outputs))
         types = {s: mg.tensor_type(x) for s, x in zip(slots_in + slots_out, inputs + outputs) if s}
         return _condition_refusal(dev, dev.when[op], op, slots_in, slots_out, attributes,
-                                  types.__getitem__, opset, value_idx, mg.domains[i])
+                                  types.__getitem__, opset, value_idx, mg.domains[i],
+                                  bool(quantized))
 
     def _node_reason(self, d: int, i: int) -> str | None:
         """Node ``i``'s reason on device ``d``, checked alone (no subgraphs)."""
         mg = self.mg
         dev, op, opset, value_idx = self._node_context(d, i)
+        quantized = op in dev.when and dev.when[op].quantized is not None \
+            and i in self.quantized_nodes()
         return node_refusal(dev, op, mg.inputs[i], mg.outputs[i],
                             lambda: mg.model.graph.node[i].attribute, mg.tensor_type, opset,
-                            value_idx, mg.domains[i])
+                            value_idx, mg.domains[i], quantized)
 
     def _node_alone(self, d: int, i: int) -> str | None:
         """A node with subgraphs: its own tensors, then every node of its bodies."""
@@ -215,14 +230,16 @@ def op_refusal(dev: DeviceRules, op: str) -> str | None:
 
 def node_refusal(dev: DeviceRules, op: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
                  attributes: Callable[[], Any], type_of: Callable[[str], TensorType],
-                 opset: int, value_idx: tuple[int, ...], domain: str = "") -> str | None:
+                 opset: int, value_idx: tuple[int, ...], domain: str = "",
+                 quantized: bool = False) -> str | None:
     """``when`` conditions and ``static_shapes`` for one node (op list already checked).
     ``attributes()`` gives the node's ``AttributeProto`` list, read only when a condition
-    names attributes."""
+    names attributes; ``quantized``: whether the node is the centre of a quantized unit
+    (nodes inside subgraphs never are)."""
     cond = dev.when.get(op)
     if cond is not None:
         reason = _condition_refusal(dev, cond, op, inputs, outputs, attributes, type_of, opset,
-                                    value_idx, domain)
+                                    value_idx, domain, quantized)
         if reason:
             return reason
     if dev.static_shapes:
@@ -247,7 +264,11 @@ def _first_open(inputs: tuple[str, ...], outputs: tuple[str, ...],
 def _condition_refusal(dev: DeviceRules, cond: OpCondition, op: str, inputs: tuple[str, ...],
                        outputs: tuple[str, ...], attributes: Callable[[], Any],
                        type_of: Callable[[str], TensorType], opset: int,
-                       value_idx: tuple[int, ...], domain: str) -> str | None:
+                       value_idx: tuple[int, ...], domain: str, quantized: bool) -> str | None:
+    if cond.quantized is not None and cond.quantized != quantized:
+        return (f"{dev.name} takes {op} only {'in' if cond.quantized else 'outside'} a quantized "
+                f"unit (DequantizeLinear -> {op} -> QuantizeLinear), and this one is "
+                f"{'not ' if cond.quantized else ''}quantized (ops.when.{op}.quantized)")
     given = {a.name: a for a in attributes()} if cond.attributes else {}
     for name, wanted in cond.attributes.items():
         if name in given:

@@ -467,7 +467,7 @@ class DtypeName(Str):
 DTYPE = DtypeName(hint="a dtype name such as float32")
 
 CONDITION = Record(
-    what="a mapping with attributes, dtypes, max_rank",
+    what="a mapping with attributes, dtypes, max_rank, quantized",
     doc="Conditions under which the device takes the op; a node failing one is refused.",
     keys={
         "attributes": Key(MapOf(
@@ -484,6 +484,14 @@ CONDITION = Record(
         "max_rank": Key(Int(minimum=0, maximum=64,
                             doc="Highest rank of any input or output; an unknown rank fails.",
                             example="4")),
+        "quantized": Key(Bool(doc=(
+            "`true`: the device takes the op only in quantized form, the centre of a QDQ "
+            "unit: every floating-point input comes through a `DequantizeLinear` and every "
+            "floating-point output goes only to `QuantizeLinear` nodes (what an int8 NPU "
+            "compiles into one integer kernel). `false`: only outside such a unit (float "
+            "form). A quantized unit is placed whole: a device takes it only if it takes each "
+            "of its nodes, so list `DequantizeLinear` and `QuantizeLinear` too."),
+            example="true")),
     })
 
 OP_LIST = ListOf(OpName(min_length=1), what="a list of op type names", unique=False)
@@ -500,7 +508,7 @@ OPS = Record(
                                   doc="Ops subtracted from `supported`.", default=[],
                                   example="[Softmax]")),
         "when": Key(MapOf(keys=OpName(min_length=1), values=CONDITION, key_text="op type",
-                          what="a mapping op type -> {attributes, dtypes, max_rank}",
+                          what="a mapping op type -> {attributes, dtypes, max_rank, quantized}",
                           doc="Per-op conditions; failing one makes the node unsupported.",
                           example="{Conv: {attributes: {group: 1}, dtypes: [float32], "
                                   "max_rank: 4}}")),

@@ -30,6 +30,24 @@ def _schemas() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(names), frozenset(domains)
 
 
+@lru_cache(maxsize=1)
+def other_domain_ops() -> dict[str, tuple[str, ...]]:
+    """Op name -> the domains outside onnx's that define it, from onnxruntime's own op
+    schemas (its contrib ops: ``com.microsoft.DynamicQuantizeLSTM``...), which the installed
+    onnx does not know; empty when onnxruntime cannot list them.  Only read to suggest a
+    name, never to refuse one."""
+    try:
+        from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+        schemas = ort_state.get_all_operator_schema()
+    except Exception:      # an onnxruntime without the listing: no suggestion from it
+        return {}
+    found: dict[str, set[str]] = {}
+    for s in schemas:
+        if s.domain and not is_onnx_domain(s.domain) and not s.domain.startswith("com.ms.internal"):
+            found.setdefault(s.name, set()).add(s.domain)
+    return {op: tuple(sorted(ds)) for op, ds in found.items()}
+
+
 def known_op_names() -> frozenset[str]:
     """Every op type the installed onnx defines, in any of its domains, at any opset."""
     return _schemas()[0]
@@ -68,8 +86,13 @@ def check_op_name(name: str) -> str | None:
 
 
 def _closest(name: str) -> str:
+    """The closest known names: the op itself in another domain first when onnx has no op
+    of that name (written with its domain, as a rule file must), then onnx's ops alike."""
     known = sorted(known_op_names())
     same_case = [k for k in known if k.lower() == name.lower()]
-    close = same_case + [k for k in difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-                         if k not in same_case]
+    elsewhere = other_domain_ops()
+    other = [] if same_case else [f"{d}.{op}" for op in sorted(elsewhere)
+                                  if op.lower() == name.lower() for d in elsewhere[op]]
+    close = other + same_case + [k for k in difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+                                 if k not in same_case]
     return f" (did you mean {', '.join(close[:3])}?)" if close else ""

@@ -42,6 +42,7 @@ class OpCondition:
     dtypes: frozenset[int] | None = None
     dtype_names: tuple[str, ...] = ()
     max_rank: int | None = None
+    quantized: bool | None = None      # in (True) or outside (False) a quantized unit's centre
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,8 @@ class _Parser:
                 dtypes = frozenset(dtype_from_name(str(x)) for x in cond["dtypes"])
                 names = tuple(str(x) for x in cond["dtypes"])
             out[str(op)] = OpCondition(attributes=dict(attrs), dtypes=dtypes, dtype_names=names,
-                                       max_rank=cond.get("max_rank"))
+                                       max_rank=cond.get("max_rank"),
+                                       quantized=cond.get("quantized"))
         return out
 
     # value inputs

@@ -43,6 +43,8 @@ class StudyConfig:
     time_limit: float = 10.0
     jobs: int = 1
     dims: dict[str, int] = field(default_factory=dict)
+    #: Whole input shapes (``--shape``), for the models that have those inputs.
+    shapes: dict[str, list[int]] = field(default_factory=dict)
     executor: str = "local"
     scheduler: str | None = None
     seed: int = 0
@@ -61,6 +63,7 @@ class StudyConfig:
         d["rules"] = [str(r) for r in self.rules]
         d["out_dir"] = str(self.out_dir)
         d["dims"] = dict(self.dims)
+        d["shapes"] = {k: list(v) for k, v in self.shapes.items()}
         d["algorithms"] = list(self.algorithms)
         return d
 
@@ -98,7 +101,8 @@ def run_study(config: StudyConfig, *, progress: bool = True,
             uses_limit = alg in config.custom or ALGORITHMS[alg].uses_time_limit
             key = run_key(model_digests[m], rule_digests[r], config.dims, alg,
                           config.time_limit if uses_limit else None,
-                          config.seed if uses_limit else None, config.memory)
+                          config.seed if uses_limit else None, config.memory,
+                          shapes=config.shapes)
             plan.append((m, r, alg, key))
             record = store.load(key)
             if record is not None:
@@ -120,7 +124,7 @@ def run_study(config: StudyConfig, *, progress: bool = True,
                 base = {"model": str(m), "rules": str(r), "model_digest": model_digests[m],
                         "rules_digest": rule_digests[r], "dims": dict(config.dims)}
                 try:
-                    problem = compile_pair(m, r, config.dims)
+                    problem = compile_pair(m, r, config.dims, config.shapes)
                 except Exception as e:  # noqa: BLE001 - recorded for every run of the pair
                     reason = f"compile: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
                     for alg, key in runs:
@@ -155,10 +159,17 @@ def run_study(config: StudyConfig, *, progress: bool = True,
     return StudyResult(out, records, computed, reused, files)
 
 
-def compile_pair(model: Path, rules: Path, dims: dict[str, int]) -> Problem:
-    """The compiled problem every algorithm of the study reads for this pair."""
+def compile_pair(model: Path, rules: Path, dims: dict[str, int],
+                 shapes: dict[str, list[int]] | None = None) -> Problem:
+    """The compiled problem every algorithm of the study reads for this pair (``shapes``:
+    whole input shapes, applied to the inputs this model has)."""
     rule_set = load_rules(rules)
-    return compile_problem(load_model(model, dims=dims, rule_dims=rule_set.dims), rule_set)
+    if shapes:
+        import onnx
+        names = {x.name for x in onnx.load(str(model), load_external_data=False).graph.input}
+        shapes = {k: v for k, v in shapes.items() if k in names}
+    return compile_problem(load_model(model, dims=dims, shapes=shapes or None,
+                                      rule_dims=rule_set.dims), rule_set)
 
 
 def write_outputs(out: Path, records: list[dict], algorithms: list[str],

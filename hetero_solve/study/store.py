@@ -57,13 +57,16 @@ def rules_digest(path: str | os.PathLike, _seen: frozenset[str] = frozenset()) -
 
 
 def run_key(model_digest: str, rules_digest_: str, dims: dict[str, int], algorithm: str,
-            time_limit: float | None, seed: int | None, memory: str = "rss") -> str:
+            time_limit: float | None, seed: int | None, memory: str = "rss",
+            shapes: dict[str, list[int]] | None = None) -> str:
     from .. import __version__
-    payload = json.dumps({"format": FORMAT, "version": __version__,
-                          "model": model_digest, "rules": rules_digest_,
-                          "dims": sorted(dims.items()), "algorithm": algorithm,
-                          "time_limit": time_limit, "seed": seed, "memory": memory},
-                         sort_keys=True)
+    fields = {"format": FORMAT, "version": __version__,
+              "model": model_digest, "rules": rules_digest_,
+              "dims": sorted(dims.items()), "algorithm": algorithm,
+              "time_limit": time_limit, "seed": seed, "memory": memory}
+    if shapes:   # only when given: the keys of studies without --shape stay as they were
+        fields["shapes"] = sorted((k, list(v)) for k, v in shapes.items())
+    payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 
