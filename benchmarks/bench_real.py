@@ -468,7 +468,13 @@ def main(argv=None) -> int:
                 rows.append(r)
     info = machine()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".md").write_text(report(shapes, rows, info, args, load))
+    md = args.out.with_suffix(".md")
+    text = report(shapes, rows, info, args, load)
+    old = md.read_text() if md.exists() else ""
+    if "<!-- qdq:" in old and "<!-- end qdq -->" in old:   # bench_qdq.py's section stays
+        a, b = old.index("<!-- qdq:"), old.index("<!-- end qdq -->") + len("<!-- end qdq -->")
+        text = text.rstrip("\n") + "\n\n" + old[a:b] + "\n"
+    md.write_text(text)
     args.out.with_suffix(".json").write_text(json.dumps(
         {"machine": info, "load_average": load, "settings": settings, "code": code,
          "shapes": shapes, "rows": rows}, indent=1, sort_keys=True) + "\n")

@@ -37,9 +37,15 @@ def build_annotated_model(mg: ModelGraph, problem: Problem, solution: Solution) 
         if node.name != names[g]:
             node.name = names[g]
     devs = problem.devices
-    for v in range(problem.n):
+    done: set[int] = set()
+    order = sorted(range(problem.n), key=solution.part_of.__getitem__) if problem.members \
+        else range(problem.n)
+    for v in order:
         p = solution.part_of[v]
         for g in problem.graph_nodes(v):
+            if g in done:      # a DequantizeLinear copied into several units: its first part
+                continue
+            done.add(g)
             node = nodes[g]
             for key, value in (("affinity", devs[solution.part_device[p]].name),
                                ("partition", str(p))):

@@ -31,11 +31,15 @@ def affinity_map(problem: Problem, solution: Solution) -> dict[str, str]:
     device_names = [d.name for d in problem.devices]
     if not problem.members:
         return dict(zip(problem.names, [device_names[d] for d in solution.node_device()]))
-    # every node of a quantized unit gets its device, under its own name, in graph order
+    # every node of a quantized unit gets its device, under its own name, in graph order; a
+    # DequantizeLinear copied into several units, the device of its first part
     names = problem.meta.get("member_names", {})
-    placed = sorted((g, names.get(g, problem.names[v]), device_names[d])
-                    for v, d in enumerate(solution.node_device()) for g in problem.graph_nodes(v))
-    return {name: dev for _, name, dev in placed}
+    placed = sorted((g, solution.part_of[v], v) for v in range(problem.n)
+                    for g in problem.graph_nodes(v))
+    out: dict[str, str] = {}
+    for g, p, v in placed:
+        out.setdefault(names.get(g, problem.names[v]), device_names[solution.part_device[p]])
+    return out
 
 
 def input_shapes(mg) -> dict[str, list[int]]:
