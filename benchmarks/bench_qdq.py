@@ -90,7 +90,9 @@ def measure(name: str, rules: Path) -> dict:
 
 def run(root: Path, names: list[str], profiles: list[Path]) -> list[dict]:
     """Every row, measured in a subprocess with ``root``'s ``hetero_solve`` first on the path."""
-    code = ("import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; "
+    # hetero_solve is imported before this module, whose import puts ROOT first on the path
+    code = ("import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import hetero_solve; "
+            "assert hetero_solve.__file__.startswith(sys.argv[1]), hetero_solve.__file__; "
             "from benchmarks.bench_qdq import measure; from pathlib import Path; "
             "print(json.dumps(measure(sys.argv[3], Path(sys.argv[4]))))")
     rows = []
@@ -106,6 +108,11 @@ def run(root: Path, names: list[str], profiles: list[Path]) -> list[dict]:
             else:
                 rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
     return rows
+
+
+def _cell(text: str) -> str:
+    text = text.replace(str(ROOT) + "/", "")
+    return text.replace("|", "\\|").replace("\n", " ")[:120]
 
 
 def _mib(n: int | None) -> str:
@@ -133,7 +140,7 @@ def section(after: list[dict], before: list[dict], info: dict) -> str:
 
         def cells(x: dict) -> list[str]:
             if x.get("status") == "error":
-                return ["error", x.get("error", "")[:60], "", "", ""][:5]
+                return ["error", "", "", _cell(x.get("error", "")), ""]
             w = x.get("weights") or {}
             return [str(x.get("parts", "")), x.get("status", ""),
                     f"{x['checker_total'] - x['checker_failed']}/{x['checker_total']}",
@@ -144,6 +151,19 @@ def section(after: list[dict], before: list[dict], info: dict) -> str:
             cb = cells(b) if b else ["", "", "", "", ""]
             line += [cb[0], cb[3], cb[4]]
         L.append("| " + " | ".join(line) + " |")
+    ok = [r for r in after if r.get("status") != "error"]
+    L += ["", f"After: {len(ok)} of {len(after)} rows solved, "
+              f"{sum(r['checker_total'] - r['checker_failed'] for r in ok)} of "
+              f"{sum(r['checker_total'] for r in ok)} part files pass the checker, "
+              f"{sum(1 for r in ok if r['max_abs_diff'] == 0)} reproduce the outputs bit for bit, "
+              f"largest float weights in parts {max((r['weights']['float'] for r in ok), default=0):,} "
+              "bytes (the per-channel scales)."]
+    if before:
+        okb = [r for r in before if r.get("status") != "error"]
+        L += [f"Before: {len(okb)} of {len(before)} rows solved, "
+              f"{sum(1 for r in okb if r['max_abs_diff'] > 0)} differ from the original "
+              f"(largest {max((r['max_abs_diff'] for r in okb), default=0):.3g}), float weights "
+              f"in parts up to {max((r['weights']['float'] for r in okb), default=0):,} bytes."]
     L += ["", END]
     return "\n".join(L) + "\n"
 
@@ -163,7 +183,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", type=Path, help="another checkout to measure the same way")
     ap.add_argument("--rules", nargs="+", type=Path, default=PROFILES)
+    ap.add_argument("--render", action="store_true",
+                    help="rewrite the real.md section from qdq.json, measuring nothing")
     a = ap.parse_args(argv)
+    if a.render:
+        saved = json.loads((RESULTS / "qdq.json").read_text())
+        put_section(RESULTS / "real.md", section(saved["after"], saved["before"], saved["info"]))
+        return 0
     corpus = T.load_corpus()
     names = [n for n, e in corpus.items() if e.get("kind") == "quantized"
              and T.model_file(n, e).exists()]
