@@ -131,9 +131,9 @@ def _devices(problem: Problem, order: list[int], members_of: dict[int, list[int]
             if d in ok:
                 continue
             w = v if d not in problem.allowed[v] else next(w for w in ws if d not in problem.allowed[w])
-            why = problem.why_not(w, d)
-            rows[d][u] = why if w == v else \
-                f"{problem.op_types[w]} {problem.names[w]!r} of its quantized unit: {why}"
+            rows[d][u] = (entry(v, d) if entry else problem.why_not(v, d)) if w == v else \
+                f"{problem.op_types[w]} {problem.names[w]!r} of its quantized unit: " \
+                f"{problem.why_not(w, d)}"
     return allowed, rows
 
 
