@@ -35,6 +35,7 @@ from .flatten import flatten
 from .fold import FoldedValues, base_constant_value, find_foldable, folded_readers
 from .graph import (GraphLists, InputDim, TensorType, TypeTable, free_names, type_of_proto,
                     type_of_value_info)
+from .weights import data_bytes, is_external, tensor_value
 
 _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
 
@@ -170,9 +171,10 @@ def _beyond_inference(graph: onnx.GraphProto, functions: set[tuple[str, str]]
     return unknown, bodies
 
 
-def light_copy(src: onnx.ModelProto) -> onnx.ModelProto:
+def light_copy(src: onnx.ModelProto, folder: str | None = None) -> onnx.ModelProto:
     """A copy of the model whose initializers keep their type and dims but, where
-    :func:`_strip` says so, not their data."""
+    :func:`_strip` says so, not their data; an external one that keeps its data is read from
+    ``folder`` (the model's)."""
     m = onnx.ModelProto()
     m.ir_version = src.ir_version
     m.opset_import.extend(src.opset_import)
@@ -185,12 +187,12 @@ def light_copy(src: onnx.ModelProto) -> onnx.ModelProto:
     g.value_info.extend(src.graph.value_info)
     g.sparse_initializer.extend(src.graph.sparse_initializer)
     huge = _is_huge(src)
-    g.initializer.extend(_light(t, huge) for t in src.graph.initializer)
+    g.initializer.extend(_light(t, huge, folder) for t in src.graph.initializer)
     return m
 
 
 def _is_huge(model: onnx.ModelProto) -> bool:
-    return sum(len(t.raw_data) for t in model.graph.initializer) >= LIGHT_COPY_BYTES
+    return sum(map(data_bytes, model.graph.initializer)) >= LIGHT_COPY_BYTES
 
 
 def _strip(t: onnx.TensorProto, huge: bool) -> bool:
@@ -202,16 +204,16 @@ def _strip(t: onnx.TensorProto, huge: bool) -> bool:
     dtype = t.data_type
     if dtype in _FLOAT_TYPES:
         # Weights are raw bytes: their element count is their length, no dims to multiply.
-        raw, bits = len(t.raw_data), element_bits(dtype)
+        raw, bits = data_bytes(t), element_bits(dtype)
         return raw * 8 > SMALL_FLOAT_ELEMENTS * bits if raw and bits \
             else _elements(t) > SMALL_FLOAT_ELEMENTS
     return huge and dtype != onnx.TensorProto.STRING and _elements(t) > STRIP_ELEMENTS
 
 
-def _light(t: onnx.TensorProto, huge: bool) -> onnx.TensorProto:
+def _light(t: onnx.TensorProto, huge: bool, folder: str | None = None) -> onnx.TensorProto:
     if not _strip(t, huge):
-        if t.data_location == onnx.TensorProto.EXTERNAL:
-            return numpy_helper.from_array(numpy_helper.to_array(t), t.name)
+        if is_external(t):   # a small one inference may read: its value, inline
+            return numpy_helper.from_array(tensor_value(t, folder), t.name)
         return t
     light = onnx.TensorProto()
     light.name = t.name
@@ -228,7 +230,7 @@ def _elements(t: onnx.TensorProto) -> int:
 
 
 def forked_inference(model: onnx.ModelProto, dims: dict[str, int],
-                     shapes: dict[str, tuple[int, ...]]) -> bytes:
+                     shapes: dict[str, tuple[int, ...]], folder: str | None = None) -> bytes:
     """The first inference (:func:`prepare`, then inference), serialised: what a forked
     process sends back.
 
@@ -239,7 +241,7 @@ def forked_inference(model: onnx.ModelProto, dims: dict[str, int],
     graph = model.graph
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer) \
             or not hasattr(_cpp_inference, "infer_shapes"):
-        base = light_copy(model)
+        base = light_copy(model, folder)
         prepare(base, dims, shapes)
         return infer(base)
     huge = _is_huge(model)
@@ -281,7 +283,7 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
     def inference_base() -> onnx.ModelProto:
         nonlocal base
         if base is None:
-            base = light_copy(graph.model)
+            base = light_copy(graph.model, graph.weights_dir)
             prepare(base, dims, shapes)
         return base
 
@@ -292,7 +294,7 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
             first_words = " ".join(str(e).split())[:300]
             warnings.append(f"shape inference failed, using the shapes the model declares: "
                             f"{first_words}")
-            fallback = light_copy(graph.model)
+            fallback = light_copy(graph.model, graph.weights_dir)
             prepare(fallback, dims, shapes, keep_declared=True)
             return fallback
 
