@@ -13,7 +13,7 @@ average is noted beside.  Measured per model:
 - ``floor``: ``onnx.load(path)`` (weights read in) + ``onnx.shape_inference.infer_shapes(...,
   data_prop=True)``: what any tool that reads and shape-infers the model pays;
 - ``dims``, ``solve`` (``-o OUT``, every file written), ``check`` (``--affinity`` the solve's
-  ``affinity.json``, exported), ``explain``, ``run OUT``, ``verify MODEL OUT``.
+  ``partition.json``, exported), ``explain``, ``run OUT``, ``verify MODEL OUT``.
 
 ``--baseline DIR`` (another checkout, e.g. ``git worktree add /tmp/before main``) runs the same
 commands with that tree's code (``PYTHONPATH``), rounds alternating.  Heavy: one process at a
@@ -83,7 +83,7 @@ def commands(model: Path, rules: Path, out: Path) -> dict[str, list[str]]:
         "dims": [*hs, "dims", str(model), *DIMS],
         "solve": [*hs, str(model), str(rules), *DIMS, "-o", str(out)],
         "check": [*hs, "check", str(model), str(rules), *DIMS, "--affinity",
-                  str(out / "affinity.json"), "-o", str(out) + "-check"],
+                  str(out / "partition.json"), "-o", str(out) + "-check"],
         "explain": [*hs, "explain", str(model), str(rules), *DIMS],
         "run": [*hs, "run", str(out), *DIMS],
         "verify": [*hs, "verify", str(model), str(out), *DIMS],

@@ -173,7 +173,7 @@ def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds | None, parts:
     else:
         out.update(_chains(problem, R, b, fixed, max_items))
         packing = _packing(problem, b)
-        if packing:
+        if any(x["parts"] > x["runs"] for x in packing):   # the packing gives the bound
             out["packing"] = packing
             out["bounds"]["packing"] = sum(x["parts"] for x in packing)
     if solution is not None:
