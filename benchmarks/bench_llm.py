@@ -4,6 +4,7 @@
     python benchmarks/bench_llm.py                                   # qwen2-0.5b fp32, 1 round
     python benchmarks/bench_llm.py --presets qwen2-0.5b:float32 tinyllama-1.1b:float16 \
         --baseline /tmp/before --repeat 3
+    python benchmarks/bench_llm.py --presets --models corpus/cache/models/qwen2-kv-2gb-legacy.onnx
 
 The decoders are built by ``corpus/decoder.py`` (random weights, external data) into
 ``benchmarks/out/llm/`` (gitignored) once.  Each measurement is a fresh process whose peak
@@ -111,8 +112,11 @@ def one_round(model: Path, rules: Path, tree: Path | None, tag: str) -> dict[str
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--presets", nargs="+", default=["qwen2-0.5b:float32"],
+    ap.add_argument("--presets", nargs="*", default=["qwen2-0.5b:float32"],
                     help="decoder.py presets as PRESET:DTYPE")
+    ap.add_argument("--models", nargs="*", default=[],
+                    help="other .onnx files with external data (e.g. corpus/cache/models/"
+                         "qwen2-kv-2gb-legacy.onnx)")
     ap.add_argument("--rules", default=str(RULES / "llm-cards.yaml"))
     ap.add_argument("--baseline", help="another checkout of hetero-solve to compare with")
     ap.add_argument("--repeat", type=int, default=1)
@@ -120,18 +124,20 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
-    results = {"commit": commit, "machine": f"{os.cpu_count()} cores", "models": {}}
-    for spec in a.presets:
-        preset, dtype = spec.split(":")
-        model = model_for(preset, dtype)
+    path = Path(a.json)   # models measured before (another run) are kept
+    results = json.loads(path.read_text()) if path.exists() else {"models": {}}
+    results.update(commit=commit, machine=f"{os.cpu_count()} cores")
+    specs = [(spec, model_for(*spec.split(":"))) for spec in a.presets]
+    specs += [(Path(m).stem, Path(m).resolve()) for m in a.models]
+    for spec, model in specs:
         size = model.stat().st_size + sum(f.stat().st_size for f in model.parent.glob(model.name + ".data"))
         rounds = {"after": [], "before": []}
         for _ in range(a.repeat):
             if a.baseline:
                 rounds["before"].append(one_round(model, Path(a.rules), Path(a.baseline), "before"))
             rounds["after"].append(one_round(model, Path(a.rules), None, "after"))
-        results["models"][spec] = {"bytes": size, "rounds": rounds}
-    Path(a.json).write_text(json.dumps(results, indent=1) + "\n")
+        results["models"][spec] = {"bytes": size, "rounds": rounds, "commit": commit}
+        path.write_text(json.dumps(results, indent=1) + "\n")
     print(table(results))
     return 0
 
@@ -140,7 +146,8 @@ def table(results: dict) -> str:
     lines = []
     for spec, m in results["models"].items():
         size = m["bytes"]
-        lines.append(f"\n### {spec} ({size / 1e9:.2f} GB with external data)\n")
+        lines.append(f"\n### {spec} ({size / 1e9:.2f} GB with external data, "
+                     f"commit {m.get('commit', results.get('commit'))})\n")
         lines.append("| command | tree | seconds | peak RSS | RSS / model | seconds / floor | load |")
         lines.append("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
         for tag in ("before", "after"):
