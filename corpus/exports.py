@@ -254,6 +254,7 @@ def export(name: str, out: Path) -> None:
                         all_tensors_to_one_file=True, location=target.name + ".data",
                         size_threshold=1024)
         del model
+        shutil.copymode(target, str(target) + ".data")   # onnx writes it 0600
         shutil.rmtree(staging)
 
 
