@@ -15,6 +15,9 @@ Step by step (:func:`analyse_shapes`):
    reads one and has an output whose shape is not static): infer again on the model without
    the folded nodes, with every folded value the rest reads given as an initializer.  Each
    round knows every value folded so far, so what an earlier round fixed stays fixed.
+   Types ONNX leaves open that the runtime fixes are declared for that next inference too:
+   control-flow outputs (:func:`control_flow_hints`), a ``Reshape``'s ``-1`` over symbolic
+   dims (:func:`reshape_hints`), the axes a ``Slice`` does not slice (:func:`slice_hints`).
 """
 
 from __future__ import annotations
