@@ -143,3 +143,28 @@ def test_quantised_outputs_allow_one_step():
     assert compare("q", q + np.array([0, 1, 0, 0], np.uint8), q, step=-1).ok
     assert not compare("q", q + np.array([0, 2, 0, 0], np.uint8), q, step=-1).ok
     assert not compare("q", q + np.array([0, 1, 0, 0], np.uint8), q).ok   # other integers: equal
+
+
+def test_bfloat16_inputs_and_outputs_cross_parts_and_verify(tmp_path):
+    """numpy has no bfloat16: onnx maps it to ``ml_dtypes.bfloat16``, which the session feeds
+    through an ``OrtValue`` of the ONNX type and reads back from the tensor's memory."""
+    import yaml
+    x = h.make_tensor_value_info("x", T.BFLOAT16, [2, 3])
+    y = h.make_tensor_value_info("y", T.BFLOAT16, [2, 3])
+    nodes = [h.make_node("Cast", ["x"], ["a"], to=T.FLOAT, name="c1"),
+             h.make_node("Relu", ["a"], ["b"], name="r"),
+             h.make_node("Cast", ["b"], ["y"], to=T.BFLOAT16, name="c2")]
+    model = h.make_model(h.make_graph(nodes, "g", [x], [y]), opset_imports=[h.make_opsetid("", 17)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({"version": 1, "devices": [
+        {"name": "ACC", "ops": {"supported": ["Relu"]}}, {"name": "CPU", "ops": {"supported": "all"}}]}))
+    out = hs.solve(str(tmp_path / "m.onnx"), str(tmp_path / "r.yaml"),
+                   engine="heuristic").write(tmp_path / "out")
+    sess = hs.Session(out)
+    assert len(sess.parts) == 3 and sess.get_inputs()[0].type == "tensor(bfloat16)"
+    v = np.array([[1.5, -2, 3], [0.25, -1, 7]], ml_dtypes.bfloat16)
+    y, = sess.run(None, {"x": v})
+    assert y.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(y.astype(np.float32), np.maximum(v.astype(np.float32), 0))
+    report = hs.verify(str(tmp_path / "m.onnx"), out)
+    assert report.ok and report.outputs[0].tolerance == TOLERANCES["bfloat16"]

@@ -1,6 +1,10 @@
-"""The onnxruntime backend: one ``InferenceSession`` per part, loaded once, run with I/O binding
-so that the ``OrtValue`` a part makes is handed to the next part as it is (no copy while the
-tensors stay on one provider's device).
+"""The onnxruntime backend: one ``InferenceSession`` per part, loaded once; what a part returns
+is handed to the next part as it is (no copy while the tensors stay on one provider's device).
+On the CPU that is ``InferenceSession.run`` with numpy arrays (it wraps an input array without
+copying and returns arrays over its own buffers: measured faster than I/O binding there, see
+``benchmarks/results/session.md``); on a device provider (CUDA, DirectML), and for element
+types numpy lacks (bfloat16, float8), I/O binding with ``OrtValue`` objects, which stay in the
+device's memory between parts.
 
 Every session here, parts and original alike, is made by :func:`session_options` from one
 :class:`~hetero_solve.run.backend.RunOptions`: ``verify`` runs both sides with the same
@@ -11,6 +15,7 @@ settings.  Each part runs with the execution providers its device's ``runtime: {
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import sys
@@ -120,18 +125,20 @@ class OrtPartRunner:
         # I/O binding handles tensors only; strings, sequences and maps go through run().
         self._plain = any(not t.type.startswith("tensor(") or t.type == "tensor(string)"
                           for t in self.inputs + self.outputs)
-        self._binding = None if self._plain else self.session.io_binding()
+        raw = any(("bfloat16" in t.type or "float8" in t.type) for t in self.inputs + self.outputs)
+        self.binding = not self._plain and (self.device != "cpu" or raw)
+        self._binding = self.session.io_binding() if self.binding else None
         self._node_times: list[NodeTime] | None = None
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
-        """Run once; outputs are ``OrtValue`` objects (numpy arrays for parts with non-tensor
-        or string values)."""
+        """Run once; outputs are numpy arrays, or ``OrtValue`` objects where the part runs
+        with I/O binding (:attr:`binding`)."""
         import onnxruntime as ort
         missing = [t.name for t in self.inputs if t.name not in feeds]
         if missing:
             raise RunError(f"{self.label}: input {missing[0]!r} was not given")
         try:
-            if self._plain:
+            if not self.binding:
                 values = self.session.run(self._names, {t.name: self.to_numpy(feeds[t.name])
                                                         for t in self.inputs})
                 return dict(zip(self._names, values))
@@ -268,3 +275,53 @@ def run_original(model: str | os.PathLike | onnx.ModelProto, feeds: Mapping[str,
                  options: RunOptions | None = None) -> dict[str, np.ndarray]:
     """:func:`run_original_timed` without the times."""
     return run_original_timed(model, feeds, options)[0]
+
+
+# -- annotation-based partitioning (onnxruntime's layer_ann) ----------------------------------
+
+#: What onnxruntime needs for ``layer_ann`` node annotations (microsoft/onnxruntime#27595) and
+#: for reporting where nodes went (#26781).
+LAYER_ASSIGNMENT_NEEDS = ("onnxruntime with session.layer_assignment_settings "
+                          "(microsoft/onnxruntime#27595, in its 1.25 documentation)")
+
+
+@functools.lru_cache(maxsize=None)
+def supports_layer_assignment() -> bool:
+    """Whether the installed onnxruntime partitions by ``layer_ann`` node annotations and
+    reports node assignments: it must reject a malformed ``session.layer_assignment_settings``
+    (a version without the feature ignores the unknown key) and have
+    ``get_provider_graph_assignment_info``."""
+    import onnxruntime as ort
+    if not hasattr(ort.InferenceSession, "get_provider_graph_assignment_info"):
+        return False
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["x"], ["y"])], "probe",
+                                   [x], [onnx.helper.make_tensor_value_info(
+                                       "y", onnx.TensorProto.FLOAT, [1])])
+    probe = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    probe.ir_version = 7
+    opts = session_options()
+    opts.add_session_config_entry("session.layer_assignment_settings", "no parenthesis")
+    try:
+        ort.InferenceSession(probe.SerializeToString(), opts, providers=DEFAULT_PROVIDERS)
+    except Exception as e:
+        return "layering" in str(e).lower()
+    return False
+
+
+def provider_assignment(model: str | os.PathLike, session_config: Mapping[str, str],
+                        providers: Sequence[str]) -> dict[str, str]:
+    """Node name -> the execution provider onnxruntime assigned it, for ``model`` loaded with
+    ``session_config`` entries (``partition.json``'s ``onnxruntime.session_config``) and
+    ``providers``; graph optimisations off, so that nodes keep their names."""
+    import onnxruntime as ort
+    opts = session_options(RunOptions(optimization="disabled"))
+    for key, value in session_config.items():
+        opts.add_session_config_entry(key, value)
+    opts.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    try:
+        sess = ort.InferenceSession(str(model), opts, providers=list(providers))
+    except Exception as e:
+        raise RunError(f"{model}: onnxruntime cannot load it: {ort_line(e)}") from None
+    return {node.name: sub.ep_name for sub in sess.get_provider_graph_assignment_info()
+            for node in sub.get_nodes()}
