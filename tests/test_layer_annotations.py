@@ -34,6 +34,14 @@ CASES = [pytest.param(str(C.model_file(n, CORPUS[n])), PROFILES[i % len(PROFILES
                       {k: list(v) for k, v in (CORPUS[n].get("shapes") or {}).items()},
                       id=f"{n}-{PROFILES[i % len(PROFILES)].stem}")
          for i, n in enumerate(COMMITTED)]
+#: Cases onnxruntime's assignment report gets wrong today (strict: a fix must drop the mark).
+KNOWN = {"qwen2-kv-tiny-legacy-seed000": (
+    "the two attention Softmax nodes are missing from onnxruntime's assignment report "
+    "(get_provider_graph_assignment_info) under seed000.yaml; also on main at 8cf8a13, "
+    "reached once rules/int8-npu.yaml and resnet-tiny-qdq shifted the rotation")}
+CASES = [pytest.param(*c.values, id=c.id, marks=[pytest.mark.xfail(strict=True,
+                                                                  reason=KNOWN[c.id])])
+         if c.id in KNOWN else c for c in CASES]
 CASES.append(pytest.param(str(EXAMPLES / "control_flow.onnx"), RULES / "npu-static.yaml",
                           {"batch": 1}, {}, id="control_flow-npu-static"))
 
