@@ -213,7 +213,7 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
                  pictures: str | None, progress: Callable[[str], None] | None) -> None:
     """Every file of the answer into ``tmp``, ``partition.json`` last: its ``"files"`` lists
     what was written."""
-    manifest = build_manifest(result, files=submodels)
+    manifest = build_manifest(result, files=submodels, annotated=annotated)
     mg, problem, solution = result.model_graph, result.problem, result.solution
     if submodels:
         mg.prefetch_folded(problem.const_names)

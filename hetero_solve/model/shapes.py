@@ -15,6 +15,9 @@ Step by step (:func:`analyse_shapes`):
    reads one and has an output whose shape is not static): infer again on the model without
    the folded nodes, with every folded value the rest reads given as an initializer.  Each
    round knows every value folded so far, so what an earlier round fixed stays fixed.
+   Types ONNX leaves open that the runtime fixes are declared for that next inference too:
+   control-flow outputs (:func:`control_flow_hints`), a ``Reshape``'s ``-1`` over symbolic
+   dims (:func:`reshape_hints`), the axes a ``Slice`` does not slice (:func:`slice_hints`).
 """
 
 from __future__ import annotations
@@ -328,7 +331,8 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
                   if any(o and not types[o].static for o in graph.outputs[i]) for x in xs}
         hints = [vi for vi in itertools.chain(control_flow_hints(
             graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant),
-            reshape_hints(graph, types, set(folded)))
+            reshape_hints(graph, types, set(folded)),
+            slice_hints(graph, types, set(folded), constant))
             if hinted.get(vi.name) != vi.type.SerializeToString()]
         if useful <= given and not hints:
             break
@@ -547,8 +551,50 @@ def reshape_hints(graph: GraphLists, types: TypeTable, folded: set[int]
         k, d = value
         dims = list(t.shape[:k]) + [d] + list(t.shape[k + 1:])
         hints.append(onnx.helper.make_tensor_value_info(
-            out, t.elem_type, [x if x not in ANONYMOUS else None for x in dims]))
+            out, t.elem_type, [x if _named(x) else None for x in dims]))
     return hints
+
+
+def slice_hints(graph: GraphLists, types: TypeTable, folded: set[int],
+                constant: Callable[[str], np.ndarray | None]) -> list[onnx.ValueInfoProto]:
+    """The dimensions of a ``Slice`` output on axes it does not slice, which ONNX inference
+    leaves open with the rest when the starts or ends are not constants (``position_ids[:,
+    :Shape(input_ids)[1]]``: ``[?, ?]`` where the runtime has ``[1, sequence]``).  The axes
+    must be known: constant, or absent (then the first ``len(starts)``)."""
+    hints = []
+    for i, op in enumerate(graph.op_types):
+        if op != "Slice" or graph.domains[i] not in ("", "ai.onnx") or i in folded \
+                or graph.opsets.get("", 0) < 10:
+            continue
+        ins = graph.inputs[i]
+        out = graph.outputs[i][0] if graph.outputs[i] else ""
+        t = types[out] if out else None
+        before = types[ins[0]].shape if ins and ins[0] else None
+        if t is None or t.shape is None or t.static or before is None or len(before) != len(t.shape):
+            continue
+        if len(ins) > 3 and ins[3]:
+            value = constant(ins[3])
+            if value is None:
+                continue
+            rank = len(before)
+            axes = {int(a) % rank for a in np.asarray(value).reshape(-1)}
+        else:
+            starts = types[ins[1]].shape if len(ins) > 1 and ins[1] else None
+            if starts is None or len(starts) != 1 or not isinstance(starts[0], int):
+                continue
+            axes = set(range(starts[0]))
+        dims = [d if k in axes or _named(d) else before[k] for k, d in enumerate(t.shape)]
+        if dims != list(t.shape) and any(not _named(d) and _named(e)
+                                         for d, e in zip(t.shape, dims)):
+            hints.append(onnx.helper.make_tensor_value_info(
+                out, t.elem_type, [x if _named(x) else None for x in dims]))
+    return hints
+
+
+def _named(d) -> bool:
+    """A dimension with a number or a name inference can carry (``?`` is no name)."""
+    return isinstance(d, int) or (isinstance(d, str) and d not in ANONYMOUS
+                                  and not d.startswith("unk__"))
 
 
 def _count_left(before: tuple | None, after: tuple) -> tuple[int, int] | None:
