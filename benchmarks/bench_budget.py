@@ -1,0 +1,194 @@
+"""Time limit and determinism of the whole command (issue 24): the real-model corpus x the
+memory-limited profiles of ``bench_real.py`` (``benchmarks/rules/mem-*.yaml``).
+
+    python benchmarks/bench_budget.py                    # every model present, -t 5, 3 + 3 runs
+    python benchmarks/bench_budget.py --models rapidocr-det --time-limit 10 --runs 2
+
+Per model x profile, ``hetero-solve MODEL RULES -t LIMIT --no-models --json`` runs ``--runs``
+times alone and ``--runs`` times beside a CPU hog (another process spinning on one core, at
+the same priority), one after the other.  Each run's wall seconds (the whole command, started
+as a subprocess) are recorded with the model's load time (``solver.stage_seconds.load``);
+``partition.json`` without its timing fields is hashed, and the row says whether every run gave
+the same one, and whether the exact stage's wall-clock guard fired (``solver.deterministic``).
+
+Writes ``benchmarks/results/budget.md`` (tables, machine and load noted) and ``budget.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+PROFILES = sorted((ROOT / "benchmarks" / "rules").glob("mem-*.yaml"))
+#: Fields of partition.json (anywhere in it) that are wall-clock measurements.
+TIMING = {"seconds", "stage_seconds", "exact_seconds", "wall"}
+RUN_TIMEOUT = 600
+
+
+def strip_timing(value):
+    """``value`` without its timing fields (at any depth)."""
+    if isinstance(value, dict):
+        return {k: strip_timing(v) for k, v in value.items() if k not in TIMING}
+    if isinstance(value, list):
+        return [strip_timing(v) for v in value]
+    return value
+
+
+def digest(manifest: dict) -> str:
+    body = strip_timing({k: v for k, v in manifest.items() if k != "out_dir"})
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def models() -> dict[str, tuple[Path, dict]]:
+    corpus = yaml.safe_load((ROOT / "corpus" / "corpus.yaml").read_text())["models"]
+    found = {}
+    for name, entry in corpus.items():
+        where = ROOT / "corpus" / ("models" if entry.get("stored") == "committed"
+                                   else "cache/models") / f"{name}.onnx"
+        if where.exists():
+            found[name] = (where, entry)
+    return found
+
+
+def command(path: Path, entry: dict, rules: Path, limit: float, out: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "hetero_solve", str(path), str(rules), "-t", str(limit),
+           "--no-models", "--json", "-q", "-o", str(out)]
+    for k, v in (entry.get("dims") or {}).items():
+        cmd += ["--dim", f"{k}={v}"]
+    for k, v in (entry.get("shapes") or {}).items():
+        cmd += ["--shape", f"{k}={','.join(map(str, v))}"]
+    return cmd
+
+
+def one_run(cmd: list[str]) -> dict:
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        return {"wall": wall, "error": (p.stderr.strip().splitlines() or ["?"])[-1][:200]}
+    m = json.loads(p.stdout)
+    s = m.get("solver", {})
+    return {"wall": wall, "load": s.get("stage_seconds", {}).get("load", 0.0),
+            "digest": digest(m), "deterministic": s.get("deterministic", True),
+            "status": m.get("status"), "objective": m.get("objective"),
+            "guard_warning": "wall-clock guard" in p.stderr}
+
+
+class Hog:
+    """Another process spinning on one core while the runs go on."""
+
+    def __enter__(self):
+        self.p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        return self
+
+    def __exit__(self, *exc):
+        self.p.kill()
+        self.p.wait()
+
+
+def measure(name: str, path: Path, entry: dict, rules: Path, limit: float, runs: int) -> dict:
+    row = {"model": name, "rules": rules.stem, "limit": limit, "alone": [], "hog": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in ("alone", "hog"):
+            for i in range(runs):
+                cmd = command(path, entry, rules, limit, Path(tmp) / f"{kind}{i}")
+                if kind == "hog":
+                    with Hog():
+                        row[kind].append(one_run(cmd))
+                else:
+                    row[kind].append(one_run(cmd))
+    done = [r for r in row["alone"] + row["hog"] if "digest" in r]
+    row["identical"] = len({r["digest"] for r in done}) == 1 and len(done) == 2 * runs
+    row["guard_fired"] = sum(1 for r in done if not r["deterministic"])
+    return row
+
+
+def table(rows: list[dict], limit: float, runs: int) -> str:
+    over = [r["wall"] - r["load"] - limit for row in rows for r in row["alone"] if "load" in r]
+    over_hog = [r["wall"] - r["load"] - limit for row in rows for r in row["hog"] if "load" in r]
+    walls = [r["wall"] for row in rows for r in row["alone"] if "load" in r]
+    walls_hog = [r["wall"] for row in rows for r in row["hog"] if "load" in r]
+    same = sum(1 for row in rows if row["identical"])
+    lines = [f"# The whole command against --time-limit {limit:g} s, and determinism (issue 24)",
+             "",
+             f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+             f"{platform.python_version()}; load average before: {rows[0]['loadavg']:.1f}, "
+             f"after: {os.getloadavg()[0]:.1f} (shared with other engineers' jobs).",
+             f"Corpus models present x memory profiles {', '.join(p.stem for p in PROFILES)}: "
+             f"{len(rows)} pairs, {runs} runs alone then {runs} beside a CPU hog (one process "
+             f"spinning), `hetero-solve MODEL RULES -t {limit:g} --no-models --json` as a "
+             f"subprocess (imports, load, solve, write).",
+             "",
+             "| | runs | wall median (s) | wall max (s) | wall - load - limit, median | max |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for kind, w, o in (("alone", walls, over), ("beside a CPU hog", walls_hog, over_hog)):
+        if w:
+            lines.append(f"| {kind} | {len(w)} | {statistics.median(w):.1f} | {max(w):.1f} | "
+                         f"{statistics.median(o):+.1f} | {max(o):+.1f} |")
+    lines += ["",
+              f"Identical `partition.json` (timing fields aside) across all {2 * runs} runs: "
+              f"**{same} of {len(rows)} pairs**; the wall-clock guard fired in "
+              f"{sum(row['guard_fired'] for row in rows)} run(s).",
+              "",
+              "| model | profile | objective | status | wall alone (s) | wall hog (s) | load (s) "
+              "| identical | guard |",
+              "| --- | --- | --- | --- | --- | --- | ---: | --- | ---: |"]
+    for row in rows:
+        ok = [r for r in row["alone"] + row["hog"] if "digest" in r]
+        err = [r["error"] for r in row["alone"] + row["hog"] if "error" in r]
+        first = ok[0] if ok else {}
+        lines.append(
+            f"| {row['model']} | {row['rules']} | {first.get('objective', err[:1])} | "
+            f"{first.get('status', '-')} | "
+            f"{_walls(row['alone'])} | {_walls(row['hog'])} | "
+            f"{first.get('load', 0):.1f} | {'yes' if row['identical'] else '**no**'} | "
+            f"{row['guard_fired']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _walls(runs: list[dict]) -> str:
+    return " ".join(f"{r['wall']:.1f}" for r in runs)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+")
+    ap.add_argument("--rules", nargs="+", type=Path)
+    ap.add_argument("--time-limit", type=float, default=5.0)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", default="budget")
+    args = ap.parse_args(argv)
+    found = models()
+    names = args.models or sorted(found)
+    rows = []
+    for name in names:
+        path, entry = found[name]
+        for rules in args.rules or PROFILES:
+            load = os.getloadavg()[0]
+            row = measure(name, path, entry, rules, args.time_limit, args.runs)
+            row["loadavg"] = load
+            rows.append(row)
+            print(f"{name} {rules.stem}: identical={row['identical']} walls="
+                  f"{[round(r['wall'], 1) for r in row['alone'] + row['hog']]}",
+                  file=sys.stderr, flush=True)
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            (RESULTS / f"{args.out}.json").write_text(json.dumps(rows, indent=1))
+            (RESULTS / f"{args.out}.md").write_text(table(rows, args.time_limit, args.runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
