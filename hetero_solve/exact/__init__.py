@@ -24,7 +24,7 @@ objective.
 Same input and seed, same answer: budgets are spent in deterministic work, derived from the
 time limit by one fixed conversion (:mod:`.budget`: CP-SAT's deterministic time, conflicts and
 propagations for SAT, counted steps for our own loops and model builds); a time guard of three
-times the limit plus five seconds of CPU time (or ten times plus thirty of wall time) only
+times the limit plus five seconds of CPU time (or twenty times plus 120 of wall time) only
 stops a run gone far beyond the usual, and ``stats["deterministic"]`` (and
 ``stats["stopped_by"]``) say whether it fired.  The number of parts gets twice the share of
 the budget of the other terms, and transfer (a tie-breaker) at most a third of it.

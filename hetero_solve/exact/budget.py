@@ -27,9 +27,9 @@ The guard (:class:`Guard`) stops only a run the machine slows down far beyond th
 fires after :func:`guard_seconds` (``GUARD_FACTOR`` x the limit + ``GUARD_EXTRA``) seconds of
 this process's **CPU time**, or after :func:`backstop_seconds` (``BACKSTOP_FACTOR`` x the limit
 + ``BACKSTOP_EXTRA``) seconds on the wall clock.  CPU time, because other processes slow the
-wall clock, not this process's own work: on the project's shared 2-core machine at a load
-average of 10, a plain wall-clock net of three times the limit fired on ordinary runs, and
-their answers changed with the load.  When the guard fires the answer may depend on the load,
+wall clock, not this process's own work: on the project's shared 2-core machine at load
+averages of 10 to 40, a plain wall-clock net of three times the limit fired on ordinary runs,
+and their answers changed with the load.  When the guard fires the answer may depend on the load,
 and the run says so (``deterministic: false`` and ``stopped_by`` in ``partition.json``'s
 ``solver``, and a warning).
 
@@ -48,7 +48,7 @@ WORK_PER_SECOND = 0.5
 #: The guard: this many times the limit, plus this many seconds, of CPU time ...
 GUARD_FACTOR, GUARD_EXTRA = 3.0, 5.0
 #: ... or of wall-clock time (a process starved of CPU for that long).
-BACKSTOP_FACTOR, BACKSTOP_EXTRA = 10.0, 30.0
+BACKSTOP_FACTOR, BACKSTOP_EXTRA = 20.0, 120.0
 #: Conversions into deterministic seconds (module doc).
 RUN_STEPS_PER_SECOND = 400_000
 BUILD_ITEMS_PER_SECOND = 100_000
