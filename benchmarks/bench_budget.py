@@ -12,6 +12,10 @@ as a subprocess) are recorded with the model's load time (``solver.stage_seconds
 the same one, and whether the exact stage's wall-clock guard fired (``solver.deterministic``).
 
 Writes ``benchmarks/results/budget.md`` (tables, machine and load noted) and ``budget.json``.
+
+``--monotone 2.5 5 10`` instead runs each pair once per limit (alone) and says whether a
+larger limit ever gave a worse answer (objective ``[fallback, partitions, transfer]``, the
+order of every memory profile): ``budget-monotone.md``.
 """
 
 from __future__ import annotations
@@ -163,6 +167,35 @@ def _walls(runs: list[dict]) -> str:
     return " ".join(f"{r['wall']:.1f}" for r in runs)
 
 
+def monotone(names, found, profiles, limits: list[float]) -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            path, entry = found[name]
+            for rules in profiles:
+                runs = [one_run(command(path, entry, rules, t, Path(tmp) / f"{name}{t}"))
+                        for t in limits]
+                keys = [tuple(r["objective"][k] for k in ("fallback", "partitions", "transfer"))
+                        if "objective" in r else None for r in runs]
+                worse = any(a is not None and b is not None and b > a
+                            for a, b in zip(keys, keys[1:]))
+                rows.append((name, rules.stem, keys, [r.get("status") for r in runs], worse))
+                print(name, rules.stem, keys, worse, file=sys.stderr, flush=True)
+                lines = [f"# A larger --time-limit never gives a worse answer? (issue 24)", "",
+                         f"Limits {', '.join(f'{t:g}' for t in limits)} s, once each, alone; "
+                         f"load average now {os.getloadavg()[0]:.1f}. Objective "
+                         f"[fallback, partitions, transfer].", "",
+                         f"Worse with more time: **{sum(r[4] for r in rows)} of {len(rows)} "
+                         f"pairs**.", "",
+                         "| model | profile | " + " | ".join(f"-t {t:g}" for t in limits)
+                         + " | worse |", "| --- | --- |" + " --- |" * (len(limits) + 1)]
+                for n, p, ks, sts, w in rows:
+                    lines.append(f"| {n} | {p} | " + " | ".join(
+                        f"{list(k) if k else '-'} {st or ''}" for k, st in zip(ks, sts))
+                        + f" | {'**yes**' if w else 'no'} |")
+                (RESULTS / "budget-monotone.md").write_text("\n".join(lines) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+")
@@ -170,9 +203,13 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=5.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default="budget")
+    ap.add_argument("--monotone", nargs="+", type=float, metavar="LIMIT")
     args = ap.parse_args(argv)
     found = models()
     names = args.models or sorted(found)
+    if args.monotone:
+        monotone(names, found, args.rules or PROFILES, sorted(args.monotone))
+        return 0
     rows = []
     for name in names:
         path, entry = found[name]

@@ -54,3 +54,19 @@ def test_the_same_answer_alone_and_beside_a_cpu_hog(tmp_path):
     assert [s["stage"] for s in alone["solver"]["stages"]] == ["fallback", "partitions",
                                                               "transfer"]
     assert alone == loaded
+
+
+def test_when_the_guard_fires_the_answer_says_so(monkeypatch, tmp_path):
+    """A guard reached at once (no CPU time allowed): the search stops, the answer is still
+    valid, and partition.json and the warnings say it was not the deterministic budget."""
+    import hetero_solve as hs
+    import hetero_solve.exact.budget as budget
+
+    monkeypatch.setattr(budget, "GUARD_FACTOR", 0.0)
+    monkeypatch.setattr(budget, "GUARD_EXTRA", 0.0)
+    r = hs.solve(MODEL, RULES, dims={"batch": 1, "height": 160, "width": 160}, time_limit=1)
+    assert not hs.validate(r.problem, r.solution)
+    solver = json.loads((r.write(tmp_path / "out", submodels=False, annotated=False)
+                         / "partition.json").read_text())["solver"]
+    assert solver["deterministic"] is False and solver["stopped_by"] == "time guard"
+    assert any("time guard" in w for w in r.warnings)
