@@ -6,10 +6,11 @@ memory-limited profiles of ``bench_real.py`` (``benchmarks/rules/mem-*.yaml``).
 
 Per model x profile, ``hetero-solve MODEL RULES -t LIMIT --no-models --json`` runs ``--runs``
 times alone and ``--runs`` times beside a CPU hog (another process spinning on one core, at
-the same priority), one after the other.  Each run's wall seconds (the whole command, started
-as a subprocess) are recorded with the model's load time (``solver.stage_seconds.load``);
+the same priority), one after the other.  Each run's wall seconds and CPU seconds (the whole
+command, started as a subprocess: on a shared machine the CPU time says what the command
+itself costs) are recorded with the model's load time (``solver.stage_seconds.load``);
 ``partition.json`` without its timing fields is hashed, and the row says whether every run gave
-the same one, and whether the exact stage's wall-clock guard fired (``solver.deterministic``).
+the same one, and whether the exact stage's time guard fired (``solver.deterministic``).
 
 Writes ``benchmarks/results/budget.md`` (tables, machine and load noted) and ``budget.json``.
 
@@ -25,6 +26,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -78,17 +80,20 @@ def command(path: Path, entry: dict, rules: Path, limit: float, out: Path) -> li
 
 
 def one_run(cmd: list[str]) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if p.returncode != 0:
         return {"wall": wall, "error": (p.stderr.strip().splitlines() or ["?"])[-1][:200]}
     m = json.loads(p.stdout)
     s = m.get("solver", {})
-    return {"wall": wall, "load": s.get("stage_seconds", {}).get("load", 0.0),
+    return {"wall": wall, "cpu": cpu, "load": s.get("stage_seconds", {}).get("load", 0.0),
             "digest": digest(m), "deterministic": s.get("deterministic", True),
             "status": m.get("status"), "objective": m.get("objective"),
-            "guard_warning": "wall-clock guard" in p.stderr}
+            "guard_warning": "time guard" in p.stderr}
 
 
 class Hog:
@@ -121,10 +126,6 @@ def measure(name: str, path: Path, entry: dict, rules: Path, limit: float, runs:
 
 
 def table(rows: list[dict], limit: float, runs: int) -> str:
-    over = [r["wall"] - r["load"] - limit for row in rows for r in row["alone"] if "load" in r]
-    over_hog = [r["wall"] - r["load"] - limit for row in rows for r in row["hog"] if "load" in r]
-    walls = [r["wall"] for row in rows for r in row["alone"] if "load" in r]
-    walls_hog = [r["wall"] for row in rows for r in row["hog"] if "load" in r]
     same = sum(1 for row in rows if row["identical"])
     lines = [f"# The whole command against --time-limit {limit:g} s, and determinism (issue 24)",
              "",
@@ -136,15 +137,22 @@ def table(rows: list[dict], limit: float, runs: int) -> str:
              f"spinning), `hetero-solve MODEL RULES -t {limit:g} --no-models --json` as a "
              f"subprocess (imports, load, solve, write).",
              "",
-             "| | runs | wall median (s) | wall max (s) | wall - load - limit, median | max |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for kind, w, o in (("alone", walls, over), ("beside a CPU hog", walls_hog, over_hog)):
-        if w:
-            lines.append(f"| {kind} | {len(w)} | {statistics.median(w):.1f} | {max(w):.1f} | "
-                         f"{statistics.median(o):+.1f} | {max(o):+.1f} |")
+             "| | runs | wall median (s) | wall max (s) | wall - load - limit, median | max "
+             "| CPU median (s) | CPU max (s) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for kind, key in (("alone", "alone"), ("beside a CPU hog", "hog")):
+        done = [r for row in rows for r in row[key] if "load" in r]
+        if not done:
+            continue
+        w = [r["wall"] for r in done]
+        o = [r["wall"] - r["load"] - limit for r in done]
+        c = [r["cpu"] for r in done if "cpu" in r]
+        cpu = f"{statistics.median(c):.1f} | {max(c):.1f}" if c else "- | -"
+        lines.append(f"| {kind} | {len(w)} | {statistics.median(w):.1f} | {max(w):.1f} | "
+                     f"{statistics.median(o):+.1f} | {max(o):+.1f} | {cpu} |")
     lines += ["",
               f"Identical `partition.json` (timing fields aside) across all {2 * runs} runs: "
-              f"**{same} of {len(rows)} pairs**; the wall-clock guard fired in "
+              f"**{same} of {len(rows)} pairs**; the time guard fired in "
               f"{sum(row['guard_fired'] for row in rows)} run(s).",
               "",
               "| model | profile | objective | status | wall alone (s) | wall hog (s) | load (s) "
