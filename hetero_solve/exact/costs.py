@@ -90,7 +90,12 @@ class CostModelCP:
         self.p, self.K, self.m = problem, K, cp_model.CpModel()
         self.c = problem.costs
         self.scale = choose_scale(problem)
-        self.G = [(d, i) for d, dev in enumerate(problem.devices) for i in range(dev.instances)]
+        # Contiguous stages: a slot is a device instance, so a slot needs only a device (the
+        # instances of a device are interchangeable: they are numbered in slot order when
+        # the answer is read); otherwise every instance is a choice of its own.
+        self.stages = bool(K) and self.c.contiguous
+        self.G = ([(d, 0) for d in range(len(problem.devices))] if self.stages else
+                  [(d, i) for d, dev in enumerate(problem.devices) for i in range(dev.instances)])
         self._lits: dict = {}
         self._nodes()
         if K:
@@ -151,9 +156,13 @@ class CostModelCP:
                 m.AddBoolOr([self.x[v][j].Not()] + [self.b[j][g] for g in self.ni[v]])
                 for g, lit in self.ni[v].items():
                     m.AddBoolOr([self.x[v][j].Not(), self.b[j][g].Not(), lit])
-        if self.c.contiguous:
-            for g in range(len(self.G)):
-                m.AddAtMostOne(self.b[j][g] for j in range(K))
+        if self.stages:
+            for g, (d, _) in enumerate(self.G):
+                m.Add(sum(self.b[j][g] for j in range(K)) <= p.devices[d].instances)
+            for group in p.colocation:       # one instance: one slot
+                for v in group[1:]:
+                    for j in range(1, K):
+                        m.Add(self.ge[v][j] == self.ge[group[0]][j])
         self._value_edges()
 
     def _value_edges(self) -> None:
@@ -217,7 +226,11 @@ class CostModelCP:
                     mj = m.NewIntVar(0, cap, "")
                     m.Add(mj >= sum(b * lit for b, lit in terms[j])).OnlyEnforceIf(self.b[j][g])
                     loads.append(mj)
-                m.Add(sum(loads) <= cap)
+                if self.stages:      # each slot its own instance
+                    for mj in loads:
+                        m.Add(mj <= cap)
+                else:
+                    m.Add(sum(loads) <= cap)
 
     def enter(self, t: int, j: int):
         """A literal bounded from below: tensor ``t`` is read in slot ``j`` and made elsewhere
@@ -315,9 +328,44 @@ class CostModelCP:
                     self._add(term, tau, lit)
         return term
 
+    def _stage_loads(self, top) -> int:
+        """Contiguous stages: ``top >= load`` of each slot on each device it may take."""
+        p, m, c, K = self.p, self.m, self.c, self.K
+        worst = 0
+        for j in range(K):
+            for d in range(len(p.devices)):
+                load = _Term([], [], True)
+                for v in range(p.n):
+                    if d in p.allowed[v]:
+                        self._add(load, c.time(v, d), self.x[v][j])
+                self._add(load, c.part_cost[d], self.b[j][d])
+                for t, u in enumerate(p.tensor_producer):
+                    tau = c.tensor_time(d, t, p.tensor_bytes)
+                    if u >= 0 and tau > 0 and p.tensor_consumers[t]:
+                        self._add(load, tau, self.enter(t, j))
+                        self._add(load, tau, self.sent(t, j))
+                m.Add(top >= sum(a * x for a, x in zip(load.coefs, load.variables))
+                      ).OnlyEnforceIf(self.b[j][d])
+                worst = max(worst, load.rounded)
+        return worst
+
+    def sent(self, t: int, j: int):
+        """A literal bounded from below: tensor ``t`` is made in slot ``j`` and read in another
+        (graph outputs aside: the transfer out of :mod:`hetero_solve.measures.costs`)."""
+        key = ("sent", t, j)
+        if key not in self._lits:
+            p, m = self.p, self.m
+            u = p.tensor_producer[t]
+            lit = self._lits[key] = m.NewBoolVar("")
+            for r in p.tensor_consumers[t]:
+                m.Add(lit >= self.x[u][j] - self.x[r][j])
+        return self._lits[key]
+
     def _throughput(self) -> _Term:
         p, m, c, K = self.p, self.m, self.c, self.K
         top = m.NewIntVar(0, 2 ** (TOTAL_BITS + 1), "time_per_sample")
+        if self.stages:
+            return _Term([1], [top], True, self._stage_loads(top))
         worst = 0
         for g, (d, _) in enumerate(self.G):
             load = _Term([], [], True)
@@ -353,6 +401,9 @@ class CostModelCP:
             return False
         m.ClearHints()
         g_of = {gg: g for g, gg in enumerate(self.G)}
+        if self.stages:
+            g_of = {(sol.part_device[q], sol.part_instance[q]): sol.part_device[q]
+                    for q in range(sol.num_parts)}
         for v in range(p.n):
             q = sol.part_of[v]
             here = g_of[(sol.part_device[q], sol.part_instance[q])]
@@ -376,8 +427,10 @@ class CostModelCP:
         part_of = [sum(solver.Value(x) for x in self.ge[v][1:]) for v in range(p.n)]
         k = max(part_of, default=-1) + 1
         where = [next(g for g, x in self.b[j].items() if solver.Value(x)) for j in range(k)]
-        return normalize(p, Solution(part_of, [self.G[g][0] for g in where],
-                                     [self.G[g][1] for g in where], algorithm="cpsat-costs"))
+        devices = [self.G[g][0] for g in where]
+        instances = ([devices[:j].count(d) for j, d in enumerate(devices)] if self.stages
+                     else [self.G[g][1] for g in where])
+        return normalize(p, Solution(part_of, devices, instances, algorithm="cpsat-costs"))
 
     def _parts_of_instances(self, inst: list[int]) -> Solution:
         """An acyclic partition whose parts have the given node instances (few parts: the
