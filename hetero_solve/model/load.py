@@ -153,6 +153,60 @@ def check_model(model: onnx.ModelProto, path: str, data: bytes | None = None) ->
         raise ModelError(path, f"not a valid ONNX model: {one_line(e)}") from None
 
 
+#: The newest opset of each standard domain the installed onnx knows; a model declaring a
+#: newer one (or a newer opset of another domain than its first) is asked of onnxruntime.
+_KNOWN_OPSETS = {"": onnx.helper.VERSION_TABLE[-1][2], "ai.onnx": onnx.helper.VERSION_TABLE[-1][2],
+                 "ai.onnx.ml": onnx.helper.VERSION_TABLE[-1][3]}
+_RUNTIME_REFUSALS: dict[tuple, str | None] = {}
+
+
+def check_opsets(model: onnx.ModelProto, path: str) -> None:
+    """Refuse a model whose declared opsets the installed onnxruntime cannot run (an opset
+    from the future, ``ai.onnx`` 1000 say): every part would fail to load later.  Only a
+    model declaring an opset newer than the installed onnx knows (or above 1 in another
+    domain) is asked of onnxruntime, with a one-node model of the same opsets."""
+    imports = tuple(sorted((o.domain, o.version) for o in model.opset_import))
+    if all(v <= _KNOWN_OPSETS.get(d, 1) for d, v in imports):
+        return
+    if imports not in _RUNTIME_REFUSALS:
+        _RUNTIME_REFUSALS[imports] = _runtime_refusal(imports)
+    reason = _RUNTIME_REFUSALS[imports]
+    if reason:
+        raise ModelError(path, reason)
+
+
+def _runtime_refusal(imports: tuple) -> str | None:
+    """What onnxruntime says of a model declaring the opsets ``imports``, when it refuses
+    them; ``None`` when it accepts them (or fails for another reason)."""
+    import re
+
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "opsets",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    opsets = dict(imports)
+    if "" not in opsets and "ai.onnx" not in opsets:
+        opsets[""] = 17
+    probe = helper.make_model(g, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
+    probe.ir_version = 8
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return None
+    except Exception as e:
+        text = one_line(e, 2000)
+    found = re.search(r"support for domain (\S+) is till opset (\d+)", text)
+    if not found:
+        return None
+    domain, newest = found.group(1), int(found.group(2))
+    declared = opsets.get(domain, opsets.get("" if domain == "ai.onnx" else domain))
+    return (f"declares opset {declared} of domain {domain}; the installed onnxruntime "
+            f"{ort.__version__} runs {domain} up to opset {newest} (export the model for an "
+            "opset it runs, or upgrade onnxruntime)")
+
+
 def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, int] | None = None,
                *, shapes: Mapping[str, Sequence[int]] | None = None,
                rule_dims: Mapping[str, int] | None = None, check: bool = True,
@@ -241,6 +295,7 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
     given = {**{k: int(v) for k, v in (rule_dims or {}).items()}, **dims}
     whole = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
     listed = input_dims(model, path, given, whole)
+    check_opsets(model, path)
     checking = inferring = None
     if fork_pays(len(model.graph.node)):
         # The checker and the first shape inference are C++ holding the GIL: run them in

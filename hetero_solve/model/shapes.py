@@ -42,7 +42,8 @@ STRIP_ELEMENTS = 4096
 SMALL_FLOAT_ELEMENTS = 64
 MAX_ROUNDS = 16
 LIGHT_COPY_BYTES = 1 << 30
-#: dim_param spellings exporters use for "no name" (Paddle writes "?").
+#: dim_param spellings exporters use for "no name" (Paddle writes "?"; a value given for "?"
+#: by name sets every dim so spelled).
 ANONYMOUS = frozenset({"?", ""})
 
 
@@ -88,7 +89,10 @@ def input_dims(model: onnx.ModelProto, path: str, dims: dict[str, int],
                     raise ModelError(path, f"--shape {vi.name}: dim {k} of the input is "
                                                    f"{d}, the shape given says {whole[k]}")
         for k, d in enumerate(declared if declared is not None else whole or ()):
-            name = d if isinstance(d, str) and d not in ANONYMOUS else None
+            # "?" is a name like any other once given (every "?" dim takes that value);
+            # without a value it is listed as anonymous: a whole shape is the usual fix.
+            name = d if isinstance(d, str) and d != "" and (d in dims or d not in ANONYMOUS) \
+                else None
             value = whole[k] if whole is not None else d if isinstance(d, int) else \
                 dims.get(name) if name is not None else None
             found.append(InputDim(vi.name, k, name, value))
@@ -118,7 +122,7 @@ def prepare(model: onnx.ModelProto, dims: dict[str, int], shapes: dict[str, tupl
         if not tt.HasField("shape"):
             continue
         for d in tt.shape.dim:
-            if d.HasField("dim_param") and d.dim_param in dims and d.dim_param not in ANONYMOUS:
+            if d.HasField("dim_param") and d.dim_param in dims and d.dim_param != "":
                 d.dim_value = int(dims[d.dim_param])
             elif d.HasField("dim_value") and d.dim_value < 0:
                 d.ClearField("dim_value")
@@ -320,8 +324,9 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
         # whose shape is not static.
         useful = {x for i, xs in folded_readers(graph, set(folded), values.outputs)
                   if any(o and not types[o].static for o in graph.outputs[i]) for x in xs}
-        hints = [vi for vi in control_flow_hints(
-            graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant)
+        hints = [vi for vi in itertools.chain(control_flow_hints(
+            graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant),
+            reshape_hints(graph, types, set(folded)))
             if hinted.get(vi.name) != vi.type.SerializeToString()]
         if useful <= given and not hints:
             break
@@ -513,6 +518,63 @@ def control_flow_hints(graph: GraphLists, types: TypeTable,
                 elem = b.elem_type
             hints.append(onnx.helper.make_tensor_value_info(o, elem, dims))
     return hints
+
+
+def reshape_hints(graph: GraphLists, types: TypeTable, folded: set[int]
+                  ) -> list[onnx.ValueInfoProto]:
+    """The dimension ONNX inference leaves open on a ``Reshape`` output whose input has
+    symbolic dims, found by counting elements (the runtime's way).
+
+    ``Reshape(x: [batch, sequence, 128], [batch, sequence, -1, 32])`` (transformers' ``view``
+    of the attention heads) gives ``[batch, sequence, ?, 32]``: ONNX computes ``-1`` only when
+    every input dimension is a number.  A reshape keeps the element count, so when the
+    input's symbolic dims and the output's known ones cancel (equal names are equal values,
+    as ONNX reads them) the one dimension left is the quotient of the numbers: 4 here.  An
+    anonymous (``?``) or unknown input dim never cancels; nothing is claimed then."""
+    hints = []
+    for i, op in enumerate(graph.op_types):
+        if op != "Reshape" or graph.domains[i] not in ("", "ai.onnx") or i in folded:
+            continue
+        out = graph.outputs[i][0] if graph.outputs[i] else ""
+        t = types[out] if out else None
+        if t is None or t.shape is None or t.static:
+            continue
+        value = _count_left(types[graph.inputs[i][0]].shape, t.shape)
+        if value is None:
+            continue
+        k, d = value
+        dims = list(t.shape[:k]) + [d] + list(t.shape[k + 1:])
+        hints.append(onnx.helper.make_tensor_value_info(
+            out, t.elem_type, [x if x not in ANONYMOUS else None for x in dims]))
+    return hints
+
+
+def _count_left(before: tuple | None, after: tuple) -> tuple[int, int] | None:
+    """The axis of ``after`` (a reshape of a tensor of shape ``before``) that is the only one
+    the equal element counts leave open, and its value; ``None`` when there is no such axis."""
+    if before is None:
+        return None
+    symbols: dict[str, int] = {}
+    number = 1
+    for d in before:
+        if isinstance(d, int):
+            number *= d
+        elif d is None or d in ANONYMOUS:
+            return None
+        else:
+            symbols[d] = symbols.get(d, 0) + 1
+    open_axes = []
+    known = 1
+    for k, d in enumerate(after):
+        if isinstance(d, int):
+            known *= d
+        elif d is not None and d not in ANONYMOUS and symbols.get(d, 0) > 0:
+            symbols[d] -= 1
+        else:
+            open_axes.append(k)
+    if len(open_axes) != 1 or any(symbols.values()) or known == 0 or number % known:
+        return None
+    return open_axes[0], number // known
 
 
 def _branch_types(graph: GraphLists, body: onnx.GraphProto, types: TypeTable,
