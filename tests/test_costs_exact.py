@@ -132,3 +132,24 @@ def test_contiguous_stages_and_colocation_are_judged():
     p.colocation = [[0, 1]]
     kinds = [v.kind for v in validate(p, Solution([0, 1, 2], [0, 1, 0], [0, 0, 0]))]
     assert kinds == ["colocation"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_assignment_model_equals_brute_force(seed):
+    """Throughput alone, no part costs, memory that cannot bind: solved over instance
+    assignments only (no slots), the parts built afterwards; up to 3 instances a device."""
+    p = costed(1000 + seed)
+    rng = random.Random(seed)
+    p.devices = [Device(d.name, None, rng.choice([1, 2, 3]) if k == 0 else 1, d.enforce_values)
+                 for k, d in enumerate(p.devices)]
+    if sum(d.instances for d in p.devices) ** p.n > 40_000:
+        p.devices = [Device(d.name, None, 1, d.enforce_values) for d in p.devices]
+    p.costs.part_cost = [0.0] * len(p.devices)
+    p.costs.contiguous = False
+    p.objective = Objective(order=("throughput",))
+    best, want = oracle(p)
+    sol = refine_costs(p, None, time_limit=5)
+    assert sol.stats["stages"][0]["slots"] == 0          # the assignment model ran
+    assert validate(p, sol) == []
+    assert close(objective_key(p, sol), want)
+    assert sol.status == "optimal"

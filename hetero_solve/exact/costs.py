@@ -106,12 +106,22 @@ class CostModelCP:
     # -- variables and structure -----------------------------------------------------------
     def _nodes(self) -> None:
         p, m = self.p, self.m
-        self.ni = []
+        self.ni = [None] * p.n
+        share = {}          # without slots, colocated nodes share their instance literals
+        if not self.K:
+            for group in p.colocation:
+                for v in group:
+                    share[v] = group
         for v in range(p.n):
-            row = {g: m.NewBoolVar("") for g, (d, _) in enumerate(self.G) if d in p.allowed[v]}
+            if self.ni[v] is not None:
+                continue
+            members = share.get(v, [v])
+            row = {g: m.NewBoolVar("") for g, (d, _) in enumerate(self.G)
+                   if all(d in p.allowed[u] for u in members)}
             m.AddExactlyOne(row.values())
-            self.ni.append(row)
-        for group in p.colocation:
+            for u in members:
+                self.ni[u] = row
+        for group in ([] if not self.K else p.colocation):
             first = self.ni[group[0]]
             for v in group[1:]:
                 for g in set(first) | set(self.ni[v]):
@@ -176,21 +186,31 @@ class CostModelCP:
                     m.AddBoolOr([self.ge[u][j].Not(), self.ge[v][j + 1], on.Not()])
 
     def _break_symmetry(self) -> None:
-        """Without slots, identical instances of a device are interchangeable: instance
-        ``i + 1`` holds a node only when instance ``i`` does (on the node order's first)."""
-        # (kept simple: a used-instance prefix per device)
+        """Without slots, identical instances of a device are interchangeable: number them
+        by first use (value precedence): a node may open instance ``i + 1`` of a device only
+        when a node before it (in node order) is on instance ``i``."""
         m, p = self.m, self.p
-        self.inst_used = {}
-        for g in range(len(self.G)):
-            u = m.NewBoolVar("")
-            on = [self.ni[v][g] for v in range(p.n) if g in self.ni[v]]
-            for lit in on:
-                m.AddImplication(lit, u)
-            m.AddBoolOr(on + [u.Not()]) if on else m.Add(u == 0)
-            self.inst_used[g] = u
+        rows, known = [], set()          # distinct instance rows, in node order
+        for v in range(p.n):
+            if id(self.ni[v]) not in known:
+                known.add(id(self.ni[v]))
+                rows.append(self.ni[v])
         for g in range(1, len(self.G)):
-            if self.G[g][0] == self.G[g - 1][0]:
-                m.AddImplication(self.inst_used[g], self.inst_used[g - 1])
+            if self.G[g][0] != self.G[g - 1][0]:
+                continue
+            seen = None                  # some earlier row is on instance g - 1
+            for row in rows:
+                if g in row:
+                    m.AddImplication(row[g], seen) if seen is not None else m.Add(row[g] == 0)
+                if g - 1 in row:
+                    now = m.NewBoolVar("")
+                    m.AddBoolOr([row[g - 1].Not(), now])
+                    if seen is not None:
+                        m.AddImplication(seen, now)
+                        m.AddBoolOr([now.Not(), seen, row[g - 1]])
+                    else:
+                        m.Add(now == row[g - 1])
+                    seen = now
 
     # -- memory (SPEC section 5) -----------------------------------------------------------
     def _memory(self) -> None:
@@ -407,6 +427,7 @@ class CostModelCP:
         if self.K and sol.num_parts > self.K:
             return False
         m.ClearHints()
+        hinted: set[int] = set()
         g_of = {gg: g for g, gg in enumerate(self.G)}
         if self.stages:
             g_of = {(sol.part_device[q], sol.part_instance[q]): sol.part_device[q]
@@ -414,8 +435,10 @@ class CostModelCP:
         for v in range(p.n):
             q = sol.part_of[v]
             here = g_of[(sol.part_device[q], sol.part_instance[q])]
-            for g, lit in self.ni[v].items():
-                m.AddHint(lit, g == here)
+            if id(self.ni[v]) not in hinted:           # colocated nodes may share a row
+                hinted.add(id(self.ni[v]))
+                for g, lit in self.ni[v].items():
+                    m.AddHint(lit, g == here)
             if self.K:
                 for j in range(1, self.K):
                     m.AddHint(self.ge[v][j], q >= j)
