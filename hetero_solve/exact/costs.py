@@ -26,7 +26,9 @@ solver proved its stage and the exact value is within ``resolution`` (the roundi
 can hide: the number of time coefficients / ``scale``) of that bound.
 
 **Slots.** Contiguous stages need at most one slot per instance; otherwise ``K = n`` (complete)
-up to :data:`MAX_SLOTS`, beyond it the start's part count plus the device count (not a proof).
+up to :data:`MAX_SLOTS`, beyond it the start's part count plus the device count: the model's
+bound then bounds nothing, and only :func:`simple_bound` (every node at its cheapest) can
+prove an answer.
 A throughput-only objective without part costs and whose memory cannot depend on the parts
 (no limit can bind) is solved without slots, over instance assignments alone, and the parts
 are built afterwards (any assignment is the instances of an acyclic partition).
@@ -544,7 +546,7 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
     else:
         stages = [(integer_weights(obj.weights)[0], "weighted")]
     hinted = start is not None and model.hint(start)
-    best, proven, records, bounds, resolution = None, complete, [], {}, {}
+    best, proven, records, bounds, resolution = None, True, [], {}, {}
     for i, (weights, label) in enumerate(stages):
         terms = {t: model.term(t) for t in weights}
         timed = any(x.timed for x in terms.values())
@@ -581,13 +583,20 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
             ok = False
         scale = model.scale if timed else 1
         bound = solver.BestObjectiveBound() / scale if status != cp_model.INFEASIBLE else None
-        if best is not None and bound is not None:
+        if not complete:        # a bound of the model with fewer slots bounds nothing else
+            bound = None
+        if best is not None:
             exact = (objective_term(problem, best, label) if label != "weighted" else
                      sum(w * objective_term(problem, best, t) for t, w in weights.items()))
             slack = rounded / scale if timed else 0
-            ok = ok and exact - bound <= slack + 1e-12 * max(1.0, abs(exact))
-            bounds[label] = min(bound, exact)
-            resolution[label] = slack
+            ok = ok and complete and bound is not None and exact - bound <= slack + 1e-12 * max(1.0, abs(exact))
+            plain = simple_bound(problem, label) if i == 0 else None
+            if plain is not None:
+                bound = plain if bound is None else max(bound, plain)
+                ok = ok or exact - plain <= 1e-9 * max(1.0, abs(exact))
+            if bound is not None:
+                bounds[label] = min(bound, exact)
+                resolution[label] = slack
         proven = proven and ok
         records.append({"stage": label, "status": solver.StatusName(status), "proven": ok,
                         "bound": bounds.get(label), "slots": K,
@@ -597,6 +606,21 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
             progress(f"cost stage {label}: {solver.StatusName(status).lower()}")
     return _finish(problem, start, best, proven and best is not None, bounds, resolution,
                    records, hinted, model.scale, time.perf_counter() - t0)
+
+
+def simple_bound(problem: Problem, term: str) -> float | None:
+    """A lower bound on ``term`` that needs no solver and no slot count: every node at its
+    cheapest, at least one part (latency); the largest cheapest node, and the cheapest total
+    spread over every instance (throughput)."""
+    if term not in COST_TERMS:
+        return None
+    c = problem.costs
+    cheapest = [min(c.time(v, d) for d in problem.allowed[v]) for v in range(problem.n)]
+    if term == "latency":
+        used = {d for a in problem.allowed for d in a}
+        return sum(cheapest) + min((c.part_cost[d] for d in used), default=0.0)
+    slots = sum(d.instances for d in problem.devices)
+    return max(max(cheapest, default=0.0), sum(cheapest) / slots)
 
 
 def _contracted(problem: Problem, start: Solution | None, **kw) -> Solution:
