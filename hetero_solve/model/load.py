@@ -1,6 +1,6 @@
 """Load an ONNX model into a :class:`ModelGraph`: names, structure, shapes, folding.
 
-Step by step: read (with external data), check, flatten the main graph (:mod:`.flatten`:
+Step by step: read (external data stays in its files: :mod:`.weights`), check, flatten the main graph (:mod:`.flatten`:
 stable names for unnamed and duplicate-named nodes, outer-scope reads of subgraph nodes),
 then shapes and folding (:mod:`.shapes`), then the ranks inference cannot find
 (:mod:`.observe`); :func:`analyse_model` assembles the :class:`ModelGraph`.
@@ -22,6 +22,7 @@ from .observe import observed_types, unknown_rank_tensors
 from .parallel import Forked, fork_pays
 from .shapes import analyse_shapes, forked_inference, input_dims
 from .structure import name_refs
+from .weights import external_tensors
 
 
 #: protobuf cannot parse a message of 2 GiB or more: a larger model keeps its weights outside.
@@ -30,7 +31,8 @@ MODEL_FILE_BYTES = (2 << 30) - 1
 
 def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, str, bytes | None]:
     """The ``ModelProto``, a display path, and the file's bytes when they are the whole model
-    (no external data), so the checker can reuse them.
+    (no external data), so the checker can reuse them.  External data is checked but not
+    read: its tensors stay references to their files (:mod:`.weights`).
 
     Only a regular file is opened (a FIFO or a device is refused before, so nothing blocks);
     external data must lie in regular files inside the model's folder, within their size.
@@ -59,56 +61,15 @@ def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelP
         raise fail(f"cannot read ONNX model: {one_line(e)}") from None
     # A tensor stored outside names its file under the required key "location": without
     # those bytes anywhere in the file (a C-speed search), no tensor can be external.
-    external = _external_tensors(model) if b"location" in data else []
+    external = external_tensors(model) if b"location" in data else []
     if external:
+        # The weights stay in their files (:mod:`.weights`): every step reads this
+        # weight-free view, and a part file's weights are copied file to file.
         folder = path.parent
         for tensor in external:
             _check_external(tensor, folder, fail)
-        try:
-            # onnx.load's external-data pass walks every tensor of every node in Python (1 s
-            # at 100,000 nodes); only models that have external data pay for it.
-            onnx.load_external_data_for_model(model, str(folder))
-        except Exception as e:  # files changed since checked, onnx's own refusals
-            raise fail(f"cannot read ONNX model: {one_line(e)}") from None
         data = None
     return model, str(path), data
-
-
-def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
-    """Every tensor of the model whose data lives in another file: initializers (dense and
-    sparse) and tensor attributes, in subgraphs and functions too."""
-    external = onnx.TensorProto.EXTERNAL
-    A = onnx.AttributeProto
-    found: list[onnx.TensorProto] = []
-    graphs = [model.graph]
-    node_lists = [f.node for f in model.functions]
-    while graphs or node_lists:
-        if graphs:
-            g = graphs.pop()
-            found.extend(t for t in g.initializer if t.data_location == external)
-            for sp in g.sparse_initializer:
-                found.extend(t for t in (sp.values, sp.indices) if t.data_location == external)
-            node_lists.append(g.node)
-            continue
-        for node in node_lists.pop():
-            for a in node.attribute:
-                kind = a.type
-                if kind == A.TENSOR:
-                    tensors = [a.t]
-                elif kind == A.TENSORS:
-                    tensors = list(a.tensors)
-                elif kind == A.SPARSE_TENSOR:
-                    tensors = [a.sparse_tensor.values, a.sparse_tensor.indices]
-                elif kind == A.SPARSE_TENSORS:
-                    tensors = [t for sp in a.sparse_tensors for t in (sp.values, sp.indices)]
-                else:
-                    if kind == A.GRAPH:
-                        graphs.append(a.g)
-                    elif kind == A.GRAPHS:
-                        graphs.extend(a.graphs)
-                    continue
-                found.extend(t for t in tensors if t.data_location == external)
-    return found
 
 
 def _check_external(tensor: onnx.TensorProto, folder: Path, fail) -> None:
@@ -141,11 +102,12 @@ def _check_external(tensor: onnx.TensorProto, folder: Path, fail) -> None:
 
 def check_model(model: onnx.ModelProto, path: str, data: bytes | None = None) -> None:
     """``onnx.checker`` with a one-line error.  Given the file's ``data``, they are checked as
-    they are (no second serialisation); models with external data are checked by path."""
+    they are (no second serialisation); models with external data are checked by path (the
+    checker reads the ``.onnx`` file, not the weights)."""
     try:
         if data is not None:
             onnx.checker.check_model(data)
-        elif path != "<model>" and model.ByteSize() > 2**31 - 1024:
+        elif path != "<model>":   # external data: the checker finds it beside the file
             onnx.checker.check_model(path)
         else:
             onnx.checker.check_model(model)
@@ -303,7 +265,8 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
         # of the three: the checker yields to it (and to this process) and runs on what is
         # left.
         checking = Forked(_check_message, model, path, data, idle=True) if check else None
-        inferring = Forked(forked_inference, model, given, whole)
+        inferring = Forked(forked_inference, model, given, whole,
+                           None if path == "<model>" else str(Path(path).resolve().parent))
     elif check:
         check_model(model, path, data)
     pending = _PendingCheck(checking, model, path, data)
