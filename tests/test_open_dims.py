@@ -188,3 +188,22 @@ def test_a_dim_named_question_mark_takes_the_value_dim_gives(tmp_path):
     assert "names no dimension" not in r.stderr
     mg = hs.load_model(path, dims={"?": 2})
     assert mg.tensor_type("y").shape == (2, 3, 1, 1) and mg.unset_dims() == []
+
+
+def test_a_real_gqa_decoder_with_dims_open_knows_its_heads():
+    """``qwen2-kv-tiny-legacy`` (transformers' Qwen2, 4 query / 2 key-value heads, exported
+    by torch) loaded with no dim given: the heads of q, k and v are numbers, and every number
+    hetero-solve gives is the runtime's (``corpus/truth``, taken at the corpus dims)."""
+    name = "qwen2-kv-tiny-legacy"
+    mg = hs.load_model(TR.model_file(name))
+    truth = TR.load_truth(TR.truth_file(name))["tensors"]
+    heads = {}
+    for layer in (0, 1):
+        for k, suffix in enumerate(("", "_1", "_2")):
+            x = f"/model/model/layers.{layer}/self_attn/Transpose{suffix}_output_0"
+            heads[x] = mg.tensor_type(x).shape
+            assert heads[x] == ("batch", (4, 2, 2)[k], "sequence", 16), (x, heads[x])
+    wrong = {x: (mg.tensor_type(x).shape, real) for x, real in truth.items()
+             if real is not None and mg.tensor_type(x).shape is not None
+             and any(isinstance(d, int) and d != r for d, r in zip(mg.tensor_type(x).shape, real))}
+    assert wrong == {}
