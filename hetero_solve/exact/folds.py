@@ -32,6 +32,7 @@ import dataclasses
 from typing import Iterable
 
 from ..problem import Problem
+from ..solution import Solution, normalize
 
 
 def closure(problem: Problem, chosen: Iterable[int]) -> list[int]:
@@ -89,10 +90,10 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
         t_cons.append([])
         t_out.append(False)
         node_outputs[v].append(tensor_of[c])
-    value_of = {}
+    value_of: dict[int, set[int]] = {}     # new node -> nodes reading it as a value input
     for k, o in zip(ks, opts):
-        for r in o.value_readers:
-            value_of.setdefault(node_of[k], set()).add(r)
+        value_of[node_of[k]] = set(o.value_readers) | {node_of[j] for j in o.value_requires
+                                                        if j in node_of}
     for r in range(len(names)):
         keep = []
         for c in node_consts[r]:
@@ -124,6 +125,8 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
             if r not in succ[v]:
                 succ[v].append(r)
                 pred[r].append(v)
+            if r in value_of[v] and v not in value_pred[r]:
+                value_pred[r].append(v)
     placed = {o.graph_index for o in opts}
     meta = dict(problem.meta)
     meta["folded"] = [g for g in problem.meta.get("folded", []) if g not in placed]
@@ -158,3 +161,135 @@ def candidates(problem: Problem, memory_devices: Iterable[int]) -> list[int]:
     # an option that requires one no device takes cannot be placed
     return [k for k in out if all(problem.fold_options[j].allowed
                                   for j in closure(problem, [k]))]
+
+
+def named(problem: Problem, names: Iterable[str]) -> list[int]:
+    """The options (indices into ``fold_options``) whose node is among ``names``: a map that
+    puts a foldable node in a part places it (``partition.json``'s ``unfolded``)."""
+    wanted = set(names)
+    return [k for k, o in enumerate(problem.fold_options) if o.name in wanted]
+
+
+def unplaced_requirements(problem: Problem, chosen: Iterable[int]) -> list[tuple[int, int]]:
+    """``(option, reader)`` pairs where ``chosen`` places an option but not a foldable reader
+    of its outputs: the reader's input would no longer be constant, so it must be placed too
+    (:func:`closure`).  Empty when ``chosen`` is closed."""
+    ks = set(chosen)
+    return [(k, j) for k in sorted(ks) for j in problem.fold_options[k].requires if j not in ks]
+
+
+def relaxed(problem: Problem) -> Problem:
+    """A problem every fold choice's answers bound from above (module doc, *Bounds over every
+    fold choice*): ``problem`` with each option's output constants replaced, in the nodes
+    that read them, by the cheaper of what placing or folding the option costs there.
+
+    Each output ``c`` of an option ``f`` whose constant inputs are plain (no option makes
+    them) stays ``c`` when nothing else reads those inputs and they are at least as large as
+    ``f``'s outputs (placed, a reader's part holds them with ``f``, or the tensor ``c`` from
+    another part); it is read as ``f``'s inputs when ``c`` is at least as large as all of them
+    (``Transpose(W)`` beside the ``Gather`` reading ``W``); otherwise as nothing.  Options are folded, so there are no new nodes
+    and no value edges from them.  Restricted to this problem's nodes, an answer under any
+    fold choice is an answer here, with no more memory per part, parts, fallback or transfer
+    (:func:`restrict`): a bound proven here holds over every fold choice."""
+    if not problem.fold_options:
+        return problem
+    made = {c for o in problem.fold_options for c in o.outputs}
+    cb = problem.const_bytes
+    readers: dict[int, int] = {}        # constant -> options and nodes reading it
+    for o in problem.fold_options:
+        for c in o.const_inputs:
+            readers[c] = readers.get(c, 0) + 1
+    for consts in problem.node_consts:
+        for c in consts:
+            if c in readers:
+                readers[c] += 1
+    repl: dict[int, tuple[int, ...]] = {}
+    for o in problem.fold_options:
+        plain = all(c not in made for c in o.const_inputs)
+        inputs = sum(cb[c] for c in o.const_inputs)
+        # inputs nothing else reads, at least as large as the outputs: placed, they cost a
+        # reader's part at least what the outputs cost it folded
+        own = plain and all(readers[c] == 1 for c in o.const_inputs) \
+            and inputs >= sum(cb[c] for c in o.outputs)
+        for c in o.outputs:
+            repl[c] = (c,) if own else tuple(o.const_inputs) if plain and cb[c] >= inputs else ()
+    node_consts = []
+    for consts in problem.node_consts:
+        if any(c in repl for c in consts):
+            consts = list(dict.fromkeys(x for c in consts for x in repl.get(c, (c,))))
+        node_consts.append(consts)
+    out = dataclasses.replace(problem, node_consts=node_consts, arrays=None, fold_options=[])
+    if problem.arrays is not None:
+        from ..measures import problem_arrays
+        out.arrays = problem_arrays(out)
+    return out
+
+
+def restrict(problem: Problem, answered: Problem, sol: Solution) -> Solution:
+    """``sol``, an answer to ``answered`` (``problem`` or :func:`unfold` of it: its nodes come
+    first), on ``problem``'s nodes only: placed options dropped, parts left empty removed."""
+    if answered is problem:
+        return sol
+    return normalize(problem, Solution(sol.part_of[:problem.n], list(sol.part_device),
+                                       list(sol.part_instance), algorithm=sol.algorithm))
+
+
+def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, budget: float,
+                      **refine_kw) -> Solution:
+    """``sol`` (an answer to ``answered``, ``problem`` with some options placed) with its
+    ``status`` and ``lower_bound`` over every fold choice of ``problem``.
+
+    The answer, restricted to ``problem``'s nodes, is refined on :func:`relaxed` for
+    ``budget`` seconds when its own problem proved it optimal: when that proves the same
+    objective, no fold choice has a better answer (status ``"optimal"``); otherwise
+    ``"feasible"``.  ``lower_bound`` becomes a bound on the parts over every fold choice.
+    ``stats["folds"]`` gains ``proven`` and ``relaxed_objective``."""
+    from . import lower_bound, refine
+    from ..errors import InfeasibleError
+    from ..solution import evaluate, objective_key
+    from .explain import with_folds
+    rel = relaxed(problem)
+    start = restrict(problem, answered, sol)
+    r = None
+    if sol.status == "optimal":
+        try:
+            r = refine(rel, start, time_limit=budget, **refine_kw)
+        except InfeasibleError:
+            r = None
+    key = objective_key(answered, sol)
+    proven = r is not None and r.status == "optimal" and objective_key(rel, r) == key
+    lb = _relaxed_lower_bound(rel, start, evaluate(answered, sol).fallback, lower_bound)
+    if r is not None and _same_before_parts(problem, objective_key(rel, r), key):
+        lb = max(lb, r.lower_bound or 0)
+    obj = problem.objective
+    lb = sol.num_parts if proven and obj.lexicographic else min(lb, sol.num_parts)
+    sol.status = "optimal" if proven else "feasible"
+    sol.lower_bound = lb
+    sol.stats.setdefault("folds", {}).update(
+        proven=proven, relaxed_objective=None if r is None else list(objective_key(rel, r)))
+    if sol.stats.get("explain"):
+        sol.stats["explain"] = with_folds(sol.stats["explain"], proven, lb)
+    return sol
+
+
+def _relaxed_lower_bound(rel: Problem, start: Solution, fallback: int, bound) -> int:
+    """The solver-free parts bound on ``rel`` for every answer as good as one with
+    ``fallback`` (``bound``: :func:`hetero_solve.exact.lower_bound`, which assumes fallback 0
+    when ``start`` has none: only right when the answer itself has none)."""
+    from ..solution import evaluate
+    if fallback == 0 or evaluate(rel, start).fallback > 0:
+        return bound(rel, start)
+    from .analysis import binding_devices, device_sets
+    from .bounds import lower_bounds
+    R = device_sets(rel, fixed=False)
+    return lower_bounds(rel, R, binding_devices(rel, R)).lb
+
+
+def _same_before_parts(problem: Problem, a: tuple, b: tuple) -> bool:
+    """Objective keys ``a`` and ``b`` agree on the terms ranked before ``partitions`` (a
+    lexicographic objective with ``partitions``; a weighted one: never)."""
+    obj = problem.objective
+    if not obj.lexicographic or "partitions" not in obj.order:
+        return False
+    i = obj.order.index("partitions")
+    return tuple(a[:i]) == tuple(b[:i])
