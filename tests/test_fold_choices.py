@@ -122,6 +122,7 @@ def test_every_answer_is_valid_and_optimal_only_where_brute_force_agrees(seed):
         assert key == best, f"seed {seed}: optimal {key} but {best} exists"
     if best[0] == key[0]:     # the optimum is among the answers as good on fallback
         assert sol.lower_bound <= best[1]
+    assert sol.stats.get("bounds", {}).get("fallback", 0) <= best[0]
 
 
 def test_optimal_is_said_somewhere_and_the_relaxation_covers_every_choice():

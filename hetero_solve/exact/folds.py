@@ -183,42 +183,78 @@ def relaxed(problem: Problem) -> Problem:
     fold choice*): ``problem`` with each option's output constants replaced, in the nodes
     that read them, by the cheaper of what placing or folding the option costs there.
 
-    Each output ``c`` of an option ``f`` whose constant inputs are plain (no option makes
-    them) stays ``c`` when nothing else reads those inputs and they are at least as large as
-    ``f``'s outputs (placed, a reader's part holds them with ``f``, or the tensor ``c`` from
-    another part); it is read as ``f``'s inputs when ``c`` is at least as large as all of them
-    (``Transpose(W)`` beside the ``Gather`` reading ``W``); otherwise as nothing.  Options are folded, so there are no new nodes
-    and no value edges from them.  Restricted to this problem's nodes, an answer under any
-    fold choice is an answer here, with no more memory per part, parts, fallback or transfer
-    (:func:`restrict`): a bound proven here holds over every fold choice."""
-    if not problem.fold_options:
+    A part holding a reader of an output ``c`` of an option ``f`` holds, under any fold
+    choice, the constant or tensor ``c``, or ``f`` with its inputs.  So ``c`` is read as
+
+    * itself, when ``f``'s inputs are plain constants (no option makes them) that nothing else
+      reads and at least as large as ``f``'s outputs;
+    * what its readers are charged for ``f``'s inputs (the inputs themselves when plain),
+      when ``c`` is at least as large as all of that (``Transpose(W)`` beside the ``Gather``
+      reading ``W``);
+    * otherwise a constant of its own (``c~``, one per option) as large as the least of
+      ``f``'s outputs and of what ``f``'s inputs cost that nothing else reads (each a plain
+      constant's bytes, or the same least for an option's single output); nothing when that
+      is zero.
+
+    Options are folded, so there are no new nodes and no value edges from them.  Restricted
+    to this problem's nodes, an answer under any fold choice is an answer here, with no more
+    memory per part, parts, fallback or transfer (:func:`restrict`): a bound proven here
+    holds over every fold choice."""
+    opts = problem.fold_options
+    if not opts:
         return problem
-    made = {c for o in problem.fold_options for c in o.outputs}
-    cb = problem.const_bytes
+    out_of = {c: k for k, o in enumerate(opts) for c in o.outputs}
+    cb = list(problem.const_bytes)
+    names = list(problem.const_names)
     readers: dict[int, int] = {}        # constant -> options and nodes reading it
-    for o in problem.fold_options:
+    for o in opts:
         for c in o.const_inputs:
             readers[c] = readers.get(c, 0) + 1
     for consts in problem.node_consts:
         for c in consts:
-            if c in readers:
-                readers[c] += 1
+            if c in readers or c in out_of:
+                readers[c] = readers.get(c, 0) + 1
+    least: list[int] = []               # per option: what its inputs cost nothing else reads
+    for o in opts:                      # compile lists options in graph order
+        total = 0
+        for x in o.const_inputs:
+            if readers[x] != 1:
+                continue
+            k = out_of.get(x)
+            if k is None:
+                total += cb[x]
+            elif len(opts[k].outputs) == 1:
+                total += min(cb[x], least[k])
+        least.append(total)
     repl: dict[int, tuple[int, ...]] = {}
-    for o in problem.fold_options:
-        plain = all(c not in made for c in o.const_inputs)
+    for k, o in enumerate(opts):       # graph order: an option's inputs are replaced first
+        plain = all(c not in out_of for c in o.const_inputs)
         inputs = sum(cb[c] for c in o.const_inputs)
-        # inputs nothing else reads, at least as large as the outputs: placed, they cost a
-        # reader's part at least what the outputs cost it folded
         own = plain and all(readers[c] == 1 for c in o.const_inputs) \
             and inputs >= sum(cb[c] for c in o.outputs)
+        # what a part holding f holds for its inputs, as other readers of them are charged
+        held = tuple(dict.fromkeys(y for x in o.const_inputs for y in repl.get(x, (x,))))
+        own_id = None
         for c in o.outputs:
-            repl[c] = (c,) if own else tuple(o.const_inputs) if plain and cb[c] >= inputs else ()
+            if own:
+                repl[c] = (c,)
+            elif cb[c] >= sum(cb[y] for y in held):
+                repl[c] = held
+            elif min(min(cb[x] for x in o.outputs), least[k]) > 0:
+                if own_id is None:
+                    own_id = len(names)
+                    names.append(problem.const_names[o.outputs[0]] + "~")
+                    cb.append(min(min(cb[x] for x in o.outputs), least[k]))
+                repl[c] = (own_id,)
+            else:
+                repl[c] = ()
     node_consts = []
     for consts in problem.node_consts:
         if any(c in repl for c in consts):
             consts = list(dict.fromkeys(x for c in consts for x in repl.get(c, (c,))))
         node_consts.append(consts)
-    out = dataclasses.replace(problem, node_consts=node_consts, arrays=None, fold_options=[])
+    out = dataclasses.replace(problem, node_consts=node_consts, const_names=names,
+                              const_bytes=cb, arrays=None, fold_options=[])
     if problem.arrays is not None:
         from ..measures import problem_arrays
         out.arrays = problem_arrays(out)
@@ -252,6 +288,8 @@ def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, bud
     start = restrict(problem, answered, sol)
     r = None
     if sol.status == "optimal":
+        say = refine_kw.get("progress") or (lambda _m: None)
+        say("optional folds: the answer on the problem that bounds every fold choice")
         try:
             r = refine(rel, start, time_limit=budget, **refine_kw)
         except InfeasibleError:
@@ -265,11 +303,26 @@ def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, bud
     lb = sol.num_parts if proven and obj.lexicographic else min(lb, sol.num_parts)
     sol.status = "optimal" if proven else "feasible"
     sol.lower_bound = lb
+    bounds = sol.stats.get("bounds")
+    if bounds and "fallback" in bounds:     # the answer's own problem's: over every choice
+        fb = _relaxed_fallback_bound(rel, r)
+        bounds["fallback"] = min(bounds["fallback"], fb if not proven else bounds["fallback"])
     sol.stats.setdefault("folds", {}).update(
         proven=proven, relaxed_objective=None if r is None else list(objective_key(rel, r)))
     if sol.stats.get("explain"):
         sol.stats["explain"] = with_folds(sol.stats["explain"], proven, lb)
     return sol
+
+
+def _relaxed_fallback_bound(rel: Problem, r: Solution | None) -> int:
+    """No answer under any fold choice has less fallback (the relaxed problem's bound: its
+    refinement's when it ran, else :func:`~.bounds.memory_bounds`)."""
+    if r is not None and "fallback" in r.stats.get("bounds", {}):
+        return r.stats["bounds"]["fallback"]
+    from .analysis import binding_devices, device_sets
+    from .bounds import memory_bounds
+    R = device_sets(rel, fixed=False)
+    return memory_bounds(rel, R).fallback if binding_devices(rel, R) else 0
 
 
 def _relaxed_lower_bound(rel: Problem, start: Solution, fallback: int, bound) -> int:
