@@ -19,6 +19,7 @@ import typer.exceptions
 from typer.core import TyperGroup
 
 from ..errors import HeteroSolveError, one_line
+from ..interrupt import release_imports
 from .common import err_console
 
 
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
       traceback;
     - Ctrl-C: ``hetero-solve: interrupted``, exit code 130.
     """
+    release_imports()   # from here on Ctrl-C is a KeyboardInterrupt, reported below
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("HETERO_SOLVE_DEBUG", "") not in ("", "0")
     args = [a for a in args if a != "--debug"]
