@@ -24,11 +24,13 @@ from .common import err_console
 
 
 class _DefaultToSolve(TyperGroup):
-    """Route ``hetero-solve MODEL RULES`` to the ``solve`` command."""
+    """Route ``hetero-solve MODEL RULES`` to the ``solve`` command (``hetero-solve INSTANCE``
+    to ``instance``)."""
 
     def parse_args(self, ctx, args):
         if args and not args[0].startswith("-") and args[0] not in self.commands:
-            args = ["solve", *args]
+            from ..filekind import content_kind      # an instance file has a command of its own
+            args = ["instance" if content_kind(args[0]) == "instance" else "solve", *args]
         return super().parse_args(ctx, args)
 
 
@@ -83,6 +85,7 @@ from . import run as _run  # noqa: E402,F401  (run, verify, check)
 from . import explain as _explain  # noqa: E402,F401  (explain)
 from . import study as _study  # noqa: E402,F401  (study)
 from . import dims as _dims  # noqa: E402,F401  (dims)
+from . import instance as _instance  # noqa: E402,F401  (instance files)
 
 
 def main(argv: list[str] | None = None) -> None:

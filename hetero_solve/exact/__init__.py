@@ -135,6 +135,10 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if problem.objective.uses_costs():      # latency / throughput: their own model (.costs)
+        from .costs import refine_costs
+        return refine_costs(problem, start, time_limit=time_limit, seed=seed,
+                            progress=progress, workers=workers)
     return _refine(problem, start, device_sets(problem, fixed=False), engine, time_limit, seed,
                    progress, workers)
 
