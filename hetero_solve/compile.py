@@ -222,17 +222,15 @@ def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dic
     for i, ins in enumerate(mg.inputs):
         if not ins or (i not in index and i not in is_folded):
             continue
-        if i in index:
-            idx = rules.value_input_indices(mg.op_types[i], mg.opsets.get(mg.domains[i] or "",
-                                                                           mg.opset))
-        else:
-            idx = ()
+        # folded readers too: placed with this node, they read it as a value (SPEC section 4)
+        idx = rules.value_input_indices(mg.op_types[i], mg.opsets.get(mg.domains[i] or "",
+                                                                       mg.opset))
         for k, x in enumerate(ins):
             if x in readers:
                 readers[x].append((i, k in idx))
     safe: dict[int, bool] = {}
     for i in reversed(folded):      # graph order is topological: readers first
-        safe[i] = all(as_value or (r in is_folded and safe.get(r, False))
+        safe[i] = all((as_value and r not in is_folded) or (r in is_folded and safe.get(r, False))
                       for o in outs[i] for r, as_value in readers[o])
     # a Shape of a placed tensor reads no constant: it stays folded
     candidates = [i for i in folded if not safe[i]
@@ -275,7 +273,9 @@ def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dic
             value_readers=tuple(sorted({index[r] for o in outs[i] for r, v in readers[o]
                                         if v and r in index})),
             requires=tuple(sorted({position[r] for o in outs[i] for r, _ in readers[o]
-                                   if r in position}))))
+                                   if r in position})),
+            value_requires=tuple(sorted({position[r] for o in outs[i] for r, v in readers[o]
+                                         if v and r in position}))))
     return options, c_names, c_bytes
 
 

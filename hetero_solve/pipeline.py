@@ -16,7 +16,7 @@ import onnx
 
 from .algorithms.greedy import PackingFailed, heuristic
 from .compile import compile_problem, missing_dims, missing_dims_text
-from .errors import InfeasibleError, warn
+from .errors import InfeasibleError, ValidationError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
@@ -146,6 +146,7 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
         sol = initial_solution(problem, engine=engine, time_limit=time_limit, seed=seed,
                                progress=say)
         lap("heuristic")
+        compiled = problem
         if engine == "heuristic":
             sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed,
                          progress=say)
@@ -157,6 +158,13 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
         say("validating")
         metrics = evaluate(problem, sol)
         check(problem, sol, metrics=metrics)
+        if problem is not compiled:
+            # foldable nodes placed: the answer must pass check of what will be written,
+            # which rebuilds its problem from the compiled one and the parts' node names
+            from .user_partition import judge_answer
+            violations = judge_answer(mg, compiled, problem, sol)
+            if violations:
+                raise ValidationError(violations)
     except Exception:
         mg.ensure_valid()   # an invalid model explains the failure
         raise
@@ -237,13 +245,16 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     if engine == "heuristic":
         if progress:
             progress("lower bound")
-        start.lower_bound = lower_bound(problem, start)
+        # bounds over every fold choice: on the problem each optional fold relaxes
+        from .exact.folds import relaxed
+        rel = relaxed(problem)
+        start.lower_bound = lower_bound(rel, start)
         if problem.has_memory_limits():
             from .exact.analysis import binding_devices, device_sets
             from .exact.bounds import memory_bounds
-            R = device_sets(problem, fixed=False)
-            if binding_devices(problem, R):
-                start.stats.setdefault("bounds", {})["fallback"] = memory_bounds(problem, R).fallback
+            R = device_sets(rel, fixed=False)
+            if binding_devices(rel, R):
+                start.stats.setdefault("bounds", {})["fallback"] = memory_bounds(rel, R).fallback
         return start
     if progress:
         progress(f"{EXACT_STAGE} ({engine})")

@@ -184,6 +184,10 @@ class FoldOption:
     requires : tuple of int
         Other options (indices into ``Problem.fold_options``) that read its outputs: unfolding
         this one unfolds them too (their inputs are then no longer constant).
+    value_requires : tuple of int
+        Those of ``requires`` that read one of its outputs as a value-dependent input (an
+        ``Expand`` reading a ``Shape``): placed, they need it in another part on a device
+        that enforces value inputs, as ``value_readers`` do.
     """
 
     graph_index: int
@@ -194,6 +198,7 @@ class FoldOption:
     outputs: tuple[int, ...]
     value_readers: tuple[int, ...] = ()
     requires: tuple[int, ...] = ()
+    value_requires: tuple[int, ...] = ()
 
 
 @dataclass

@@ -417,6 +417,60 @@ def fewest_for_devices(problem: Problem, node_device: list[int], *, engine: str 
 
 # -- the check --------------------------------------------------------------------------------
 
+def place_folds(umap: UserMap, problem: Problem) -> Problem:
+    """The problem the map answers: ``problem`` with the foldable nodes the map puts in parts
+    placed (:func:`hetero_solve.exact.folds.unfold`; ``partition.json`` lists them under
+    ``unfolded``).  A foldable node the map leaves out stays folded.
+
+    Raises
+    ------
+    AffinityError
+        The map places a foldable node but not a foldable node reading its outputs (whose
+        input would then no longer be constant).
+    """
+    from .exact.folds import named, unfold, unplaced_requirements
+    ks = named(problem, umap.entries)
+    if not ks:
+        return problem
+    missing = unplaced_requirements(problem, ks)
+    if missing:
+        k, j = (problem.fold_options[x].name for x in missing[0])
+        raise AffinityError(umap.source, f"foldable node {k!r} is in a part, and foldable node "
+                                         f"{j!r} reads its outputs: put {j!r} in a part too, "
+                                         "or neither")
+    return unfold(problem, ks)
+
+
+def judge(mg: ModelGraph, base: Problem, umap: UserMap, split: str = "acyclic",
+          warnings: list[str] | None = None
+          ) -> tuple[Problem, list[tuple[int | None, int | None, int | None]], Solution,
+                     list[Violation]]:
+    """How ``check`` judges a map: the problem it answers (:func:`place_folds` of the
+    compiled ``base``), each node's entry, the partition it describes and its violations
+    (:func:`~hetero_solve.validate.validate`, part ids in any order).  ``warnings`` receives
+    the notes on ignored entries."""
+    problem = place_folds(umap, base)
+    resolved = _resolve(umap, mg, problem, [] if warnings is None else warnings)
+    sol = user_solution(problem, umap, resolved, split)
+    return problem, resolved, sol, validate(problem, sol, require_order=False)
+
+
+def judge_answer(mg: ModelGraph, base: Problem, problem: Problem,
+                 sol: Solution) -> list[Violation]:
+    """What ``hetero-solve check MODEL RULES --affinity OUT/partition.json`` says of an answer
+    ``sol`` to ``problem`` (``base``, as compiled, with some foldable nodes placed): the parts
+    by node name, device and instance as ``partition.json`` writes them, judged by
+    :func:`judge`.  Empty when check accepts it."""
+    entries = {}
+    for v, p in enumerate(sol.part_of):
+        entries[problem.names[v]] = Entry(device=problem.devices[sol.part_device[p]].name,
+                                          part=p, instance=sol.part_instance[p])
+    try:
+        return judge(mg, base, UserMap("partition.json", "part", entries))[3]
+    except AffinityError as e:
+        return [Violation("structure", str(e))]
+
+
 def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
                    rules: str | os.PathLike | dict | Rules,
                    affinity: str | os.PathLike | Mapping, *, dims: Mapping[str, int] | None = None,
@@ -447,12 +501,10 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     else:
         say("loading the model and inferring shapes")
         mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims)
-    problem = compile_problem(mg, rule_set)
-    warnings = list(problem.meta.get("warnings", []))
-    resolved = _resolve(umap, mg, problem, warnings)
+    base = compile_problem(mg, rule_set)
+    warnings = list(base.meta.get("warnings", []))
     say("validating the map")
-    sol = user_solution(problem, umap, resolved, split)
-    violations = validate(problem, sol, require_order=False)
+    problem, resolved, sol, violations = judge(mg, base, umap, split, warnings)
     node_device = sol.node_device()
     refused = any(node_device[v] not in problem.allowed[v] for v in range(problem.n))
 
@@ -495,8 +547,8 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         if best is not None:
             sol.lower_bound = best.solution.lower_bound
             sol.stats["optimum_partitions"] = best.metrics.partitions
-            if (best.solution.status == "optimal"
-                    and objective_key(problem, sol) <= objective_key(problem, best.solution)):
+            if (best.solution.status == "optimal"   # over every fold choice (its problem)
+                    and objective_key(problem, sol) <= objective_key(best.problem, best.solution)):
                 sol.status = "optimal"
         result = Result(mg, rule_set, problem, sol, metrics, {}, list(warnings))
     else:

@@ -29,17 +29,10 @@ from corpus import truth as C
 CORPUS = C.load_corpus()
 COMMITTED = [n for n, e in CORPUS.items() if e.get("stored") == "committed"]
 PROFILES = rule_profiles()
-#: Cases onnxruntime's own report cannot confirm today, and why (by case id: the profile
-#: rotation decides which profile a model meets; under seed000 the same model passes).
-TODAY = {"qwen2-kv-tiny-legacy-fpga-cpu": "onnxruntime's CPU provider has no float16 Softmax: its "
-         "mandatory cast insertion replaces the two float16 Softmax nodes, and the assignment "
-         "report lists them under no name of the model"}
 CASES = [pytest.param(str(C.model_file(n, CORPUS[n])), PROFILES[i % len(PROFILES)],
                       dict(CORPUS[n].get("dims") or {}),
                       {k: list(v) for k, v in (CORPUS[n].get("shapes") or {}).items()},
-                      id=f"{n}-{PROFILES[i % len(PROFILES)].stem}",
-                      marks=[pytest.mark.xfail(strict=True, reason=TODAY[_id])]
-                      if (_id := f"{n}-{PROFILES[i % len(PROFILES)].stem}") in TODAY else [])
+                      id=f"{n}-{PROFILES[i % len(PROFILES)].stem}")
          for i, n in enumerate(COMMITTED)]
 CASES.append(pytest.param(str(EXAMPLES / "control_flow.onnx"), RULES / "npu-static.yaml",
                           {"batch": 1}, {}, id="control_flow-npu-static"))

@@ -389,6 +389,8 @@ def explain_text(ex: dict, limit: int = 40) -> list[str]:
         if kind == "through":
             lines.append(f"  ({through}'s own part is counted on both sides: {lb} in total)")
     lines.append(("proof: " if ex.get("proof") else "") + ex.get("proof_text", "") + ".")
+    if ex.get("folds"):
+        lines.append("optional folds: " + ex["folds"]["text"] + ".")
     if ex.get("memory"):
         lines.extend(memory_text(ex["memory"], limit))
     return lines
@@ -425,3 +427,22 @@ def memory_text(mem: dict, limit: int = 40) -> list[str]:
     if mem["moved_count"] > listed:
         lines.append(f"  ... and {mem['moved_count'] - listed} more moved")
     return lines
+
+
+FOLD_PROOFS = {
+    True: "the answer is optimal over every fold choice: the problem where each optional fold "
+          "costs the cheaper of folded and placed has no better answer",
+    False: "not proven over every fold choice (the lower bound holds over all of them)",
+}
+
+
+def with_folds(ex: dict, proven: bool, lower_bound: int) -> dict:
+    """``ex`` for an answer that chose among optional folds: ``lower_bound`` is the bound over
+    every fold choice, and ``folds`` says whether the answer is proven over all of them."""
+    ex = dict(ex)
+    if lower_bound < ex["lower_bound"]:     # the answer's own problem showed more
+        ex.pop("structural_bound", None)
+    ex["lower_bound"] = lower_bound
+    ex["folds"] = {"proven": proven, "text": FOLD_PROOFS[proven]}
+    ex["text"] = explain_text(ex)
+    return ex

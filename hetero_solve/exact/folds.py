@@ -32,6 +32,7 @@ import dataclasses
 from typing import Iterable
 
 from ..problem import Problem
+from ..solution import Solution, normalize
 
 
 def closure(problem: Problem, chosen: Iterable[int]) -> list[int]:
@@ -89,10 +90,10 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
         t_cons.append([])
         t_out.append(False)
         node_outputs[v].append(tensor_of[c])
-    value_of = {}
+    value_of: dict[int, set[int]] = {}     # new node -> nodes reading it as a value input
     for k, o in zip(ks, opts):
-        for r in o.value_readers:
-            value_of.setdefault(node_of[k], set()).add(r)
+        value_of[node_of[k]] = set(o.value_readers) | {node_of[j] for j in o.value_requires
+                                                        if j in node_of}
     for r in range(len(names)):
         keep = []
         for c in node_consts[r]:
@@ -124,6 +125,8 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
             if r not in succ[v]:
                 succ[v].append(r)
                 pred[r].append(v)
+            if r in value_of[v] and v not in value_pred[r]:
+                value_pred[r].append(v)
     placed = {o.graph_index for o in opts}
     meta = dict(problem.meta)
     meta["folded"] = [g for g in problem.meta.get("folded", []) if g not in placed]
@@ -158,3 +161,188 @@ def candidates(problem: Problem, memory_devices: Iterable[int]) -> list[int]:
     # an option that requires one no device takes cannot be placed
     return [k for k in out if all(problem.fold_options[j].allowed
                                   for j in closure(problem, [k]))]
+
+
+def named(problem: Problem, names: Iterable[str]) -> list[int]:
+    """The options (indices into ``fold_options``) whose node is among ``names``: a map that
+    puts a foldable node in a part places it (``partition.json``'s ``unfolded``)."""
+    wanted = set(names)
+    return [k for k, o in enumerate(problem.fold_options) if o.name in wanted]
+
+
+def unplaced_requirements(problem: Problem, chosen: Iterable[int]) -> list[tuple[int, int]]:
+    """``(option, reader)`` pairs where ``chosen`` places an option but not a foldable reader
+    of its outputs: the reader's input would no longer be constant, so it must be placed too
+    (:func:`closure`).  Empty when ``chosen`` is closed."""
+    ks = set(chosen)
+    return [(k, j) for k in sorted(ks) for j in problem.fold_options[k].requires if j not in ks]
+
+
+def relaxed(problem: Problem) -> Problem:
+    """A problem every fold choice's answers bound from above (module doc, *Bounds over every
+    fold choice*): ``problem`` with each option's output constants replaced, in the nodes
+    that read them, by the cheaper of what placing or folding the option costs there.
+
+    A part holding a reader of an output ``c`` of an option ``f`` holds, under any fold
+    choice, the constant or tensor ``c``, or ``f`` with its inputs.  So ``c`` is read as
+
+    * itself, when ``f``'s inputs are plain constants (no option makes them) that nothing else
+      reads and at least as large as ``f``'s outputs;
+    * what its readers are charged for ``f``'s inputs (the inputs themselves when plain),
+      when ``c`` is at least as large as all of that (``Transpose(W)`` beside the ``Gather``
+      reading ``W``);
+    * otherwise a constant of its own (``c~``, one per option) as large as the least of
+      ``f``'s outputs and of what ``f``'s inputs cost that nothing else reads (each a plain
+      constant's bytes, or the same least for an option's single output); nothing when that
+      is zero.
+
+    Options are folded, so there are no new nodes and no value edges from them.  Restricted
+    to this problem's nodes, an answer under any fold choice is an answer here, with no more
+    memory per part, parts, fallback or transfer (:func:`restrict`): a bound proven here
+    holds over every fold choice."""
+    opts = problem.fold_options
+    if not opts:
+        return problem
+    out_of = {c: k for k, o in enumerate(opts) for c in o.outputs}
+    cb = list(problem.const_bytes)
+    names = list(problem.const_names)
+    readers: dict[int, int] = {}        # constant -> options and nodes reading it
+    for o in opts:
+        for c in o.const_inputs:
+            readers[c] = readers.get(c, 0) + 1
+    for consts in problem.node_consts:
+        for c in consts:
+            if c in readers or c in out_of:
+                readers[c] = readers.get(c, 0) + 1
+    least: list[int] = []               # per option: what its inputs cost nothing else reads
+    for o in opts:                      # compile lists options in graph order
+        total = 0
+        for x in o.const_inputs:
+            if readers[x] != 1:
+                continue
+            k = out_of.get(x)
+            if k is None:
+                total += cb[x]
+            elif len(opts[k].outputs) == 1:
+                total += min(cb[x], least[k])
+        least.append(total)
+    repl: dict[int, tuple[int, ...]] = {}
+    for k, o in enumerate(opts):       # graph order: an option's inputs are replaced first
+        plain = all(c not in out_of for c in o.const_inputs)
+        inputs = sum(cb[c] for c in o.const_inputs)
+        own = plain and all(readers[c] == 1 for c in o.const_inputs) \
+            and inputs >= sum(cb[c] for c in o.outputs)
+        # what a part holding f holds for its inputs, as other readers of them are charged
+        held = tuple(dict.fromkeys(y for x in o.const_inputs for y in repl.get(x, (x,))))
+        own_id = None
+        for c in o.outputs:
+            if own:
+                repl[c] = (c,)
+            elif cb[c] >= sum(cb[y] for y in held):
+                repl[c] = held
+            elif min(min(cb[x] for x in o.outputs), least[k]) > 0:
+                if own_id is None:
+                    own_id = len(names)
+                    names.append(problem.const_names[o.outputs[0]] + "~")
+                    cb.append(min(min(cb[x] for x in o.outputs), least[k]))
+                repl[c] = (own_id,)
+            else:
+                repl[c] = ()
+    node_consts = []
+    for consts in problem.node_consts:
+        if any(c in repl for c in consts):
+            consts = list(dict.fromkeys(x for c in consts for x in repl.get(c, (c,))))
+        node_consts.append(consts)
+    out = dataclasses.replace(problem, node_consts=node_consts, const_names=names,
+                              const_bytes=cb, arrays=None, fold_options=[])
+    if problem.arrays is not None:
+        from ..measures import problem_arrays
+        out.arrays = problem_arrays(out)
+    return out
+
+
+def restrict(problem: Problem, answered: Problem, sol: Solution) -> Solution:
+    """``sol``, an answer to ``answered`` (``problem`` or :func:`unfold` of it: its nodes come
+    first), on ``problem``'s nodes only: placed options dropped, parts left empty removed."""
+    if answered is problem:
+        return sol
+    return normalize(problem, Solution(sol.part_of[:problem.n], list(sol.part_device),
+                                       list(sol.part_instance), algorithm=sol.algorithm))
+
+
+def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, budget: float,
+                      **refine_kw) -> Solution:
+    """``sol`` (an answer to ``answered``, ``problem`` with some options placed) with its
+    ``status`` and ``lower_bound`` over every fold choice of ``problem``.
+
+    The answer, restricted to ``problem``'s nodes, is refined on :func:`relaxed` for
+    ``budget`` seconds when its own problem proved it optimal: when that proves the same
+    objective, no fold choice has a better answer (status ``"optimal"``); otherwise
+    ``"feasible"``.  ``lower_bound`` becomes a bound on the parts over every fold choice.
+    ``stats["folds"]`` gains ``proven`` and ``relaxed_objective``."""
+    from . import lower_bound, refine
+    from ..errors import InfeasibleError
+    from ..solution import evaluate, objective_key
+    from .explain import with_folds
+    rel = relaxed(problem)
+    start = restrict(problem, answered, sol)
+    r = None
+    if sol.status == "optimal":
+        say = refine_kw.get("progress") or (lambda _m: None)
+        say("optional folds: the answer on the problem that bounds every fold choice")
+        try:
+            r = refine(rel, start, time_limit=budget, **refine_kw)
+        except InfeasibleError:
+            r = None
+    key = objective_key(answered, sol)
+    proven = r is not None and r.status == "optimal" and objective_key(rel, r) == key
+    lb = _relaxed_lower_bound(rel, start, evaluate(answered, sol).fallback, lower_bound)
+    if r is not None and _same_before_parts(problem, objective_key(rel, r), key):
+        lb = max(lb, r.lower_bound or 0)
+    obj = problem.objective
+    lb = sol.num_parts if proven and obj.lexicographic else min(lb, sol.num_parts)
+    sol.status = "optimal" if proven else "feasible"
+    sol.lower_bound = lb
+    bounds = sol.stats.get("bounds")
+    if bounds and "fallback" in bounds:     # the answer's own problem's: over every choice
+        fb = _relaxed_fallback_bound(rel, r)
+        bounds["fallback"] = min(bounds["fallback"], fb if not proven else bounds["fallback"])
+    sol.stats.setdefault("folds", {}).update(
+        proven=proven, relaxed_objective=None if r is None else list(objective_key(rel, r)))
+    if sol.stats.get("explain"):
+        sol.stats["explain"] = with_folds(sol.stats["explain"], proven, lb)
+    return sol
+
+
+def _relaxed_fallback_bound(rel: Problem, r: Solution | None) -> int:
+    """No answer under any fold choice has less fallback (the relaxed problem's bound: its
+    refinement's when it ran, else :func:`~.bounds.memory_bounds`)."""
+    if r is not None and "fallback" in r.stats.get("bounds", {}):
+        return r.stats["bounds"]["fallback"]
+    from .analysis import binding_devices, device_sets
+    from .bounds import memory_bounds
+    R = device_sets(rel, fixed=False)
+    return memory_bounds(rel, R).fallback if binding_devices(rel, R) else 0
+
+
+def _relaxed_lower_bound(rel: Problem, start: Solution, fallback: int, bound) -> int:
+    """The solver-free parts bound on ``rel`` for every answer as good as one with
+    ``fallback`` (``bound``: :func:`hetero_solve.exact.lower_bound`, which assumes fallback 0
+    when ``start`` has none: only right when the answer itself has none)."""
+    from ..solution import evaluate
+    if fallback == 0 or evaluate(rel, start).fallback > 0:
+        return bound(rel, start)
+    from .analysis import binding_devices, device_sets
+    from .bounds import lower_bounds
+    R = device_sets(rel, fixed=False)
+    return lower_bounds(rel, R, binding_devices(rel, R)).lb
+
+
+def _same_before_parts(problem: Problem, a: tuple, b: tuple) -> bool:
+    """Objective keys ``a`` and ``b`` agree on the terms ranked before ``partitions`` (a
+    lexicographic objective with ``partitions``; a weighted one: never)."""
+    obj = problem.objective
+    if not obj.lexicographic or "partitions" not in obj.order:
+        return False
+    i = obj.order.index("partitions")
+    return tuple(a[:i]) == tuple(b[:i])

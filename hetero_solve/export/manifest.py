@@ -111,6 +111,8 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         "partitions": parts,
         "edges": [list(e) for e in sorted(quotient_edges(p, sol.part_of))],
         "folded": sorted(p.meta.get("folded", [])),
+        # foldable nodes the answer places instead (they are in parts; check places them too)
+        "unfolded": sorted(p.meta.get("unfolded", [])),
         "constant_nodes": sorted(p.meta.get("constant_nodes", [])),
         "devices": [{"name": d.name, "memory": d.memory, "instances": d.instances,
                      "value_inputs": "enforce" if d.enforce_values else "ignore",
