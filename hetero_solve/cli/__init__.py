@@ -82,6 +82,7 @@ from . import run as _run  # noqa: E402,F401  (run, verify, check)
 from . import explain as _explain  # noqa: E402,F401  (explain)
 from . import study as _study  # noqa: E402,F401  (study)
 from . import dims as _dims  # noqa: E402,F401  (dims)
+from . import export as _export  # noqa: E402,F401  (export openvino)
 
 
 def main(argv: list[str] | None = None) -> None:
