@@ -83,6 +83,7 @@ from . import explain as _explain  # noqa: E402,F401  (explain)
 from . import study as _study  # noqa: E402,F401  (study)
 from . import dims as _dims  # noqa: E402,F401  (dims)
 from . import export as _export  # noqa: E402,F401  (export openvino)
+from . import rules_runtime as _rules_runtime  # noqa: E402,F401  (rules from-openvino, ...)
 
 
 def main(argv: list[str] | None = None) -> None:
