@@ -17,9 +17,12 @@ import pytest
 
 import hetero_solve as hs
 from conftest import EXAMPLES, RULES, random_feeds
+from openvino_quiet import import_openvino
 
-ov = pytest.importorskip("openvino", reason="OpenVINO is not installed: pip install "
-                                            "'hetero-solve[openvino]'")
+ov = import_openvino()
+if ov is None:
+    pytest.skip("OpenVINO is not installed: pip install 'hetero-solve[openvino]'",
+                allow_module_level=True)
 
 from hetero_solve.cli import main  # noqa: E402
 from hetero_solve.export.openvino import (ExportError, apply_affinity,  # noqa: E402

@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 
 import hetero_solve as hs
 from conftest import ROOT
+from openvino_quiet import import_openvino
 from hetero_solve.cli import main
 from hetero_solve.rules.from_runtime import (DTYPES, ask_runtime, onnxruntime_taker,
                                               op_schemas, probes, rule_file)
@@ -96,8 +97,9 @@ def test_what_the_cpu_provider_refuses_it_really_refuses():
 
 @pytest.mark.parametrize("name", ["mobilenetv2-tiny-legacy", "silero-vad-16k-op15"])
 def test_from_openvino_cpu_rules_solve_a_corpus_model(name, tmp_path, capsys):
-    ov = pytest.importorskip("openvino", reason="OpenVINO is not installed: pip install "
-                                                "'hetero-solve[openvino]'")
+    ov = import_openvino()
+    if ov is None:
+        pytest.skip("OpenVINO is not installed: pip install 'hetero-solve[openvino]'")
     model = CORPUS / f"{name}.onnx"   # silero: LSTM inside If bodies
     out = tmp_path / "ov-cpu.yaml"
     code, _, err = _cli(["rules", "from-openvino", "CPU", "--model", str(model), "--fallback",
@@ -128,3 +130,9 @@ def test_errors_are_one_line(tmp_path, capsys):
                           "Relu"], capsys)
     assert code == 0 and yaml.safe_load(text)["devices"][0]["ops"]["supported"] == \
         ["Constant", "Relu"]
+
+
+def test_no_thread_is_left_behind():
+    """The OpenVINO tests leave the process single-threaded (the loader forks only then)."""
+    import threading
+    assert threading.active_count() == 1, threading.enumerate()

@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 
 from . import app
-from .common import caught_warnings, json_option, print_json, print_line
+from .common import (caught_warnings, json_option, parse_shapes, print_json, print_line,
+                     shape_option)
 
 export_app = typer.Typer(no_args_is_help=True, add_completion=False,
                          help="Hand an answer to a runtime in its own format.")
@@ -27,6 +28,7 @@ def openvino_command(
         None, "--model", metavar="MODEL.onnx",
         help="The ONNX model the answer was solved for, when the path in partition.json no "
              "longer finds it (default: that path, else OUT_DIR/model.annotated.onnx)."),
+    shape: List[str] = shape_option(),
     compile_: bool = typer.Option(
         True, "--compile/--no-compile",
         help="Compile under HETERO to report its submodel count next to the answer's parts "
@@ -52,7 +54,8 @@ def openvino_command(
     """
     from ..export.openvino import export_openvino
     with caught_warnings() as warned:
-        result = export_openvino(out_dir, device_map, model=model, compile=compile_)
+        result = export_openvino(out_dir, device_map, model=model, shapes=parse_shapes(shape),
+                                 compile=compile_)
     warned.show(skip=result.warnings)
     if as_json:
         print_json(result.as_dict())

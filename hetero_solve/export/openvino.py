@@ -154,12 +154,15 @@ def tensor_devices(onnx_path: Path, manifest: Mapping) -> dict[str, tuple[int, s
     return found
 
 
-def input_shapes(onnx_path: Path, manifest: Mapping) -> tuple[dict[str, list[int]], list[str]]:
-    """The graph inputs' static shapes the answer was solved for (``input_shapes`` of
-    ``partition.json`` when it has them, else the declared shapes with its ``dims``), and the
-    inputs left as they are because a dim has no value."""
+def input_shapes(onnx_path: Path, manifest: Mapping,
+                 shapes: Mapping[str, Sequence[int]] | None = None
+                 ) -> tuple[dict[str, list[int]], list[str]]:
+    """The graph inputs' static shapes the answer was solved for (``shapes`` given, else
+    ``input_shapes`` of ``partition.json`` when it has them, else the declared shapes with its
+    ``dims``), and the inputs left as they are because a dim has no value."""
     import onnx
-    given = manifest.get("input_shapes") or {}
+    given = {**(manifest.get("input_shapes") or {}),
+             **{k: list(v) for k, v in (shapes or {}).items()}}
     dims = manifest.get("dims") or {}
     graph = onnx.load(str(onnx_path), load_external_data=False).graph
     inits = {t.name for t in graph.initializer}
@@ -299,10 +302,38 @@ def missing_devices(core, names: Sequence[str]) -> list[str]:
 
 # -- the command ------------------------------------------------------------------------------
 
+@dataclass
+class AffinityModel:
+    """An OpenVINO model with every op's affinity set (and stored in its ``rt_info``)."""
+    model: Any
+    placed: dict[str, str]          # op friendly name -> rule-file device
+    priorities: list[str]           # OpenVINO device names, the rule file's priority order
+    reshaped: dict[str, list[int]]
+
+
+def affinity_model(core, onnx_path: Path, tensors: Mapping[str, tuple[int, str]],
+                   mapping: Mapping[str, str], devices: Sequence[str],
+                   shapes: Mapping[str, list[int]]) -> AffinityModel:
+    """``onnx_path`` read by OpenVINO (:func:`prepare_model`), every op given the OpenVINO
+    device ``mapping`` names for the rule-file device :func:`op_devices` finds for it."""
+    ov_model, reshaped = prepare_model(core, onnx_path, shapes)
+    unique_names(ov_model)
+    placed = op_devices(ov_model, tensors)
+    affinity = {n: mapping[d] for n, d in placed.items()}
+    for op in ov_model.get_ordered_ops():
+        op.get_rt_info()["affinity"] = affinity[op.get_friendly_name()]
+    used = set(placed.values())
+    priorities = list(dict.fromkeys(mapping[d] for d in devices if d in used))
+    ov_model.set_rt_info(json.dumps(affinity), RT_AFFINITY)
+    ov_model.set_rt_info(",".join(priorities), RT_PRIORITIES)
+    return AffinityModel(ov_model, placed, priorities, reshaped)
+
+
 def export_openvino(out_dir: str | os.PathLike,
                     device_map: Sequence[str] | Mapping[str, str] | None = None, *,
                     model: str | os.PathLike | None = None,
-                    compile: bool = True) -> OpenVINOExport:
+                    shapes: Mapping[str, Sequence[int]] | None = None,
+                    compile: bool = True, core: Any = None) -> OpenVINOExport:
     """Write ``OUT_DIR/openvino/model.xml`` and ``model.bin`` (``hetero-solve export openvino``).
 
     Parameters
@@ -313,9 +344,14 @@ def export_openvino(out_dir: str | os.PathLike,
         Rule-file device -> OpenVINO device name (default: the rule file's names).
     model : path, optional
         The ONNX model solved for, when ``partition.json``'s path no longer finds it.
+    shapes : mapping, optional
+        Whole input shapes (``--shape``), for inputs whose anonymous dims the answer's
+        ``dims`` cannot fix (the shapes given to ``solve`` are not in ``partition.json``).
     compile : bool, default True
         Compile the model under HETERO to report its submodel count (when every mapped device
         exists in this OpenVINO).
+    core : openvino.Core, optional
+        The OpenVINO core to use (one with plugins registered under other names, say).
 
     Returns
     -------
@@ -327,28 +363,19 @@ def export_openvino(out_dir: str | os.PathLike,
     devices = [d["name"] for d in manifest["devices"]]
     mapping = parse_device_map(device_map, devices)
     onnx_path = find_model(out, manifest, model)
-    tensors = tensor_devices(onnx_path, manifest)
-    shapes, open_ = input_shapes(onnx_path, manifest)
-    core = ov.Core()
-    ov_model, reshaped = prepare_model(core, onnx_path, shapes)
-    unique_names(ov_model)
-    placed = op_devices(ov_model, tensors)
-    affinity = {n: mapping[d] for n, d in placed.items()}
-    for op in ov_model.get_ordered_ops():
-        op.get_rt_info()["affinity"] = affinity[op.get_friendly_name()]
-    used = {d for d in placed.values()}
-    priorities = list(dict.fromkeys(mapping[d] for d in devices if d in used))
-    ov_model.set_rt_info(json.dumps(affinity), RT_AFFINITY)
-    ov_model.set_rt_info(",".join(priorities), RT_PRIORITIES)
+    fixed, open_ = input_shapes(onnx_path, manifest, shapes)
+    core = core if core is not None else ov.Core()
+    made = affinity_model(core, onnx_path, tensor_devices(onnx_path, manifest), mapping,
+                          devices, fixed)
     counts: dict[str, int] = {}
-    for name in placed.values():
+    for name in made.placed.values():
         counts[name] = counts.get(name, 0) + 1
     result = OpenVINOExport(out / FOLDER, str(onnx_path), len(manifest["partitions"]), mapping,
-                            priorities, counts, reshaped)
+                            made.priorities, counts, made.reshaped)
     if open_:
         result.warnings.append(f"inputs {', '.join(open_)} keep their dynamic dims (no value "
-                               "in the answer's dims)")
-    lacking = missing_devices(core, priorities)
+                               "in the answer's dims: give the shapes solved for with --shape)")
+    lacking = missing_devices(core, made.priorities)
     if not compile:
         result.not_compiled = "not asked (--no-compile)"
     elif lacking:
@@ -357,12 +384,12 @@ def export_openvino(out_dir: str | os.PathLike,
                                f"--device-map NAME={core.available_devices[0]} or AUTO to "
                                "count HETERO's submodels here")
     else:
-        result.submodels = hetero_submodels(core, ov_model, priorities)
+        result.submodels = hetero_submodels(core, made.model, made.priorities)
     if result.regrouped:
         result.warnings.append(f"OpenVINO HETERO regroups the {result.parts} part(s) into "
-                               f"{result.submodels} submodels; the per-part OpenVINO backend "
+                               f"{result.submodels} submodels; the per-part OpenVINO route "
                                "keeps the parts (docs/runtimes.md)")
-    _save(ov, ov_model, out, result, manifest_digest(out))
+    _save(ov, made.model, out, result, manifest_digest(out))
     return result
 
 
