@@ -23,7 +23,8 @@ from .problem import Device, Objective, Problem, make_problem
 from .rules import Rules, load_rules
 from .solution import Solution, evaluate, normalize
 from .validate import Violation, check, validate
-from .runtime import RunResult, run
+from .runtime import RunResult
+from . import run   # a package that is also the function run(out_dir, ...): see run/__init__.py
 from .user_partition import CheckReport, check_affinity
 from .verify import VerifyReport, verify
 from .rules.check import query as query_rules

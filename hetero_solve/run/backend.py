@@ -1,0 +1,143 @@
+"""What a runtime must provide so that :class:`hetero_solve.Session` runs parts on it.
+
+A *backend* loads one part file and returns a :class:`PartRunner`; the session loads every part
+once, runs them in id order and passes tensors between them by name.  onnxruntime is the
+default backend (:mod:`hetero_solve.run.onnxruntime`); OpenVINO plugs in the same way
+(``hetero_solve/run/openvino.py``).  A backend is a module named in :data:`BACKENDS` with a
+function ``load_part(part: PartSpec, options: RunOptions) -> PartRunner``; it is imported only
+when a session asks for it, so a backend's runtime is never needed by the rest of the package.
+
+Values between parts.  ``PartRunner.run`` takes numpy arrays or values that a runner of the
+same ``location`` returned, and returns either (onnxruntime returns ``OrtValue`` objects that
+stay where its provider put them).  The session hands a value to the next part as it is when
+both runners have the same ``location``, and through ``to_numpy`` of the runner that made it
+otherwise; graph outputs always leave through ``to_numpy``.  So a tensor that stays on one
+provider is never copied between parts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Hashable, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+#: Backend name -> module holding its ``load_part``.  Imported on first use only.
+BACKENDS: dict[str, str] = {
+    "onnxruntime": "hetero_solve.run.onnxruntime",
+    "openvino": "hetero_solve.run.openvino",
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A part's input or output as the runtime declares it, like onnxruntime's ``NodeArg``.
+
+    ``type`` is ONNX's spelling (``tensor(float)``), ``shape`` a tuple of ints, dim names and
+    ``None`` (unknown), or ``None`` when the rank is unknown."""
+    name: str
+    type: str
+    shape: tuple | None
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    """One part as ``partition.json`` lists it, with what a backend needs to load it.
+
+    ``runtime`` is the device's ``runtime:`` mapping from the rule file (as ``partition.json``
+    keeps it under ``devices``), e.g. ``{"onnxruntime": ["CUDAExecutionProvider"]}``."""
+    id: int
+    device: str
+    file: Path
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    instance: int = 0
+    runtime: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: onnxruntime's graph optimisation levels by the names ``--optimization`` takes.
+OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Settings every part of a session is loaded with (and, for ``verify``, the original).
+
+    ``optimization``: onnxruntime's graph optimisation level (``all`` is its default);
+    ``profile``: record per-node times; ``intra_op_threads``: 0 = the runtime's default;
+    ``backend_options``: free settings a backend documents (OpenVINO's device map, say)."""
+    optimization: str = "all"
+    profile: bool = False
+    intra_op_threads: int = 0
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeTime:
+    """One node's run time in one part, from the runtime's profiler (microseconds, summed
+    over the runs since the part was loaded)."""
+    part: int
+    node: str
+    op_type: str
+    provider: str
+    microseconds: float
+    calls: int
+
+
+@runtime_checkable
+class PartRunner(Protocol):
+    """One loaded part, ready to run many times.
+
+    Attributes
+    ----------
+    inputs, outputs : list of TensorInfo
+        What the part reads and makes, as its runtime declares them.
+    providers : list of str
+        What actually runs it (onnxruntime's providers in use, an OpenVINO device name).
+    location : hashable
+        Where its values live: two runners with equal ``location`` take each other's values
+        as they are (``("onnxruntime", "cpu")``).
+    load_seconds : float
+        Time taken to load (create the session, compile the model).
+    """
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    providers: list[str]
+    location: Hashable
+    load_seconds: float
+
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        """Run once on ``feeds`` (every input by name); every output by name."""
+        ...
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A value this runner returned, as a numpy array (a copy only when it must move)."""
+        ...
+
+    def node_times(self) -> list[NodeTime]:
+        """Per-node times since loading when loaded with ``profile=True``, else ``[]``."""
+        ...
+
+
+def load_backend(name: str):
+    """The ``load_part`` function of backend ``name`` (one of :data:`BACKENDS`).
+
+    Raises
+    ------
+    ValueError
+        ``name`` is no backend.
+    ImportError
+        Its runtime is not installed (the message says what to install).
+    """
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
+    return importlib.import_module(BACKENDS[name]).load_part
+
+
+def tensor_infos(args: Sequence[Any]) -> list[TensorInfo]:
+    """onnxruntime ``NodeArg`` objects (or anything with ``name``, ``type``, ``shape``) as
+    :class:`TensorInfo`."""
+    return [TensorInfo(a.name, a.type, None if a.shape is None else tuple(a.shape))
+            for a in args]
