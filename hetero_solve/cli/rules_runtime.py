@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from .common import UsageError, note, print_line
+from .common import UsageError, note
 from .rules import rules_app
 
 
@@ -167,4 +167,4 @@ def _check_and_write(text: str, output: Path | None, load_rules) -> None:
     sys.stdout.flush()
 
 
-__all__ = ["from_openvino_command", "from_onnxruntime_command", "print_line"]
+__all__ = ["from_openvino_command", "from_onnxruntime_command"]

@@ -36,7 +36,7 @@ import onnx
 import onnx.defs
 from onnx import TensorProto, helper, numpy_helper
 
-from ..errors import HeteroSolveError, one_line
+from ..errors import HeteroSolveError
 
 #: Element types probed (rule-file names), and ONNX's type strings for them.
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
@@ -258,12 +258,13 @@ def _checked(op, dtype, node, inputs, outputs, opset, tensors, inits=()) -> Prob
         return None
     types = {vi.name: vi.type for vi in inferred.graph.value_info}
     types.update({vi.name: vi.type for vi in inferred.graph.output})
+    names = {v: k for k, v in _ELEM_TYPE.items()}
+    tensors = set(tensors)
     for out in model.graph.output:
         found = types.get(out.name)
         if found is not None and found.tensor_type.elem_type:
             out.type.tensor_type.elem_type = found.tensor_type.elem_type
-        names = {v: k for k, v in _ELEM_TYPE.items()}
-        tensors = set(tensors) | {names.get(out.type.tensor_type.elem_type, "float32")}
+        tensors.add(names.get(out.type.tensor_type.elem_type, "float32"))
     return Probe(op, dtype, model, frozenset(tensors))
 
 
@@ -327,12 +328,11 @@ def openvino_taker(device: str) -> Callable[[list[onnx.ModelProto]], list[bool]]
     if device not in core.available_devices and base not in core.available_devices:
         raise ProbeError(f"OpenVINO has no device {device!r} here (it has "
                          f"{', '.join(core.available_devices) or 'none'})")
-    folder = tempfile.mkdtemp(prefix="hetero-solve-probe-")
-
     def takes(models: list[onnx.ModelProto]) -> list[bool]:
-        path = os.path.join(folder, "probe.onnx")
-        onnx.save(_merged(models), path)
+        fd, path = tempfile.mkstemp(prefix="hetero-solve-probe-", suffix=".onnx")
+        os.close(fd)
         try:
+            onnx.save(_merged(models), path)
             ov_model = core.read_model(path)
             answer = core.query_model(ov_model, device)
         except Exception:   # noqa: BLE001 (OpenVINO cannot read one of them)
@@ -340,6 +340,8 @@ def openvino_taker(device: str) -> Callable[[list[onnx.ModelProto]], list[bool]]
                 return [False]
             half = len(models) // 2
             return takes(models[:half]) + takes(models[half:])
+        finally:
+            os.unlink(path)
         ok = [True] * len(models)
         for name, probe in _ov_probe_of(ov_model).items():
             if answer.get(name) != device:
@@ -461,4 +463,4 @@ def yaml_text(rules: dict, found: RuntimeOps, command: str) -> str:
 
 __all__ = ["DTYPES", "Probe", "ProbeError", "RuntimeOps", "ask_runtime", "build_probe",
            "onnxruntime_taker", "op_schemas", "openvino_taker", "probes", "rule_file",
-           "yaml_text", "one_line"]
+           "yaml_text"]
