@@ -107,6 +107,9 @@ def export(names: list[str], dests: dict[str, Path]) -> None:
         for n in names:
             dests[n].parent.mkdir(parents=True, exist_ok=True)
             shutil.move(os.path.join(tmp, f"{n}.onnx"), dests[n])
+            data = os.path.join(tmp, f"{n}.onnx.data")    # a large model's external data
+            if os.path.exists(data):
+                shutil.move(data, str(dests[n]) + ".data")
 
 
 # -- corpus.yaml bookkeeping ---------------------------------------------------------------

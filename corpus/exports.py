@@ -1,7 +1,7 @@
 """Export the corpus's torch models (run inside the build virtualenv, by ``build.py``).
 
 Every model is a real architecture from ``transformers`` (BERT, T5, Whisper's encoder, ResNet,
-MobileNetV2), built from a config written here (nothing is downloaded from a model hub), with
+MobileNetV2, Qwen2 as a float16 decoder with its KV cache), built from a config written here (nothing is downloaded from a model hub), with
 random weights drawn after ``torch.manual_seed(SEED)``, and exported by one of torch's two
 exporters:
 
@@ -134,6 +134,61 @@ def mobilenet(size):
         ["pooler_output"], dyn
 
 
+class DecoderWithCache(torch.nn.Module):
+    """A causal LM called with flat tensors and returning flat tensors, as optimum exports
+    decoders: ``input_ids``, ``attention_mask``, ``position_ids``, then ``past_key_values.N.key``
+    and ``.value`` per layer; ``logits`` and ``present.N.key``/``.value`` out.  The cache object
+    transformers uses is built inside ``forward`` (the exporters see tensors only)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.layers = model, model.config.num_hidden_layers
+
+    def forward(self, input_ids, attention_mask, position_ids, *past):
+        from transformers.cache_utils import DynamicCache
+        cache = DynamicCache(config=self.model.config)
+        for i in range(self.layers):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         position_ids=position_ids, past_key_values=cache, use_cache=True)
+        present = []
+        for layer in out.past_key_values.layers:
+            present += [layer.keys, layer.values]
+        return (out.logits, *present)
+
+
+def qwen2_kv(size):
+    """Qwen2 (grouped-query attention, RMSNorm, rotary, q/k/v biases) in float16 with its KV
+    cache as inputs and outputs; ``2gb``: TinyLlama-1.1B's shape, 2.2 GB of float16 weights
+    (external data)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    cfg = {"tiny": dict(vocab_size=1000, hidden_size=64, intermediate_size=128,
+                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2),
+           "2gb": dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
+                       num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4)}[size]
+    config = Qwen2Config(max_position_embeddings=256, use_cache=True, tie_word_embeddings=False,
+                         **cfg)
+    config._attn_implementation = "eager"        # explicit softmax(QK^T) attention
+    model = _eval(Qwen2ForCausalLM(config)).half()
+    layers, kv = cfg["num_hidden_layers"], cfg["num_key_value_heads"]
+    head = cfg["hidden_size"] // cfg["num_attention_heads"]
+    batch, seq, past = 2, 5, 3
+    g = torch.Generator().manual_seed(SEED)
+    ids = _tokens(cfg["vocab_size"], batch, seq)
+    args = [ids, torch.ones(batch, past + seq, dtype=torch.long),
+            torch.arange(past, past + seq).unsqueeze(0).expand(batch, -1)]
+    args += [torch.randn(batch, kv, past, head, generator=g).half() for _ in range(2 * layers)]
+    cache = [f"{i}.{k}" for i in range(layers) for k in ("key", "value")]
+    names = ["input_ids", "attention_mask", "position_ids"] + [f"past_key_values.{c}" for c in cache]
+    outs = ["logits"] + [f"present.{c}" for c in cache]
+    dyn = {"input_ids": {0: "batch", 1: "sequence"}, "position_ids": {0: "batch", 1: "sequence"},
+           "attention_mask": {0: "batch", 1: "total_sequence"},
+           "logits": {0: "batch", 1: "sequence"}}
+    dyn.update({f"past_key_values.{c}": {0: "batch", 2: "past_sequence"} for c in cache})
+    dyn.update({f"present.{c}": {0: "batch", 2: "total_sequence"} for c in cache})
+    return DecoderWithCache(model), tuple(args), names, outs, dyn
+
+
 def _randomise_batchnorm(model):
     """Fresh BatchNorm running statistics are 0 / 1: give them values, as a trained model has."""
     for m in model.modules():
@@ -143,13 +198,17 @@ def _randomise_batchnorm(model):
 
 
 ARCHITECTURES = {"bert": bert, "t5": t5, "whisper-encoder": whisper_encoder, "resnet": resnet,
-                 "mobilenetv2": mobilenet}
+                 "mobilenetv2": mobilenet, "qwen2-kv": qwen2_kv}
+#: Sizes per architecture (default: tiny and small).
+SIZES = {"qwen2-kv": ("tiny", "2gb")}
+#: Sizes whose weights exceed protobuf's 2 GiB: saved with external data in ``NAME.onnx.data``.
+EXTERNAL_SIZES = ("2gb",)
 
 
 def recipe(name: str):
     """``"bert-tiny-legacy"`` -> (builder, size, exporter)."""
     arch, size, exporter = name.rsplit("-", 2)
-    if arch not in ARCHITECTURES or size not in ("tiny", "small") or \
+    if arch not in ARCHITECTURES or size not in SIZES.get(arch, ("tiny", "small")) or \
             exporter not in ("legacy", "dynamo"):
         raise SystemExit(f"unknown export recipe {name!r}")
     return ARCHITECTURES[arch], size, exporter
@@ -159,6 +218,11 @@ def export(name: str, out: Path) -> None:
     builder, size, exporter = recipe(name)
     torch.manual_seed(SEED)
     module, args, in_names, out_names, dyn = builder(size)
+    external = size in EXTERNAL_SIZES
+    if external:   # the legacy exporter writes one file per tensor: in a folder of their own
+        staging = out.parent / f"{name}.staging"
+        staging.mkdir(exist_ok=True)
+        target, out = out, staging / out.name
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if exporter == "legacy":
@@ -179,7 +243,19 @@ def export(name: str, out: Path) -> None:
                                      input_names=in_names, output_names=out_names,
                                      dynamic_shapes={"args": tuple(shapes)}, optimize=True,
                                      verbose=False, report=False)
-            prog.save(str(out), external_data=False)
+            prog.save(str(out), external_data=external)
+    if external:   # one data file beside the model, as the hubs ship large models
+        import shutil
+
+        import onnx
+        del module, args
+        model = onnx.load(str(out))
+        onnx.save_model(model, str(target), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=target.name + ".data",
+                        size_threshold=1024)
+        del model
+        shutil.copymode(target, str(target) + ".data")   # onnx writes it 0600
+        shutil.rmtree(staging)
 
 
 def main(argv=None) -> int:
@@ -190,7 +266,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.list:
         for arch in ARCHITECTURES:
-            for size in ("tiny", "small"):
+            for size in SIZES.get(arch, ("tiny", "small")):
                 for ex in ("legacy", "dynamo"):
                     print(f"{arch}-{size}-{ex}")
         return 0

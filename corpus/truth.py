@@ -160,12 +160,15 @@ def exposing_all(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def observe_shapes(exposed: onnx.ModelProto | bytes, feeds: Mapping[str, np.ndarray],
-                   names: list[str]) -> dict[str, list[int] | None]:
+                   names: list[str], folder: str | None = None) -> dict[str, list[int] | None]:
     """Run ``exposed`` (from :func:`exposing_all`) once in onnxruntime on ``feeds`` (graph
     optimisations off, so no tensor is fused away); each name's shape (``None`` when the
-    value is not a tensor)."""
+    value is not a tensor).  ``folder``: where its external data lies."""
     import onnxruntime as ort
     opts = ort.SessionOptions()
+    if folder is not None:
+        opts.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                      folder)
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
     opts.intra_op_num_threads = 1
@@ -182,10 +185,12 @@ def ground_truth(path: str | os.PathLike, entry: Mapping, runs: int = RUNS) -> d
     Returns ``{"version", "sha256", "inputs": {name: shape}, "runs", "tensors": {name: shape
     or None}, "ops": {name: op type}}``: ``None`` marks a tensor whose shape changed between
     the ``runs`` random inputs (seeds 0, 1, 2...) or that is not a tensor."""
-    model = onnx.load(str(path))
+    # external data stays in its files (a 2 GB decoder's proto could not be serialised)
+    model = onnx.load(str(path), load_external_data=False)
     names = main_graph_tensors(model)
     exposed = exposing_all(model).SerializeToString()
-    observed = [observe_shapes(exposed, random_feeds(model, entry, seed), names)
+    folder = str(Path(path).resolve().parent)
+    observed = [observe_shapes(exposed, random_feeds(model, entry, seed), names, folder)
                 for seed in range(runs)]
     tensors = {}
     for n in names:

@@ -4,7 +4,8 @@ The pipeline, one module per step::
 
     load_model  ->  compile_problem  ->  heuristic  ->  refine (exact)  ->  validate  ->  write
 
-and around it: ``run`` (the parts in onnxruntime), ``verify`` (against the original),
+and around it: ``Session`` (the parts loaded once, run like an onnxruntime session), ``run``
+(the parts in onnxruntime), ``verify`` (against the original),
 ``check_affinity`` (a user-defined split), ``query_rules`` (what each device takes).
 
 >>> import hetero_solve as hs
@@ -23,16 +24,16 @@ from .problem import Device, Objective, Problem, make_problem
 from .rules import Rules, load_rules
 from .solution import Solution, evaluate, normalize
 from .validate import Violation, check, validate
-from .runtime import RunResult
 from . import run   # a package that is also the function run(out_dir, ...): see run/__init__.py
+from .run import RunResult, Session
 from .user_partition import CheckReport, check_affinity
-from .verify import VerifyReport, verify
+from .verify import VerifyReport, verify   # the module is bound first, then the function
 from .rules.check import query as query_rules
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "solve", "Result", "refine", "run", "RunResult", "verify", "VerifyReport", "check_affinity",
+    "solve", "Result", "refine", "run", "RunResult", "Session", "verify", "VerifyReport", "check_affinity",
     "CheckReport", "query_rules", "load_model", "ModelGraph", "load_rules", "Rules",
     "compile_problem", "Problem", "Device", "Objective", "make_problem", "heuristic", "greedy",
     "Solution", "evaluate", "normalize", "validate", "check", "Violation",

@@ -157,18 +157,19 @@ class _PlainDataLoader(yaml.SafeLoader):
 
     def __init__(self, stream: str):
         super().__init__(stream)
-        self._depth = 0
+        self._path: list[str] = []   # where composing is: one step per level
 
     def compose_node(self, parent, index):
         # Composing recurses once per level: stop before Python's recursion limit does.
-        self._depth += 1
+        self._path.append(_step(parent, index))
         try:
-            if self._depth > YAML_DEPTH:
+            if len(self._path) > YAML_DEPTH:
                 raise yaml.composer.ComposerError(
-                    None, None, f"nested deeper than {YAML_DEPTH} levels", self.peek_event().start_mark)
+                    None, None, f"nested deeper than {YAML_DEPTH} levels under "
+                    f"{key_path(self._path[1:])}", self.peek_event().start_mark)
             return super().compose_node(parent, index)
         finally:
-            self._depth -= 1
+            self._path.pop()
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -185,6 +186,23 @@ class _PlainDataLoader(yaml.SafeLoader):
                 except TypeError:   # an unhashable key: the base class says so
                     break
         return super().construct_mapping(node, deep=deep)
+
+
+def _step(parent, index) -> str:
+    """One step of a key path: ``.key`` for a mapping's value, ``[i]`` for a list item."""
+    if isinstance(parent, yaml.SequenceNode):
+        return f"[{index}]"
+    if isinstance(parent, yaml.MappingNode):
+        if isinstance(index, yaml.ScalarNode):
+            return f".{index.value}"
+        return ".<key>"   # a key that is itself a list or mapping
+    return ""
+
+
+def key_path(steps: list[str], shown: int = 6) -> str:
+    """``affinity[0][0]...``: a key path of the ``steps``, its first ``shown`` steps."""
+    text = "".join(steps[:shown]).lstrip(".")
+    return (text or "the top level") + ("..." if len(steps) > shown else "")
 
 
 def _refuse_tag(name: str):
@@ -235,6 +253,17 @@ def _expanded_nodes(root: yaml.Node, limit: int) -> int:
     return size[id(root)]
 
 
+def _largest_key(root: yaml.Node) -> str:
+    """The top-level key whose value stands for the most nodes (the one holding a YAML
+    bomb), as ``key 'notes'``; ``the top level`` when the document is not a mapping."""
+    if not isinstance(root, yaml.MappingNode) or not root.value:
+        return "the top level"
+    sizes = [(_expanded_nodes(value, YAML_NODES), k) for k, (key, value) in enumerate(root.value)]
+    _, k = max(sizes)
+    key = root.value[k][0]
+    return f"key {key.value!r}" if isinstance(key, yaml.ScalarNode) else "a key that is a list or mapping"
+
+
 def load_yaml(text: str, error: Fail) -> Any:
     """One YAML document as plain Python data (see :class:`_PlainDataLoader`); syntax errors
     and refusals through ``error("YAML syntax error at line L, column C: ...")``."""
@@ -247,7 +276,7 @@ def load_yaml(text: str, error: Fail) -> Any:
         nodes = _expanded_nodes(node, YAML_NODES)
         if nodes > YAML_NODES:
             raise error(f"its aliases expand to over {YAML_NODES:,} values, or refer to "
-                        "themselves (a YAML bomb?)")
+                        f"themselves (a YAML bomb?), under {_largest_key(node)}")
         return loader.construct_document(node)
     except yaml.YAMLError as e:
         raise error(yaml_problem(e)) from None

@@ -69,21 +69,29 @@ BILLION_LAUGHS = ('version: 1\na: &a ["lol","lol","lol","lol","lol","lol","lol",
                             + "]\n" for i in range(8)))
 
 
-def test_billion_laughs_is_refused(box):
+def test_billion_laughs_is_refused_naming_its_key(box):
     (box / "bomb.yaml").write_text(BILLION_LAUGHS)
     refused(box, "m.onnx", "bomb.yaml", expect="aliases expand to over 1,000,000 values")
+    (box / "bomb.yaml").write_text(RULE_TEXT + "notes:\n" + "".join(
+        "  " + line + "\n" for line in BILLION_LAUGHS.splitlines()[1:]))
+    refused(box, "m.onnx", "bomb.yaml", expect="(a YAML bomb?), under key 'notes'")
 
 
 def test_a_self_referencing_alias_is_refused():
-    with pytest.raises(RuleError, match="refer to themselves"):
-        load_yaml("devices: &d [*d]", lambda why: RuleError("r.yaml", "", why))
+    with pytest.raises(RuleError, match="refer to themselves .*under key 'devices'"):
+        load_yaml("version: 1\ndevices: &d [*d]", lambda why: RuleError("r.yaml", "", why))
 
 
-@pytest.mark.parametrize("text", ["version: 1\ndevices: " + "[" * 2000 + "]" * 2000,
-                                  "version: 1\ndevices:\n" + "".join(" " * i + "- \n" for i in range(1, 1500))])
-def test_deep_nesting_is_refused(box, text):
+@pytest.mark.parametrize("text, where", [
+    ("version: 1\ndevices: " + "[" * 2000 + "]" * 2000, "devices[0][0][0][0][0]..."),
+    ("version: 1\ndevices:\n" + "".join(" " * i + "- \n" for i in range(1, 1500)),
+     "devices[0][0][0][0][0]..."),
+    ("version: 1\ndevices:\n  - name: X\n    ops: " + "{a: " * 200 + "1" + "}" * 200,
+     "devices[0].ops.a.a.a...")])
+def test_deep_nesting_is_refused_naming_where(box, text, where):
     (box / "deep.yaml").write_text(text)
-    refused(box, "m.onnx", "deep.yaml", expect=f"nested deeper than {YAML_DEPTH} levels")
+    refused(box, "m.onnx", "deep.yaml",
+            expect=f"nested deeper than {YAML_DEPTH} levels under {where}")
 
 
 def test_a_key_given_twice_is_an_error_and_a_merge_may_override():
@@ -142,6 +150,24 @@ def test_an_oversized_model_file_is_refused_unread(box):
     with open(box / "big.onnx", "wb") as f:
         f.truncate(3 << 30)      # sparse
     refused(box, "big.onnx", "r.yaml", expect="over protobuf's 2 GiB limit")
+
+
+@pytest.mark.parametrize("domain", ["", "com.microsoft"])
+def test_a_model_from_a_future_opset_is_refused_at_load(box, domain):
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1])])
+    opsets = [h.make_opsetid("", 1000 if domain == "" else 17)]
+    if domain:
+        opsets.append(h.make_opsetid(domain, 1000))
+    m = h.make_model(g, opset_imports=opsets)
+    m.ir_version = 10
+    onnx.save(m, box / "future.onnx")
+    line = refused(box, "future.onnx", "r.yaml", expect="future.onnx: declares opset 1000 of domain ")
+    assert "the installed onnxruntime" in line and "runs " in line
+    m.opset_import[-1].version = 1 if domain else 17     # what it runs: accepted
+    onnx.save(m, box / "today.onnx")
+    assert hs.load_model(box / "today.onnx").names == ["relu"]
 
 
 # -- external data ----------------------------------------------------------------------------------

@@ -94,8 +94,8 @@ def test_ctrl_c_is_one_line_exit_130_and_nothing_half_written(monkeypatch, tmp_p
     else:
         save = writer._save
 
-        def save_then_ctrl_c(model, path):
-            save(model, path)     # the first part file is written, the rest is not
+        def save_then_ctrl_c(model, path, *weights):
+            save(model, path, *weights)     # the first part file is written, the rest is not
             ctrl_c()
         monkeypatch.setattr(writer, "_save", save_then_ctrl_c)
     out = tmp_path / "out"

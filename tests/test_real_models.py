@@ -154,7 +154,11 @@ def test_parts_are_valid_and_reproduce_the_model(name, rules, tmp_path):
     assert set(got) == set(want)
     for k in want:
         assert got[k].shape == want[k].shape, k
-        np.testing.assert_allclose(got[k], want[k], atol=1e-4, rtol=1e-4, err_msg=k)
+        # float16 outputs differ by a rounding step or two where onnxruntime fuses the
+        # original and a part differently: four of their steps, as for float32 (1e-4 > 4 eps)
+        tol = max(1e-4, 4 * float(np.finfo(want[k].dtype).eps)) \
+            if np.issubdtype(want[k].dtype, np.floating) else 1e-4
+        np.testing.assert_allclose(got[k], want[k], atol=tol, rtol=tol, err_msg=k)
 
 
 def test_a_declared_minus_one_dim_is_not_static():

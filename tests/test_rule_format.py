@@ -177,3 +177,21 @@ def test_docs_hold_the_generated_key_reference():
     assert markdown_reference() in docs
     readme = (ROOT / "README.md").read_text()
     assert "../shared" not in readme and "docs/rules.md" in readme
+
+
+def test_description_is_a_documented_key_at_the_top_and_in_a_device():
+    """Issue 24: ``description`` is part of the schema (kept, shown by ``rules check``,
+    documented, in the JSON Schema); a misspelt one is an unknown key like any other."""
+    rules = hs.load_rules(rules_with("  - name: NPU\n    description: Edge NPU\n"
+                                     "    ops: {supported: all}", "description: my board"))
+    assert rules.description == "my board" and rules.devices[0].description == "Edge NPU"
+    reference = markdown_reference()
+    assert "| `description` | string |" in reference
+    assert "| `devices[].description` | string |" in reference
+    schema = json_schema("rules")
+    assert schema["properties"]["description"]["type"] == "string"
+    assert schema["properties"]["devices"]["items"]["properties"]["description"]["type"] == "string"
+    e = error(rules_with("  - name: NPU\n    descripton: Edge NPU\n    ops: {supported: all}"))
+    assert e.key == "devices[0].descripton"
+    e = error(rules_with("  - name: NPU\n    ops: {supported: all}", "descriptions: x"))
+    assert e.key == "descriptions"

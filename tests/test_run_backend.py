@@ -10,6 +10,7 @@ import pytest
 
 import hetero_solve as hs
 from hetero_solve.run.backend import BACKENDS, load_backend
+from hetero_solve.run.manifest import load_manifest
 
 from conftest import EXAMPLES, RULES
 
@@ -20,7 +21,7 @@ def test_run_is_the_function_whatever_is_imported_first(tmp_path):
             f"r = hs.run({str(out)!r}, save=None)\n"
             "print(len(r.parts), sorted(b.BACKENDS))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split()[0] == str(len(hs.runtime.load_manifest(out)["partitions"]))
+    assert done.stdout.split()[0] == str(len(load_manifest(out)["partitions"]))
 
 
 def test_an_unknown_backend_is_named_with_the_known_ones():

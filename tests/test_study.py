@@ -338,3 +338,29 @@ def test_measure_modes():
     assert measure(work, "none")[2] is None and len(calls) == 4
     with pytest.raises(ValueError, match="memory method"):
         measure(work, "bogus")
+
+
+def test_a_device_refusing_nodes_for_want_of_a_dim_is_marked_as_solve_says(tmp_path):
+    """Issue 24: the NPU profile is static-shape and the transformer's ``seq`` has no value:
+    ``solve`` says the NPU refused nodes only for that; the study's rows say so too (``†``
+    and the same line), not a bare proven optimum."""
+    import hetero_solve as hs
+    model, rules = EX / "transformer_encoder.onnx", RU / "npu-static.yaml"
+    with pytest.warns(Warning):
+        said = hs.solve(model, rules, engine="heuristic").problem.meta["warnings"]
+    line = next(w for w in said if "only because dim 'seq' has no value" in w)
+    cfg = config(tmp_path, models=[model], rules=[rules], algorithms=["heuristic", "openvino"])
+    run_study(cfg, progress=False)
+    rows = load_results(cfg.out_dir)
+    assert [r["missing_dims"] for r in rows] == [line, line]
+    summary = (cfg.out_dir / "summary.md").read_text()
+    row = next(x for x in summary.splitlines() if x.startswith("| transformer_encoder.onnx"))
+    assert row.count("†") == 2
+    assert f"- transformer_encoder.onnx × npu-static.yaml: {line}" in summary
+    # Given the dim, nothing is marked.
+    cfg = config(tmp_path, models=[model], rules=[rules], algorithms=["heuristic"],
+                 dims={"seq": 16}, out_dir=tmp_path / "given")
+    run_study(cfg, progress=False)
+    assert [r["missing_dims"] for r in load_results(cfg.out_dir)] == [""]
+    assert "†" not in (cfg.out_dir / "summary.md").read_text().split("## Parts per problem")[1] \
+        .split("| model |")[1]

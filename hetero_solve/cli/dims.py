@@ -23,8 +23,9 @@ def dims_command(
     as_json: bool = json_option("the inputs and their dims"),
 ) -> None:
     """List MODEL's inputs with their dims: the symbolic ones (give them with --dim NAME=N or
-    a rule file's dims), the anonymous '?' ones (give the input's whole shape with --shape),
-    and the values that --dim/--shape given here would set.
+    a rule file's dims), the anonymous '?' ones (give the input's whole shape with --shape,
+    or every '?' dim one value with --dim '?=N'), and the values that --dim/--shape given
+    here would set.
 
     A static-shape device (static_shapes: true) refuses every node whose shapes depend on a
     dim with no value.

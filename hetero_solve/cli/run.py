@@ -20,8 +20,8 @@ from ..export.writer import check_target
 from ..units import format_bytes, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, expect_model_and_rules, fail, json_option,
-                     note, parse_dims, print_json, print_line, print_out, progress_on_stderr,
-                     quiet_option, verbose_option)
+                     note, parse_dims, parse_shapes, print_json, print_line, print_out,
+                     progress_on_stderr, quiet_option, verbose_option)
 
 MAX_ROWS = 40
 
@@ -37,7 +37,7 @@ def _errors() -> Iterator[None]:
 
 def parse_inputs(values: list[str] | None) -> dict[str, np.ndarray]:
     """``NAME=FILE.npy`` options -> arrays."""
-    from ..runtime import load_npy
+    from ..run.inputs import load_npy
     out: dict[str, np.ndarray] = {}
     for item in values or []:
         name, sep, file = item.partition("=")
@@ -71,8 +71,24 @@ RANGE_HELP = ("Random values of an input drawn from LO..HI (repeatable; integers
               "By default integer inputs used as indices stay within the table they index.")
 
 
+SHAPE_HELP = ("Whole shape of a graph input, e.g. --shape x=1,3,320,320 (repeatable); by "
+              "default the shapes the partition was solved for (partition.json input_shapes).")
+OPTIMIZATION_HELP = ("onnxruntime's graph optimisation level: all (its default), extended, "
+                     "basic or disabled.")
+#: Rows of the per-node table ``run --profile`` prints (the JSON has every node).
+NODE_ROWS = 15
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.3f}"
+
+
+def _optimization(value: str) -> str:
+    from ..run.backend import OPTIMIZATION_LEVELS
+    if value not in OPTIMIZATION_LEVELS:
+        raise UsageError(f"--optimization {value!r}: expected one of "
+                         f"{', '.join(OPTIMIZATION_LEVELS)}")
+    return value
 
 
 # -- run --------------------------------------------------------------------------------------
@@ -95,26 +111,38 @@ def run_command(
                                help="Run each part this many times; times are medians."),
     input_range: List[str] = typer.Option([], "--input-range", metavar="NAME=LO,HI",
                                           help=RANGE_HELP),
+    shape: List[str] = typer.Option([], "--shape", metavar="INPUT=D0,D1,...", help=SHAPE_HELP),
+    optimization: str = typer.Option("all", "--optimization", help=OPTIMIZATION_HELP),
+    profile: bool = typer.Option(False, "--profile",
+                                 help="Also time every node (onnxruntime's profiler): the "
+                                      "slowest are listed, --json has them all."),
+    backend: str = typer.Option("onnxruntime", "--backend",
+                                help="Runtime of the parts: onnxruntime, or openvino (the "
+                                     "openvino extra)."),
     as_json: bool = json_option("the per-part counters, inputs and outputs"),
 ) -> None:
     """Run the parts in id order with onnxruntime, each on its device's execution provider.
 
-    Prints per part: device, providers, load and run time, bytes in and out, then the totals
-    (OpenVINO's per-subgraph performance counters). Outputs are saved as .npy files, with
-    outputs.json mapping tensor names to files. A provider this onnxruntime lacks falls back
-    to CPU with a warning.
+    Every part is loaded once (hetero_solve.Session); tensors pass from part to part without
+    copies while they stay on one provider. Prints per part: device, providers, load and run
+    time, bytes in and out, then the totals (OpenVINO's per-subgraph performance counters).
+    Outputs are saved as .npy files, with outputs.json mapping tensor names to files. A
+    provider this onnxruntime lacks falls back to CPU with a warning.
 
     \b
     Example:
       hetero-solve run resnet_like.hetero --input image=image.npy
+      hetero-solve run yolo.hetero --shape images=1,3,320,320 --repeat 20 --profile
     """
-    from ..runtime import run
+    from ..run.session import run
     with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
         target = None if no_save else (save or out_dir / "outputs")
         result = run(out_dir, feeds, dims, seed=seed, repeat=repeat, save=target,
-                     ranges=parse_ranges(input_range))
+                     ranges=parse_ranges(input_range), shapes=parse_shapes(shape),
+                     optimization=_optimization(optimization), profile=profile,
+                     backend=backend)
     warned.show(result.warnings)
     if result.random:
         note(f"random inputs (seed {seed}): {', '.join(result.random)}")
@@ -135,8 +163,23 @@ def run_command(
     for name, value in result.outputs.items():
         arr = np.asarray(value)
         print_line(f"output {name}: {arr.dtype} {tuple(arr.shape)}")
+    if result.node_times:
+        _print_nodes(result.node_times)
     if result.saved:
         print_line(f"saved: {target}/ ({len(result.saved)} file(s) and outputs.json)")
+
+
+def _print_nodes(times) -> None:
+    """The slowest nodes of ``run --profile``."""
+    slow = sorted(times, key=lambda t: -t.microseconds)[:NODE_ROWS]
+    table = Table(title=f"slowest nodes (of {len(times)}; summed over the runs)",
+                  title_justify="left")
+    for col in ("part", "node", "op", "provider", "ms", "runs"):
+        table.add_column(col, justify="right" if col in ("part", "ms", "runs") else "left")
+    for t in slow:
+        table.add_row(str(t.part), t.node, t.op_type, t.provider.removesuffix("ExecutionProvider"),
+                      f"{t.microseconds / 1000:.3f}", str(t.calls))
+    print_out(table)
 
 
 # -- verify -----------------------------------------------------------------------------------
@@ -151,30 +194,39 @@ def verify_command(
                                          "others are random."),
     dim: List[str] = typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
                                   help="Value of a symbolic dimension the partition left open."),
-    tolerance: float = typer.Option(1e-5, "--tolerance", "-t", min=0,
-                                    help="An output passes when |a-b| <= tol*max(1,|b|) "
-                                         "everywhere (integers, bools, strings: equal)."),
+    tolerance: Optional[float] = typer.Option(
+        None, "--tolerance", "-t", min=0, show_default=False,
+        help="An output passes when |a-b| <= tol*max(1,|b|) everywhere (integers, bools, "
+             "strings: equal). Default by the output's dtype: float32 1e-5, float16 0.0098, "
+             "bfloat16 0.078 (10 eps), float64 1e-12; one quantisation step more for an "
+             "output a DequantizeLinear makes."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
     input_range: List[str] = typer.Option([], "--input-range", metavar="NAME=LO,HI",
                                           help=RANGE_HELP),
+    shape: List[str] = typer.Option([], "--shape", metavar="INPUT=D0,D1,...", help=SHAPE_HELP),
+    optimization: str = typer.Option("all", "--optimization",
+                                     help=OPTIMIZATION_HELP + " The same on both sides."),
     as_json: bool = json_option("the comparison"),
 ) -> None:
     """Run MODEL and the partition in OUT_DIR on the same inputs and compare every output.
 
-    Random inputs respect each input's dtype (integers small and non-negative, like token
-    ids) and the dims the partition was made for. Prints the max absolute and relative
-    difference per output; exit code 1 when one is over the tolerance, 2 on bad input.
+    Both sides run in onnxruntime with the same session options (--optimization). Random
+    inputs respect each input's dtype (integers small and non-negative, like token ids) and
+    the dims and shapes the partition was made for. Prints the max absolute and relative
+    difference per output and the tolerance it was held to; exit code 1 when one is over,
+    2 on bad input.
 
     \b
     Example:
       hetero-solve verify examples/resnet_like.onnx examples/resnet_like.hetero
     """
-    from ..verify import verify
+    from ..run.verify import verify
     with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
         report = verify(model, out_dir, feeds, dims, tolerance=tolerance, seed=seed,
-                        ranges=parse_ranges(input_range))
+                        ranges=parse_ranges(input_range), shapes=parse_shapes(shape),
+                        optimization=_optimization(optimization))
     warned.show(report.warnings)
     if report.random:
         note(f"random inputs (seed {seed}): {', '.join(report.random)}")
@@ -185,21 +237,23 @@ def verify_command(
         return
     table = Table(title=f"{model.name} vs {out_dir}: {len(report.run.parts)} part(s)",
                   title_justify="left")
-    for col in ("output", "dtype", "shape", "max abs", "max rel", "result"):
+    for col in ("output", "dtype", "shape", "max abs", "max rel", "tolerance", "result"):
         table.add_column(col, justify="right" if col.startswith("max") else "left")
     for o in report.outputs:
         verdict = "ok" if o.ok else "FAIL" + (f": {o.note}" if o.note else "")
         table.add_row(o.name, o.dtype, str(tuple(o.shape)), f"{o.max_abs:.3g}",
-                      f"{o.max_rel:.3g}", verdict)
+                      f"{o.max_rel:.3g}", f"{o.tolerance:.3g} ({o.rule})", verdict)
     print_out(table)
+    used = ", ".join(sorted({f"{o.tolerance:g} ({o.rule})" for o in report.outputs}))
+    settings = f"onnxruntime optimisation '{report.settings.get('optimization')}' on both sides"
     bad = [o.name for o in report.outputs if not o.ok]
     if bad:
         print_line(f"verify: FAILED: {len(bad)} of {len(report.outputs)} output(s) over "
-                   f"tolerance {tolerance:g}: {', '.join(bad)}")
+                   f"tolerance {used}: {', '.join(bad)}; {settings}")
         raise typer.Exit(1)
-    print_line(f"verify: ok: {len(report.outputs)} output(s) within tolerance {tolerance:g} "
+    print_line(f"verify: ok: {len(report.outputs)} output(s) within tolerance {used} "
                f"(original {_ms(report.original_seconds)} ms, partitioned "
-               f"{_ms(report.run.seconds)} ms)")
+               f"{_ms(report.run.seconds)} ms; {settings})")
 
 
 # -- check ------------------------------------------------------------------------------------

@@ -50,8 +50,8 @@ def solve_command(
                                         "(no per-part ONNX models, no annotated model)."),
     pictures: Optional[str] = typer.Option(None, "--pictures", metavar="svg|png",
                                            help="Also draw partitions.svg and affinity.svg (or "
-                                                ".png): Graphviz's dot when installed, else "
-                                                "networkx and matplotlib (the 'pictures' extra)."),
+                                                ".png) with matplotlib (the 'pictures' "
+                                                "extra), else Graphviz's dot when installed."),
     as_json: bool = json_option("the result (partition.json's content)"),
     quiet: bool = quiet_option(),
     verbose: bool = verbose_option(),

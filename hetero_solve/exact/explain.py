@@ -10,6 +10,10 @@ contiguous stretch, so each *forced break* along it starts a new part:
 * ``memory``: the constants and graph inputs/outputs of the stretch would not fit one instance
   of the device (SPEC section 5).
 
+A device whose memory binds also needs as many parts as the constants of the nodes that must
+be on it take to pack into its instances (``packing``: a constant whose readers cannot share a
+part, such as a tied embedding, counted once per reader).
+
 When the optimum is above the bound, the rest of the proof is the solver's exhaustive search
 (``proof`` says which); the chain still shows where the bound comes from.
 
@@ -168,6 +172,10 @@ def explain(problem: Problem, R: list[tuple[int, ...]], b: Bounds | None, parts:
         out.update(chain=[], breaks=[], runs=[])
     else:
         out.update(_chains(problem, R, b, fixed, max_items))
+        packing = _packing(problem, b)
+        if any(x["parts"] > x["runs"] for x in packing):   # the packing gives the bound
+            out["packing"] = packing
+            out["bounds"]["packing"] = sum(x["parts"] for x in packing)
     if solution is not None:
         section = explain_memory(problem, solution, memory, memory_sets)
         if section is not None:
@@ -205,6 +213,23 @@ def _chains(problem: Problem, R, b: Bounds, fixed: bool, max_items: int) -> dict
         runs = [_runs(problem, R, b, c, fixed) for c in range(len(problem.devices))
                 if b.per_device[c] > 0]
     out["runs"] = runs
+    return out
+
+
+def _packing(problem: Problem, b: Bounds) -> list[dict]:
+    """Per memory-limited device, the parts its memory forces (:func:`.bounds.packing`): the
+    bytes of the constants (and graph inputs/outputs) of the nodes that must be on it, and the
+    constants more than one part must hold, with the readers no part holds together."""
+    out = []
+    for c, parts in enumerate(b.packing):
+        if not parts:
+            continue
+        shared = [{"constant": problem.const_names[k], "bytes": problem.const_bytes[k],
+                   "parts": len(vs), "readers": [problem.names[v] for v in vs]}
+                  for k, vs in b.packing_copies.get(c, {}).items()]
+        out.append({"device": problem.devices[c].name, "parts": parts,
+                    "bytes": b.packing_bytes[c], "memory": problem.devices[c].memory,
+                    "runs": b.runs_per_device[c] if b.runs_per_device else 0, "shared": shared})
     return out
 
 
@@ -350,6 +375,17 @@ def explain_text(ex: dict, limit: int = 40) -> list[str]:
                     lines.append(f"    ... and {len(r['breaks']) - limit} more")
                     break
                 lines.append(f"    {i}. before {run[0]}: {br['reason']}: {br['detail']}")
+        for pk in ex.get("packing", []) if kind == "segments" else []:
+            if pk["parts"] <= pk["runs"]:
+                continue
+            line = (f"  {pk['device']}: its memory needs {pk['parts']} part(s) at least: the "
+                    f"constants of the nodes that must be on it need {format_bytes(pk['bytes'])}")
+            for sh in pk["shared"]:
+                line += (f" ({sh['constant']}, {format_bytes(sh['bytes'])}, counted "
+                         f"{sh['parts']} times: no part holds its readers {', '.join(sh['readers'])} "
+                         f"together with the nodes between them)")
+            lines.append(line + f", packed into parts of at most "
+                                f"{format_bytes(pk['memory'])} each (bin packing)")
         if kind == "through":
             lines.append(f"  ({through}'s own part is counted on both sides: {lb} in total)")
     lines.append(("proof: " if ex.get("proof") else "") + ex.get("proof_text", "") + ".")

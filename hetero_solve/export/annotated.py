@@ -1,7 +1,12 @@
 """``model.annotated.onnx``: the original model, each placed node tagged with its device and
-part (SPEC section 7)."""
+part (SPEC section 7), and, for onnxruntime's annotation-based partitioning, every node with a
+``layer_ann`` naming its device; ``session.layer_assignment_settings`` maps those names to
+the execution providers the rule file gives the devices (:func:`layer_assignment_settings`)."""
 
 from __future__ import annotations
+
+import re
+from typing import Mapping, Sequence
 
 import onnx
 
@@ -9,8 +14,15 @@ from ..model.graph import ModelGraph
 from ..problem import Problem
 from ..solution import Solution
 
+#: The node metadata key onnxruntime reads for annotation-based partitioning.
+LAYER_KEY = "layer_ann"
+#: The session configuration key that maps ``layer_ann`` values to execution providers.
+LAYER_SETTINGS = "session.layer_assignment_settings"
+_SAFE = re.compile(r"[A-Za-z0-9_.\-]+")
 
-def build_annotated_model(mg: ModelGraph, problem: Problem, solution: Solution) -> onnx.ModelProto:
+
+def build_annotated_model(mg: ModelGraph, problem: Problem, solution: Solution, *,
+                          layers: bool | None = None) -> onnx.ModelProto:
     """The original model, each placed node with ``affinity`` and ``partition`` metadata.
 
     Parameters
@@ -21,6 +33,11 @@ def build_annotated_model(mg: ModelGraph, problem: Problem, solution: Solution) 
         The problem compiled from ``mg``.
     solution : Solution
         A partition of ``problem``.
+    layers : bool, optional
+        Also tag every main-graph node with ``layer_ann`` (:func:`layer_annotations` of its
+        device; a node no part holds, a ``Constant`` or a folded node, takes the device of
+        the first node reading it, else the last device).  Default: when the installed
+        onnxruntime supports annotation-based partitioning.
 
     Returns
     -------
@@ -44,4 +61,65 @@ def build_annotated_model(mg: ModelGraph, problem: Problem, solution: Solution) 
                            ("partition", str(p))):
             entry = node.metadata_props.add()
             entry.key, entry.value = key, value
+    if layers is None:
+        from ..run.onnxruntime import supports_layer_assignment
+        layers = supports_layer_assignment()
+    if layers:
+        labels = layer_annotations([d.name for d in devs])
+        for g, d in enumerate(node_devices(m.graph, problem, solution)):
+            entry = nodes[g].metadata_props.add()
+            entry.key, entry.value = LAYER_KEY, labels[d]
     return m
+
+
+def node_devices(graph: onnx.GraphProto, problem: Problem, solution: Solution) -> list[int]:
+    """A device index per main-graph node: a placed node's own; any other node (``Constant``,
+    folded) that of the first node reading one of its outputs, found in one backward pass
+    (readers come later in a topological graph), else the last device (the fallback)."""
+    device: list[int | None] = [None] * len(graph.node)
+    node_device = solution.node_device()
+    for v, g in enumerate(problem.graph_index):
+        device[g] = node_device[v]
+    first_reader: dict[str, int] = {}
+    fallback = len(problem.devices) - 1
+    for g in range(len(graph.node) - 1, -1, -1):
+        node = graph.node[g]
+        if device[g] is None:
+            readers = [first_reader[x] for x in node.output if x in first_reader]
+            device[g] = device[min(readers)] if readers else fallback
+        for x in node.input:
+            if x:
+                first_reader[x] = g
+    return [int(d) for d in device]
+
+
+def layer_annotations(device_names: Sequence[str]) -> list[str]:
+    """The ``layer_ann`` value of each device: its name when every name is made of letters,
+    digits, ``_``, ``.`` and ``-`` and none is a prefix of another; else ``<index>:<name>``
+    with other characters as ``_``.  onnxruntime's settings string separates entries with
+    ``;``, ``,`` and parentheses, and (depending on its version) matches annotations by
+    prefix, so no value may contain those characters nor begin another."""
+    plain = all(_SAFE.fullmatch(n) for n in device_names) and not any(
+        a != b and b.startswith(a) for a in device_names for b in device_names)
+    if plain and len(set(device_names)) == len(device_names):
+        return list(device_names)
+    return [f"{d}:{re.sub(r'[^A-Za-z0-9_.-]', '_', n)}" for d, n in enumerate(device_names)]
+
+
+def layer_assignment_settings(devices: Sequence[tuple[str, Mapping]]) -> str:
+    """``session.layer_assignment_settings`` for devices ``(name, runtime)`` in priority
+    order: ``"PROVIDER(annotation, ...); ..."``, each device's annotation under the first
+    execution provider its ``runtime: {onnxruntime: ...}`` names (CPU when none), providers
+    in the order devices first name them.
+
+    >>> layer_assignment_settings([("NPU", {"onnxruntime": "OpenVINOExecutionProvider"}),
+    ...                            ("CPU", {})])
+    'OpenVINOExecutionProvider(NPU); CPUExecutionProvider(CPU)'
+    """
+    labels = layer_annotations([name for name, _ in devices])
+    groups: dict[str, list[str]] = {}
+    for (name, runtime), label in zip(devices, labels):
+        wanted = (runtime or {}).get("onnxruntime") or "CPUExecutionProvider"
+        provider = wanted if isinstance(wanted, str) else list(wanted)[0]
+        groups.setdefault(provider, []).append(label)
+    return "; ".join(f"{p}({', '.join(labels)})" for p, labels in groups.items())

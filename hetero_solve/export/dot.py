@@ -4,9 +4,10 @@
 
 Each picture is first a plain :class:`Picture` (boxes with lines of text and a colour, arrows
 with an optional label), then written as Graphviz DOT text (:func:`to_dot`, always) or drawn
-as SVG or PNG (:func:`draw`): with Graphviz's ``dot`` when it is installed, else laid out by
-networkx (one row per topological generation) and drawn by matplotlib, an optional extra
-(``pip install 'hetero-solve[pictures]'``).
+as SVG or PNG (:func:`draw`): laid out by :mod:`.layout` (arrows beside the boxes, never behind
+them; long models wrapped into columns to fit a screen) and drawn by matplotlib, an optional
+extra (``pip install 'hetero-solve[pictures]'``), else by Graphviz's ``dot`` when only it is
+installed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..measures import quotient_edges
 from ..problem import Problem
 from ..solution import Solution
 from ..units import format_bytes, instance_label
+from .layout import Layout, layout
 
 PALETTE = ["#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5",
            "#ffffb3", "#bc80bd", "#ccebc5"]
@@ -137,13 +139,14 @@ def partitions_dot(problem: Problem, sol: Solution, memory: list[int], title: st
 # -- SVG and PNG ------------------------------------------------------------------------------
 
 def drawing_backend() -> str | None:
-    """``"graphviz"`` (its ``dot`` program is installed), ``"matplotlib"`` (networkx lays
-    out, matplotlib draws), or None: nothing here can draw."""
-    if shutil.which("dot"):
-        return "graphviz"
+    """``"matplotlib"`` (:mod:`.layout` places, matplotlib draws: the layout whose arrows
+    and shape are tested), else ``"graphviz"`` (its ``dot`` program is installed), else None:
+    nothing here can draw."""
     import importlib.util
     if importlib.util.find_spec("matplotlib") is not None:
         return "matplotlib"
+    if shutil.which("dot"):
+        return "graphviz"
     return None
 
 
@@ -171,58 +174,105 @@ def draw(pic: Picture, path: str | os.PathLike, fmt: str | None = None,
                            check=True, capture_output=True, timeout=600)
             return path
         except (OSError, subprocess.SubprocessError):
-            import importlib.util
-            if importlib.util.find_spec("matplotlib") is None:
-                raise PictureError(f"Graphviz's dot failed to draw {path.name}") from None
+            raise PictureError(f"Graphviz's dot failed to draw {path.name}") from None
     _draw_matplotlib(pic, path, fmt)
     return path
 
 
+#: Text in a drawn box: lines cut to this many characters (the start dropped: a node name's
+#: end says most), and the font's average character width and line height per point size.
+DRAWN_LINE_CHARS = 36
+_CHAR_WIDTH = 0.62
+_LINE_HEIGHT = 1.3
+_PAD = 0.08
+#: The largest side of a PNG, in pixels: a bigger picture is drawn at a lower resolution.
+MAX_PIXELS = 6000
+
+
+def drawn_lines(lines: list[str]) -> list[str]:
+    """The lines of a box as drawn: each cut to :data:`DRAWN_LINE_CHARS` characters."""
+    return [x if len(x) <= DRAWN_LINE_CHARS else "…" + x[-(DRAWN_LINE_CHARS - 1):] for x in lines]
+
+
+def picture_layout(pic: Picture) -> Layout:
+    """Where matplotlib draws ``pic``'s boxes and arrows (inches; :func:`.layout.layout`),
+    each box as large as its text at the drawn font size."""
+    points = pic.font_size * 0.8
+    line_h = _LINE_HEIGHT * points / 72
+    rows = max((len(lines) for _i, lines, _c in pic.nodes), default=1)
+    nodes = [(node_id, max((len(x) for x in drawn_lines(lines)), default=1) * _CHAR_WIDTH * points / 72
+              + 2 * _PAD, rows * line_h + 2 * _PAD) for node_id, lines, _c in pic.nodes]
+    return layout(nodes, [(a, b) for a, b, _l, _h in pic.edges])
+
+
 def _draw_matplotlib(pic: Picture, path: Path, fmt: str) -> None:
-    """Rows of boxes, one row per topological generation (networkx), drawn by matplotlib."""
-    import networkx as nx
+    """:func:`picture_layout` drawn by matplotlib, one unit one inch: boxes, arrows that run
+    beside them, labels in the free bands between rows, the legend under the title."""
     import matplotlib
     matplotlib.use("Agg", force=True)
     matplotlib.rcParams["svg.hashsalt"] = "hetero-solve"     # stable SVG ids
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
+    from matplotlib.collections import LineCollection, PatchCollection
+    from matplotlib.patches import FancyBboxPatch, Patch, Polygon
 
-    g = nx.DiGraph()
-    g.add_nodes_from(node_id for node_id, _lines, _c in pic.nodes)
-    g.add_edges_from((a, b) for a, b, _l, _h in pic.edges)
-    rows = list(nx.topological_generations(g))
-    pos = {}
-    for y, row in enumerate(rows):
-        for x, node_id in enumerate(row):
-            pos[node_id] = (x - (len(row) - 1) / 2, -y)
-    widest = max((len(r) for r in rows), default=1)
-    lines_per_box = max((len(lines) for _i, lines, _c in pic.nodes), default=1)
-    fig, ax = plt.subplots(figsize=(min(2.2 * widest + 2, 200), min(0.5 * lines_per_box * len(rows)
-                                                                    + 2, 200)))
-    labels = {node_id: "\n".join(lines) for node_id, lines, _c in pic.nodes}
-    colours = {node_id: c for node_id, _l, c in pic.nodes}
-    order = list(g.nodes)
-    nx.draw_networkx_edges(g, pos, ax=ax, edgelist=[(a, b) for a, b, _l, _h in pic.edges],
-                           edge_color=["red" if h else "#555555" for _a, _b, _l, h in pic.edges],
-                           width=[2.0 if h else 1.0 for _a, _b, _l, h in pic.edges],
-                           arrows=True, arrowsize=10, node_size=2500, node_shape="s")
-    for node_id in order:
-        x, y = pos[node_id]
-        ax.text(x, y, labels[node_id], ha="center", va="center", fontsize=pic.font_size * 0.8,
-                bbox={"boxstyle": "round,pad=0.4", "facecolor": colours[node_id],
-                      "edgecolor": "#333333"})
-    edge_labels = {(a, b): label for a, b, label, _h in pic.edges if label}
-    if edge_labels:
-        nx.draw_networkx_edge_labels(g, pos, edge_labels=edge_labels, ax=ax,
-                                     font_size=pic.font_size * 0.7)
-    if pic.legend:
-        ax.legend(handles=[Patch(facecolor=c, edgecolor="#333333", label=t)
-                           for t, c in pic.legend], loc="upper left", bbox_to_anchor=(1, 1))
-    ax.set_title(pic.title)
-    ax.margins(0.15)
+    lay = picture_layout(pic)
+    points = pic.font_size * 0.8
+    margin, header = 0.4, 0.6 + (0.35 if pic.legend else 0.0)
+    legend_w = sum(len(t) * _CHAR_WIDTH * points / 72 + 0.6 for t, _c in pic.legend)
+    fig_w = max(lay.width + 2 * margin, legend_w + 2 * margin, 3.0)
+    fig_h = lay.height + 2 * margin + header
+    fig = plt.figure(figsize=(fig_w, fig_h))
+    ax = fig.add_axes([(fig_w - lay.width) / 2 / fig_w, margin / fig_h,
+                       lay.width / fig_w, lay.height / fig_h])
+    x0, y0, x1, y1 = lay.bounds
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
     ax.axis("off")
-    fig.savefig(path, format=fmt, bbox_inches="tight", dpi=100)
+    colour_of = {node_id: c for node_id, _l, c in pic.nodes}
+    lines_of = {node_id: drawn_lines(lines) for node_id, lines, _c in pic.nodes}
+    segments, colours, widths, heads = [], [], [], []
+    for (a, b, label, highlighted), pts, at in zip(pic.edges, lay.arrows, lay.label_at):
+        if len(pts) < 2:
+            continue
+        colour = "red" if highlighted else "#555555"
+        segments.append(pts)
+        colours.append(colour)
+        widths.append(1.8 if highlighted else 0.9)
+        heads.append(Polygon(_arrow_head(pts), closed=True))
+        if label and at is not None:
+            ax.text(at[0], at[1], label, ha="center", va="center", fontsize=points * 0.85,
+                    zorder=4, bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
+                                    "edgecolor": "none", "alpha": 0.9})
+    # Collections: one artist each for the arrows, their heads and the boxes (a patch apiece
+    # costs seconds on a few hundred boxes).
+    ax.add_collection(LineCollection(segments, colors=colours, linewidths=widths, zorder=1))
+    ax.add_collection(PatchCollection(heads, facecolors=colours, edgecolors="none", zorder=3))
+    ids = list(lay.boxes)
+    ax.add_collection(PatchCollection(
+        [FancyBboxPatch((lay.boxes[i][0] - lay.boxes[i][2] / 2, lay.boxes[i][1] - lay.boxes[i][3] / 2),
+                        lay.boxes[i][2], lay.boxes[i][3], boxstyle="round,pad=0,rounding_size=0.06")
+         for i in ids], facecolors=[colour_of[i] for i in ids], edgecolors="#333333",
+        linewidths=0.8, zorder=2))
+    for node_id, (cx, cy, _w, _h) in lay.boxes.items():
+        ax.text(cx, cy, "\n".join(lines_of[node_id]), ha="center", va="center",
+                fontsize=points, zorder=5, linespacing=1.1)
+    fig.text(0.5, 1 - 0.3 / fig_h, pic.title, ha="center", va="center", fontsize=12)
+    if pic.legend:
+        fig.legend(handles=[Patch(facecolor=c, edgecolor="#333333", label=t)
+                            for t, c in pic.legend], loc="center", ncol=len(pic.legend),
+                   bbox_to_anchor=(0.5, 1 - 0.8 / fig_h), frameon=False, fontsize=points)
+    dpi = max(20, min(100, MAX_PIXELS / max(fig_w, fig_h)))
+    fig.savefig(path, format=fmt, dpi=dpi)
     plt.close(fig)
+
+
+def _arrow_head(pts: list[tuple[float, float]], size: float = 0.09) -> list[tuple[float, float]]:
+    """A triangle whose tip is the polyline's last point, along its last segment."""
+    (xa, ya), (xb, yb) = pts[-2], pts[-1]
+    length = ((xb - xa) ** 2 + (yb - ya) ** 2) ** 0.5 or 1.0
+    ux, uy = (xb - xa) / length, (yb - ya) / length
+    bx, by = xb - ux * size, yb - uy * size
+    return [(xb, yb), (bx - uy * size / 2, by + ux * size / 2), (bx + uy * size / 2, by - ux * size / 2)]
 
 
 def write_pictures(problem: Problem, sol: Solution, memory: list[int], out_dir: Path,

@@ -9,6 +9,9 @@ from ..measures import part_boundaries, quotient_edges
 from ..solution import Solution
 from .submodels import DIRECT_FILE, direct_outputs, part_file, unused_inputs
 
+#: The annotated model's file name in OUT_DIR.
+ANNOTATED_FILE = "model.annotated.onnx"
+
 if TYPE_CHECKING:   # export reads a Result; it never needs the class at run time
     from ..result import Result
 
@@ -32,7 +35,7 @@ def affinity_map(problem: Problem, solution: Solution) -> dict[str, str]:
     return dict(zip(problem.names, [device_names[d] for d in solution.node_device()]))
 
 
-def build_manifest(result: "Result", files: bool = True) -> dict:
+def build_manifest(result: "Result", files: bool = True, annotated: bool = False) -> dict:
     """The content of ``partition.json``.
 
     Parameters
@@ -41,6 +44,10 @@ def build_manifest(result: "Result", files: bool = True) -> dict:
         A solved (or checked) partition.
     files : bool, default True
         Whether part models are written: without them every ``file`` is ``None``.
+    annotated : bool, default False
+        Whether ``model.annotated.onnx`` is written: with it, and an onnxruntime that
+        partitions by node annotations, ``onnxruntime`` holds the session configuration that
+        runs the annotated model with this answer's devices (:func:`onnxruntime_settings`).
 
     Returns
     -------
@@ -68,6 +75,8 @@ def build_manifest(result: "Result", files: bool = True) -> dict:
     unused = unused_inputs(mg)
     if unused:   # inputs of the original that nothing reads: run accepts and ignores them
         extra["unused_inputs"] = unused
+    if annotated:
+        extra.update(onnxruntime_settings(result))
     return {
         "version": 1,
         "model": mg.path, "rules": result.rules.path,
@@ -101,3 +110,17 @@ def build_manifest(result: "Result", files: bool = True) -> dict:
                    "stage_seconds": {k: round(v, 4) for k, v in result.seconds.items()},
                    **stats},
     }
+
+
+def onnxruntime_settings(result: "Result") -> dict:
+    """``{"onnxruntime": {"model": ..., "session_config": {...}}}``: the session configuration
+    entries under which onnxruntime places the annotated model's nodes (``layer_ann``) on the
+    execution providers the rule file gives their devices; empty when the installed
+    onnxruntime does not partition by annotations."""
+    from ..run.onnxruntime import supports_layer_assignment
+    from .annotated import LAYER_SETTINGS, layer_assignment_settings
+    if not supports_layer_assignment():
+        return {}
+    devices = [(d.name, r.runtime) for d, r in zip(result.problem.devices, result.rules.devices)]
+    return {"onnxruntime": {"model": ANNOTATED_FILE,
+                            "session_config": {LAYER_SETTINGS: layer_assignment_settings(devices)}}}

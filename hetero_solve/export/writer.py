@@ -34,6 +34,7 @@ from google.protobuf.message import DecodeError, EncodeError
 
 from ..errors import OutputError, warn
 from ..gcpause import paused_gc
+from ..model.weights import copy_external, external_tensors
 from .annotated import build_annotated_model
 from .dot import affinity_dot, check_can_draw, partitions_dot, write_pictures
 from .manifest import affinity_map, build_manifest
@@ -212,7 +213,7 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
                  pictures: str | None, progress: Callable[[str], None] | None) -> None:
     """Every file of the answer into ``tmp``, ``partition.json`` last: its ``"files"`` lists
     what was written."""
-    manifest = build_manifest(result, files=submodels)
+    manifest = build_manifest(result, files=submodels, annotated=annotated)
     mg, problem, solution = result.model_graph, result.problem, result.solution
     if submodels:
         mg.prefetch_folded(problem.const_names)
@@ -222,15 +223,17 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
                 progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
             model = build_part_model(mg, problem, solution, part["id"],
                                      nodes_of[part["id"]], part["inputs"], part["outputs"])
-            _save(model, tmp / part["file"])
+            _save(model, tmp / part["file"], mg.weights_dir)
         if "direct_outputs" in manifest:
             names, inputs = direct_outputs(mg)
-            _save(build_direct_model(mg, names, inputs), tmp / manifest["direct_outputs"]["file"])
+            _save(build_direct_model(mg, names, inputs), tmp / manifest["direct_outputs"]["file"],
+                  mg.weights_dir)
     _write_names(tmp / "affinity.json", affinity_map(problem, solution))
     if annotated:
         if progress:
             progress("writing the annotated model")
-        _save(build_annotated_model(mg, problem, solution), tmp / "model.annotated.onnx")
+        _save(build_annotated_model(mg, problem, solution), tmp / "model.annotated.onnx",
+              mg.weights_dir)
     if dots:
         title = Path(mg.path).stem
         (tmp / "affinity.dot").write_text(affinity_dot(problem, solution, title))
@@ -335,12 +338,20 @@ def _reason(e: OSError) -> str:
     return e.strerror or str(e)
 
 
-def _save(model: onnx.ModelProto, path: Path) -> None:
-    """Write ``model``; over :data:`EXTERNAL_DATA_BYTES`, with its tensors in ``<file>.data``.
+def _save(model: onnx.ModelProto, path: Path, weights_dir: str | None = None) -> None:
+    """Write ``model``; its tensors whose data is external (in the source model's files, in
+    ``weights_dir``) go to ``<file>.data``, copied file to file, tensor by tensor
+    (:func:`~hetero_solve.model.weights.copy_external`: the weights are never read into
+    memory); a model still over :data:`EXTERNAL_DATA_BYTES` also puts its inline tensors there.
 
     Serialized once and written as is: ``ByteSize()`` costs as much as serializing, and
-    ``onnx.save_model`` walks every tensor of every node for external data first, which the
-    models written here never have (loading reads external data in)."""
+    ``onnx.save_model`` walks every tensor of every node for external data first, which only
+    models with external data need."""
+    external = external_tensors(model) if weights_dir is not None else []
+    if external:
+        location = path.name + ".data"
+        with open(path.with_name(location), "wb") as out:
+            copy_external(external, weights_dir, out, location)
     try:
         data = model.SerializeToString()
     except (ValueError, DecodeError, EncodeError):   # over protobuf's 2 GiB

@@ -4,6 +4,8 @@ shapes: :mod:`.shapes` finds those."""
 
 from __future__ import annotations
 
+import os
+
 import onnx
 
 from .graph import GraphLists, TensorType, subgraph_constants, subgraph_outer_inputs
@@ -59,7 +61,8 @@ def flatten(model: onnx.ModelProto, path: str) -> GraphLists:
         graph_outputs=[x.name for x in graph.output], initializers=initializers,
         constant_nodes=constant_nodes, producer=producer, base_constants=frozenset(base_constants),
         subgraph_constants={i: found for i, found in inner.items() if found},
-        initializer_types=initializer_types)
+        initializer_types=initializer_types,
+        weights_dir=None if path.startswith("<") else os.path.dirname(os.path.abspath(path)))
 
 
 def unique_names(raw: list[str], op_types: list[str]) -> list[str]:

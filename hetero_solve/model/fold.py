@@ -20,6 +20,7 @@ from onnx import helper
 
 from .evaluate import evaluate_nodes
 from .graph import GraphLists, TensorType, TypeTable, constant_node_value, size_of
+from .weights import tensor_value
 
 NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
                               "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"})
@@ -82,7 +83,7 @@ def base_constant_value(graph: GraphLists, name: str) -> np.ndarray:
     """The value of a constant known before folding: an initializer (dense or sparse) or a
     ``Constant`` node's output."""
     if name in graph.initializers:
-        return onnx.numpy_helper.to_array(graph.initializers[name])
+        return tensor_value(graph.initializers[name], graph.weights_dir)
     i = graph.producer.get(name)
     if i is not None and graph.op_types[i] == "Constant":
         return constant_node_value(graph.model.graph.node[i])

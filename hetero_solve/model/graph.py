@@ -20,6 +20,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..units import element_bits
+from .weights import tensor_value
 
 #: Shape of a tensor: ``None`` when the rank is unknown, else one entry per dimension,
 #: an ``int`` when known, a ``str`` (symbolic name) or ``None`` when not.
@@ -138,6 +139,10 @@ class GraphLists:
     subgraph_constants: dict[int, list[tuple[str, int]]]
     #: Each dense initializer's type, from its own dims.
     initializer_types: dict[str, TensorType]
+    #: The folder external data locations are relative to (the model file's); ``None`` for a
+    #: model given in memory.  External tensors are read from there only when a value is
+    #: asked for (:mod:`.weights`).
+    weights_dir: str | None = None
 
     @property
     def opset(self) -> int:
@@ -271,7 +276,7 @@ class ModelGraph(GraphLists):
     def constant_value(self, name: str) -> np.ndarray:
         """Value of a constant tensor: an initializer, a ``Constant`` output or a folded one."""
         if name in self.initializers:
-            return numpy_helper.to_array(self.initializers[name])
+            return tensor_value(self.initializers[name], self.weights_dir)
         i = self.producer.get(name)
         if i is not None and self.op_types[i] == "Constant":
             return constant_node_value(self.model.graph.node[i])

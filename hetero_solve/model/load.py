@@ -1,6 +1,6 @@
 """Load an ONNX model into a :class:`ModelGraph`: names, structure, shapes, folding.
 
-Step by step: read (with external data), check, flatten the main graph (:mod:`.flatten`:
+Step by step: read (external data stays in its files: :mod:`.weights`), check, flatten the main graph (:mod:`.flatten`:
 stable names for unnamed and duplicate-named nodes, outer-scope reads of subgraph nodes),
 then shapes and folding (:mod:`.shapes`), then the ranks inference cannot find
 (:mod:`.observe`); :func:`analyse_model` assembles the :class:`ModelGraph`.
@@ -22,6 +22,7 @@ from .observe import observed_types, unknown_rank_tensors
 from .parallel import Forked, fork_pays
 from .shapes import analyse_shapes, forked_inference, input_dims
 from .structure import name_refs
+from .weights import external_tensors
 
 
 #: protobuf cannot parse a message of 2 GiB or more: a larger model keeps its weights outside.
@@ -30,7 +31,8 @@ MODEL_FILE_BYTES = (2 << 30) - 1
 
 def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, str, bytes | None]:
     """The ``ModelProto``, a display path, and the file's bytes when they are the whole model
-    (no external data), so the checker can reuse them.
+    (no external data), so the checker can reuse them.  External data is checked but not
+    read: its tensors stay references to their files (:mod:`.weights`).
 
     Only a regular file is opened (a FIFO or a device is refused before, so nothing blocks);
     external data must lie in regular files inside the model's folder, within their size.
@@ -59,56 +61,15 @@ def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelP
         raise fail(f"cannot read ONNX model: {one_line(e)}") from None
     # A tensor stored outside names its file under the required key "location": without
     # those bytes anywhere in the file (a C-speed search), no tensor can be external.
-    external = _external_tensors(model) if b"location" in data else []
+    external = external_tensors(model) if b"location" in data else []
     if external:
+        # The weights stay in their files (:mod:`.weights`): every step reads this
+        # weight-free view, and a part file's weights are copied file to file.
         folder = path.parent
         for tensor in external:
             _check_external(tensor, folder, fail)
-        try:
-            # onnx.load's external-data pass walks every tensor of every node in Python (1 s
-            # at 100,000 nodes); only models that have external data pay for it.
-            onnx.load_external_data_for_model(model, str(folder))
-        except Exception as e:  # files changed since checked, onnx's own refusals
-            raise fail(f"cannot read ONNX model: {one_line(e)}") from None
         data = None
     return model, str(path), data
-
-
-def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
-    """Every tensor of the model whose data lives in another file: initializers (dense and
-    sparse) and tensor attributes, in subgraphs and functions too."""
-    external = onnx.TensorProto.EXTERNAL
-    A = onnx.AttributeProto
-    found: list[onnx.TensorProto] = []
-    graphs = [model.graph]
-    node_lists = [f.node for f in model.functions]
-    while graphs or node_lists:
-        if graphs:
-            g = graphs.pop()
-            found.extend(t for t in g.initializer if t.data_location == external)
-            for sp in g.sparse_initializer:
-                found.extend(t for t in (sp.values, sp.indices) if t.data_location == external)
-            node_lists.append(g.node)
-            continue
-        for node in node_lists.pop():
-            for a in node.attribute:
-                kind = a.type
-                if kind == A.TENSOR:
-                    tensors = [a.t]
-                elif kind == A.TENSORS:
-                    tensors = list(a.tensors)
-                elif kind == A.SPARSE_TENSOR:
-                    tensors = [a.sparse_tensor.values, a.sparse_tensor.indices]
-                elif kind == A.SPARSE_TENSORS:
-                    tensors = [t for sp in a.sparse_tensors for t in (sp.values, sp.indices)]
-                else:
-                    if kind == A.GRAPH:
-                        graphs.append(a.g)
-                    elif kind == A.GRAPHS:
-                        graphs.extend(a.graphs)
-                    continue
-                found.extend(t for t in tensors if t.data_location == external)
-    return found
 
 
 def _check_external(tensor: onnx.TensorProto, folder: Path, fail) -> None:
@@ -141,16 +102,71 @@ def _check_external(tensor: onnx.TensorProto, folder: Path, fail) -> None:
 
 def check_model(model: onnx.ModelProto, path: str, data: bytes | None = None) -> None:
     """``onnx.checker`` with a one-line error.  Given the file's ``data``, they are checked as
-    they are (no second serialisation); models with external data are checked by path."""
+    they are (no second serialisation); models with external data are checked by path (the
+    checker reads the ``.onnx`` file, not the weights)."""
     try:
         if data is not None:
             onnx.checker.check_model(data)
-        elif path != "<model>" and model.ByteSize() > 2**31 - 1024:
+        elif path != "<model>":   # external data: the checker finds it beside the file
             onnx.checker.check_model(path)
         else:
             onnx.checker.check_model(model)
     except Exception as e:
         raise ModelError(path, f"not a valid ONNX model: {one_line(e)}") from None
+
+
+#: The newest opset of each standard domain the installed onnx knows; a model declaring a
+#: newer one (or a newer opset of another domain than its first) is asked of onnxruntime.
+_KNOWN_OPSETS = {"": onnx.helper.VERSION_TABLE[-1][2], "ai.onnx": onnx.helper.VERSION_TABLE[-1][2],
+                 "ai.onnx.ml": onnx.helper.VERSION_TABLE[-1][3]}
+_RUNTIME_REFUSALS: dict[tuple, str | None] = {}
+
+
+def check_opsets(model: onnx.ModelProto, path: str) -> None:
+    """Refuse a model whose declared opsets the installed onnxruntime cannot run (an opset
+    from the future, ``ai.onnx`` 1000 say): every part would fail to load later.  Only a
+    model declaring an opset newer than the installed onnx knows (or above 1 in another
+    domain) is asked of onnxruntime, with a one-node model of the same opsets."""
+    imports = tuple(sorted((o.domain, o.version) for o in model.opset_import))
+    if all(v <= _KNOWN_OPSETS.get(d, 1) for d, v in imports):
+        return
+    if imports not in _RUNTIME_REFUSALS:
+        _RUNTIME_REFUSALS[imports] = _runtime_refusal(imports)
+    reason = _RUNTIME_REFUSALS[imports]
+    if reason:
+        raise ModelError(path, reason)
+
+
+def _runtime_refusal(imports: tuple) -> str | None:
+    """What onnxruntime says of a model declaring the opsets ``imports``, when it refuses
+    them; ``None`` when it accepts them (or fails for another reason)."""
+    import re
+
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "opsets",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    opsets = dict(imports)
+    if "" not in opsets and "ai.onnx" not in opsets:
+        opsets[""] = 17
+    probe = helper.make_model(g, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
+    probe.ir_version = 8
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return None
+    except Exception as e:
+        text = one_line(e, 2000)
+    found = re.search(r"support for domain (\S+) is till opset (\d+)", text)
+    if not found:
+        return None
+    domain, newest = found.group(1), int(found.group(2))
+    declared = opsets.get(domain, opsets.get("" if domain == "ai.onnx" else domain))
+    return (f"declares opset {declared} of domain {domain}; the installed onnxruntime "
+            f"{ort.__version__} runs {domain} up to opset {newest} (export the model for an "
+            "opset it runs, or upgrade onnxruntime)")
 
 
 def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, int] | None = None,
@@ -241,6 +257,7 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
     given = {**{k: int(v) for k, v in (rule_dims or {}).items()}, **dims}
     whole = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
     listed = input_dims(model, path, given, whole)
+    check_opsets(model, path)
     checking = inferring = None
     if fork_pays(len(model.graph.node)):
         # The checker and the first shape inference are C++ holding the GIL: run them in
@@ -248,7 +265,8 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
         # of the three: the checker yields to it (and to this process) and runs on what is
         # left.
         checking = Forked(_check_message, model, path, data, idle=True) if check else None
-        inferring = Forked(forked_inference, model, given, whole)
+        inferring = Forked(forked_inference, model, given, whole,
+                           None if path == "<model>" else str(Path(path).resolve().parent))
     elif check:
         check_model(model, path, data)
     pending = _PendingCheck(checking, model, path, data)

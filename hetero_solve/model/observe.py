@@ -71,6 +71,9 @@ def observed_types(graph: GraphLists, types: TypeTable, names: list[str]) -> dic
         opts = ort.SessionOptions()
         opts.log_severity_level = 4
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        if graph.weights_dir is not None:   # external data stays in its files: read there
+            opts.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                          graph.weights_dir)
         sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         values = sess.run(names, feeds)
     except Exception:

@@ -15,6 +15,9 @@ Step by step (:func:`analyse_shapes`):
    reads one and has an output whose shape is not static): infer again on the model without
    the folded nodes, with every folded value the rest reads given as an initializer.  Each
    round knows every value folded so far, so what an earlier round fixed stays fixed.
+   Types ONNX leaves open that the runtime fixes are declared for that next inference too:
+   control-flow outputs (:func:`control_flow_hints`), a ``Reshape``'s ``-1`` over symbolic
+   dims (:func:`reshape_hints`), the axes a ``Slice`` does not slice (:func:`slice_hints`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from .flatten import flatten
 from .fold import FoldedValues, base_constant_value, find_foldable, folded_readers
 from .graph import (GraphLists, InputDim, TensorType, TypeTable, free_names, type_of_proto,
                     type_of_value_info)
+from .weights import data_bytes, is_external, tensor_value
 
 _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
 
@@ -42,7 +46,8 @@ STRIP_ELEMENTS = 4096
 SMALL_FLOAT_ELEMENTS = 64
 MAX_ROUNDS = 16
 LIGHT_COPY_BYTES = 1 << 30
-#: dim_param spellings exporters use for "no name" (Paddle writes "?").
+#: dim_param spellings exporters use for "no name" (Paddle writes "?"; a value given for "?"
+#: by name sets every dim so spelled).
 ANONYMOUS = frozenset({"?", ""})
 
 
@@ -88,7 +93,10 @@ def input_dims(model: onnx.ModelProto, path: str, dims: dict[str, int],
                     raise ModelError(path, f"--shape {vi.name}: dim {k} of the input is "
                                                    f"{d}, the shape given says {whole[k]}")
         for k, d in enumerate(declared if declared is not None else whole or ()):
-            name = d if isinstance(d, str) and d not in ANONYMOUS else None
+            # "?" is a name like any other once given (every "?" dim takes that value);
+            # without a value it is listed as anonymous: a whole shape is the usual fix.
+            name = d if isinstance(d, str) and d != "" and (d in dims or d not in ANONYMOUS) \
+                else None
             value = whole[k] if whole is not None else d if isinstance(d, int) else \
                 dims.get(name) if name is not None else None
             found.append(InputDim(vi.name, k, name, value))
@@ -118,7 +126,7 @@ def prepare(model: onnx.ModelProto, dims: dict[str, int], shapes: dict[str, tupl
         if not tt.HasField("shape"):
             continue
         for d in tt.shape.dim:
-            if d.HasField("dim_param") and d.dim_param in dims and d.dim_param not in ANONYMOUS:
+            if d.HasField("dim_param") and d.dim_param in dims and d.dim_param != "":
                 d.dim_value = int(dims[d.dim_param])
             elif d.HasField("dim_value") and d.dim_value < 0:
                 d.ClearField("dim_value")
@@ -170,9 +178,10 @@ def _beyond_inference(graph: onnx.GraphProto, functions: set[tuple[str, str]]
     return unknown, bodies
 
 
-def light_copy(src: onnx.ModelProto) -> onnx.ModelProto:
+def light_copy(src: onnx.ModelProto, folder: str | None = None) -> onnx.ModelProto:
     """A copy of the model whose initializers keep their type and dims but, where
-    :func:`_strip` says so, not their data."""
+    :func:`_strip` says so, not their data; an external one that keeps its data is read from
+    ``folder`` (the model's)."""
     m = onnx.ModelProto()
     m.ir_version = src.ir_version
     m.opset_import.extend(src.opset_import)
@@ -185,12 +194,12 @@ def light_copy(src: onnx.ModelProto) -> onnx.ModelProto:
     g.value_info.extend(src.graph.value_info)
     g.sparse_initializer.extend(src.graph.sparse_initializer)
     huge = _is_huge(src)
-    g.initializer.extend(_light(t, huge) for t in src.graph.initializer)
+    g.initializer.extend(_light(t, huge, folder) for t in src.graph.initializer)
     return m
 
 
 def _is_huge(model: onnx.ModelProto) -> bool:
-    return sum(len(t.raw_data) for t in model.graph.initializer) >= LIGHT_COPY_BYTES
+    return sum(map(data_bytes, model.graph.initializer)) >= LIGHT_COPY_BYTES
 
 
 def _strip(t: onnx.TensorProto, huge: bool) -> bool:
@@ -202,16 +211,16 @@ def _strip(t: onnx.TensorProto, huge: bool) -> bool:
     dtype = t.data_type
     if dtype in _FLOAT_TYPES:
         # Weights are raw bytes: their element count is their length, no dims to multiply.
-        raw, bits = len(t.raw_data), element_bits(dtype)
+        raw, bits = data_bytes(t), element_bits(dtype)
         return raw * 8 > SMALL_FLOAT_ELEMENTS * bits if raw and bits \
             else _elements(t) > SMALL_FLOAT_ELEMENTS
     return huge and dtype != onnx.TensorProto.STRING and _elements(t) > STRIP_ELEMENTS
 
 
-def _light(t: onnx.TensorProto, huge: bool) -> onnx.TensorProto:
+def _light(t: onnx.TensorProto, huge: bool, folder: str | None = None) -> onnx.TensorProto:
     if not _strip(t, huge):
-        if t.data_location == onnx.TensorProto.EXTERNAL:
-            return numpy_helper.from_array(numpy_helper.to_array(t), t.name)
+        if is_external(t):   # a small one inference may read: its value, inline
+            return numpy_helper.from_array(tensor_value(t, folder), t.name)
         return t
     light = onnx.TensorProto()
     light.name = t.name
@@ -228,7 +237,7 @@ def _elements(t: onnx.TensorProto) -> int:
 
 
 def forked_inference(model: onnx.ModelProto, dims: dict[str, int],
-                     shapes: dict[str, tuple[int, ...]]) -> bytes:
+                     shapes: dict[str, tuple[int, ...]], folder: str | None = None) -> bytes:
     """The first inference (:func:`prepare`, then inference), serialised: what a forked
     process sends back.
 
@@ -239,7 +248,7 @@ def forked_inference(model: onnx.ModelProto, dims: dict[str, int],
     graph = model.graph
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer) \
             or not hasattr(_cpp_inference, "infer_shapes"):
-        base = light_copy(model)
+        base = light_copy(model, folder)
         prepare(base, dims, shapes)
         return infer(base)
     huge = _is_huge(model)
@@ -281,7 +290,7 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
     def inference_base() -> onnx.ModelProto:
         nonlocal base
         if base is None:
-            base = light_copy(graph.model)
+            base = light_copy(graph.model, graph.weights_dir)
             prepare(base, dims, shapes)
         return base
 
@@ -292,7 +301,7 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
             first_words = " ".join(str(e).split())[:300]
             warnings.append(f"shape inference failed, using the shapes the model declares: "
                             f"{first_words}")
-            fallback = light_copy(graph.model)
+            fallback = light_copy(graph.model, graph.weights_dir)
             prepare(fallback, dims, shapes, keep_declared=True)
             return fallback
 
@@ -320,8 +329,10 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
         # whose shape is not static.
         useful = {x for i, xs in folded_readers(graph, set(folded), values.outputs)
                   if any(o and not types[o].static for o in graph.outputs[i]) for x in xs}
-        hints = [vi for vi in control_flow_hints(
-            graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant)
+        hints = [vi for vi in itertools.chain(control_flow_hints(
+            graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant),
+            reshape_hints(graph, types, set(folded)),
+            slice_hints(graph, types, set(folded), constant))
             if hinted.get(vi.name) != vi.type.SerializeToString()]
         if useful <= given and not hints:
             break
@@ -513,6 +524,105 @@ def control_flow_hints(graph: GraphLists, types: TypeTable,
                 elem = b.elem_type
             hints.append(onnx.helper.make_tensor_value_info(o, elem, dims))
     return hints
+
+
+def reshape_hints(graph: GraphLists, types: TypeTable, folded: set[int]
+                  ) -> list[onnx.ValueInfoProto]:
+    """The dimension ONNX inference leaves open on a ``Reshape`` output whose input has
+    symbolic dims, found by counting elements (the runtime's way).
+
+    ``Reshape(x: [batch, sequence, 128], [batch, sequence, -1, 32])`` (transformers' ``view``
+    of the attention heads) gives ``[batch, sequence, ?, 32]``: ONNX computes ``-1`` only when
+    every input dimension is a number.  A reshape keeps the element count, so when the
+    input's symbolic dims and the output's known ones cancel (equal names are equal values,
+    as ONNX reads them) the one dimension left is the quotient of the numbers: 4 here.  An
+    anonymous (``?``) or unknown input dim never cancels; nothing is claimed then."""
+    hints = []
+    for i, op in enumerate(graph.op_types):
+        if op != "Reshape" or graph.domains[i] not in ("", "ai.onnx") or i in folded:
+            continue
+        out = graph.outputs[i][0] if graph.outputs[i] else ""
+        t = types[out] if out else None
+        if t is None or t.shape is None or t.static:
+            continue
+        value = _count_left(types[graph.inputs[i][0]].shape, t.shape)
+        if value is None:
+            continue
+        k, d = value
+        dims = list(t.shape[:k]) + [d] + list(t.shape[k + 1:])
+        hints.append(onnx.helper.make_tensor_value_info(
+            out, t.elem_type, [x if _named(x) else None for x in dims]))
+    return hints
+
+
+def slice_hints(graph: GraphLists, types: TypeTable, folded: set[int],
+                constant: Callable[[str], np.ndarray | None]) -> list[onnx.ValueInfoProto]:
+    """The dimensions of a ``Slice`` output on axes it does not slice, which ONNX inference
+    leaves open with the rest when the starts or ends are not constants (``position_ids[:,
+    :Shape(input_ids)[1]]``: ``[?, ?]`` where the runtime has ``[1, sequence]``).  The axes
+    must be known: constant, or absent (then the first ``len(starts)``)."""
+    hints = []
+    for i, op in enumerate(graph.op_types):
+        if op != "Slice" or graph.domains[i] not in ("", "ai.onnx") or i in folded \
+                or graph.opsets.get("", 0) < 10:
+            continue
+        ins = graph.inputs[i]
+        out = graph.outputs[i][0] if graph.outputs[i] else ""
+        t = types[out] if out else None
+        before = types[ins[0]].shape if ins and ins[0] else None
+        if t is None or t.shape is None or t.static or before is None or len(before) != len(t.shape):
+            continue
+        if len(ins) > 3 and ins[3]:
+            value = constant(ins[3])
+            if value is None:
+                continue
+            rank = len(before)
+            axes = {int(a) % rank for a in np.asarray(value).reshape(-1)}
+        else:
+            starts = types[ins[1]].shape if len(ins) > 1 and ins[1] else None
+            if starts is None or len(starts) != 1 or not isinstance(starts[0], int):
+                continue
+            axes = set(range(starts[0]))
+        dims = [d if k in axes or _named(d) else before[k] for k, d in enumerate(t.shape)]
+        if dims != list(t.shape) and any(not _named(d) and _named(e)
+                                         for d, e in zip(t.shape, dims)):
+            hints.append(onnx.helper.make_tensor_value_info(
+                out, t.elem_type, [x if _named(x) else None for x in dims]))
+    return hints
+
+
+def _named(d) -> bool:
+    """A dimension with a number or a name inference can carry (``?`` is no name)."""
+    return isinstance(d, int) or (isinstance(d, str) and d not in ANONYMOUS
+                                  and not d.startswith("unk__"))
+
+
+def _count_left(before: tuple | None, after: tuple) -> tuple[int, int] | None:
+    """The axis of ``after`` (a reshape of a tensor of shape ``before``) that is the only one
+    the equal element counts leave open, and its value; ``None`` when there is no such axis."""
+    if before is None:
+        return None
+    symbols: dict[str, int] = {}
+    number = 1
+    for d in before:
+        if isinstance(d, int):
+            number *= d
+        elif d is None or d in ANONYMOUS:
+            return None
+        else:
+            symbols[d] = symbols.get(d, 0) + 1
+    open_axes = []
+    known = 1
+    for k, d in enumerate(after):
+        if isinstance(d, int):
+            known *= d
+        elif d is not None and d not in ANONYMOUS and symbols.get(d, 0) > 0:
+            symbols[d] -= 1
+        else:
+            open_axes.append(k)
+    if len(open_axes) != 1 or any(symbols.values()) or known == 0 or number % known:
+        return None
+    return open_axes[0], number // known
 
 
 def _branch_types(graph: GraphLists, body: onnx.GraphProto, types: TypeTable,

@@ -592,8 +592,9 @@ RULE_FILE = Record(
         "dims": Key(MapOf(keys=Str(min_length=1), values=Int(minimum=1, maximum=2**31 - 1),
                           key_text="dimension name",
                           what="a mapping dimension name -> value",
-                          doc=("Values of symbolic dimensions of the graph inputs "
-                               "(`--dim` wins)."), example="{batch: 1, seq: 128}")),
+                          doc=("Values of symbolic dimensions of the graph inputs, by "
+                               "their `dim_param` (`?` too: every dim so spelled takes the "
+                               "value; `--dim` wins)."), example="{batch: 1, seq: 128}")),
         "objective": Key(OneOf((
             ListOf(Str(choices=OBJECTIVE_TERMS, unknown="term"), min_items=1, unique=True,
                    what="a non-empty list of terms"),

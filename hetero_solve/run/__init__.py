@@ -1,11 +1,19 @@
 """Running an exported partition (``hetero-solve run`` and ``verify``).
 
+- :mod:`.session`: :class:`Session` (an OUT_DIR loaded once, run like an onnxruntime
+  ``InferenceSession``), :func:`run_partitioned`, and :func:`run` behind ``hetero-solve run``;
 - :mod:`.backend`: the interface a runtime implements to run parts (:class:`PartRunner`,
-  :class:`PartSpec`, :class:`RunOptions`); onnxruntime and OpenVINO are backends.
+  :class:`PartSpec`, :class:`RunOptions`); :mod:`.onnxruntime` is the default backend,
+  OpenVINO another;
+- :mod:`.inputs`: declared inputs, random inputs, ``--input``/``--dim``/``--shape`` checks;
+- :mod:`.verify`: the partition against the original, with a tolerance by dtype;
+- :mod:`.report`: per-part counters and saved outputs; :mod:`.manifest`: ``partition.json``.
 
-``hetero_solve.run`` is both this package and the function :func:`hetero_solve.runtime.run`:
+``hetero_solve.run`` is both this package and the function :func:`hetero_solve.run.session.run`:
 calling the package calls the function (``hs.run(out_dir)``), so ``import
 hetero_solve.run.backend`` and ``hs.run(...)`` both work whatever was imported first.
+(The function ``verify`` is not exported here, for the same reason: ``hetero_solve.run.verify``
+is the module.)
 """
 
 from __future__ import annotations
@@ -15,9 +23,14 @@ import types
 
 from .backend import (BACKENDS, NodeTime, OPTIMIZATION_LEVELS, PartRunner, PartSpec, RunOptions,
                       TensorInfo, load_backend)
+from .common import RunError
+from .report import PartRun, RunResult
+from .session import Session, run, run_partitioned
+from .verify import VerifyError, VerifyReport
 
 __all__ = ["BACKENDS", "NodeTime", "OPTIMIZATION_LEVELS", "PartRunner", "PartSpec",
-           "RunOptions", "TensorInfo", "load_backend"]
+           "RunOptions", "TensorInfo", "load_backend", "RunError", "PartRun", "RunResult",
+           "Session", "run", "run_partitioned", "VerifyError", "VerifyReport"]
 
 
 class _CallablePackage(types.ModuleType):
@@ -26,7 +39,6 @@ class _CallablePackage(types.ModuleType):
     function and a package at once; a callable package is both."""
 
     def __call__(self, *args, **kwargs):
-        from ..runtime import run
         return run(*args, **kwargs)
 
 

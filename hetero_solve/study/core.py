@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-from ..compile import compile_problem
+from ..compile import compile_problem, missing_dims, missing_dims_text
 from ..errors import HeteroSolveError
 from ..model import load_model
 from ..problem import Problem
@@ -131,7 +131,9 @@ def run_study(config: StudyConfig, *, progress: bool = True,
                         computed += 1
                         bar.advance()
                     continue
-                base.update(nodes=problem.n, edges=sum(len(s) for s in problem.succ))
+                base.update(nodes=problem.n, edges=sum(len(s) for s in problem.succ),
+                            missing_dims="; ".join(map(missing_dims_text,
+                                                       problem.meta.get("missing_dims", []))))
                 for alg, key in runs:
                     uses_limit = alg in config.custom or ALGORITHMS[alg].uses_time_limit
                     meta[key] = {**base, "time_limit": config.time_limit if uses_limit else None,
@@ -156,9 +158,14 @@ def run_study(config: StudyConfig, *, progress: bool = True,
 
 
 def compile_pair(model: Path, rules: Path, dims: dict[str, int]) -> Problem:
-    """The compiled problem every algorithm of the study reads for this pair."""
+    """The compiled problem every algorithm of the study reads for this pair, with
+    ``meta["missing_dims"]`` as ``solve`` finds them (a static-shape device refusing nodes
+    only because input dims have no value)."""
     rule_set = load_rules(rules)
-    return compile_problem(load_model(model, dims=dims, rule_dims=rule_set.dims), rule_set)
+    mg = load_model(model, dims=dims, rule_dims=rule_set.dims)
+    problem = compile_problem(mg, rule_set)
+    problem.meta["missing_dims"] = missing_dims(mg, rule_set, problem)
+    return problem
 
 
 def write_outputs(out: Path, records: list[dict], algorithms: list[str],

@@ -20,11 +20,12 @@ from typing import Iterable
 
 import yaml
 
-FORMAT = 4          # bump when a run's meaning changes: old runs are then recomputed
+FORMAT = 5          # bump when a run's meaning changes: old runs are then recomputed
 
 COLUMNS = ["model", "rules", "algorithm", "nodes", "edges", "parts", "fallback", "transfer",
            "lower_bound", "status", "seconds", "peak_memory", "valid", "reason",
-           "objective", "objective_spec", "memory_method", "time_limit", "seed", "dims"]
+           "objective", "objective_spec", "memory_method", "time_limit", "seed", "dims",
+           "missing_dims"]
 
 # Outcomes that say nothing about the algorithm on this input: never reused.
 NOT_DONE = ("unavailable",)

@@ -172,7 +172,10 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
                 names.append(_short(rules))
     lines += ["## Parts per problem", "",
               "A number is a valid answer's parts; `*` marks a proven optimum of the rule file's "
-              "objective; `°` parts proven minimal (the rest of the objective not proven); `(fb n)` n nodes off their preferred device; `n✗kind` an answer the "
+              "objective; `°` parts proven minimal (the rest of the objective not proven); "
+              "`†` a static-shape device refused nodes only because input dims have no value "
+              "(the answer is for the dims left open: see *Dims with no value* below); "
+              "`(fb n)` n nodes off their preferred device; `n✗kind` an answer the "
               "validator rejects (first violation's kind); `—` no answer (failed, skipped or "
               "unavailable: see below).  *best*: the fewest parts of a valid answer; *LB*: the best "
               "lower bound on parts any run proved (for solutions as good on the objective's "
@@ -198,7 +201,8 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
                 else:
                     mark = ""
                 fb = f" (fb {r['fallback']})" if r.get("fallback") else ""
-                cells.append(f"{r['parts']}{mark}{fb}")
+                open_dims = "†" if r.get("missing_dims") else ""
+                cells.append(f"{r['parts']}{mark}{open_dims}{fb}")
             else:
                 kind = (r.get("reason") or "invalid").split(":")[0]
                 cells.append(f"{_num(r.get('parts'))}✗{kind}")
@@ -206,6 +210,16 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
         lines.append(f"| {_short(model)} | {_short(rules)} | {_num(info['nodes'])} | {best} | "
                      f"{_num(info['lower_bound'])} | " + " | ".join(cells) + " |")
     lines.append("")
+
+    open_dims = OrderedDict((problem_key(r), r["missing_dims"]) for r in records
+                            if r.get("missing_dims"))
+    if open_dims:
+        lines += ["## Dims with no value", "",
+                  "As `solve` says them; give the values (`--dim`, a rule file's `dims`, "
+                  "`--shape`) to study the model as it will run.", ""]
+        lines += [f"- {_short(model)} × {_short(rules)}: {_escape(text)}"
+                  for (model, rules), text in open_dims.items()]
+        lines.append("")
 
     bad = [r for r in records if not (r.get("status") in SOLVED and r.get("valid"))]
     if bad:
