@@ -62,9 +62,9 @@ def test_a_device_openvino_lacks_falls_back_to_cpu_with_a_warning(tmp_path):
     model = EXAMPLES / "resnet_like.onnx"
     out = hs.solve(model, RULES / "npu-static.yaml", dims={"batch": 1}).write(tmp_path / "a")
     feeds = random_feeds(model, {"batch": 1})
-    with pytest.warns(HeteroSolveWarning, match="OpenVINO has no such device"):
-        _, got, runners = _run_parts(out, feeds, RunOptions(profile=True))
+    _, got, runners = _run_parts(out, feeds, RunOptions(profile=True))
     assert all(r.providers == ["CPU"] for r in runners)
+    assert "OpenVINO has no such device" in runners[0].warnings[0]
     want = ort.InferenceSession(str(model)).run(["probs"], feeds)[0]
     np.testing.assert_allclose(got["probs"], want, rtol=1e-4, atol=1e-6)
     # profiling: per-node times from OpenVINO's counters, on the part that ran them
@@ -72,3 +72,18 @@ def test_a_device_openvino_lacks_falls_back_to_cpu_with_a_warning(tmp_path):
     assert times and all(t.part == 1 and t.calls == 1 for t in times)
     assert runners[0].inputs[0].type == "tensor(float)"
     assert runners[0].inputs[0].shape[1:] == (3, 32, 32)
+
+
+def test_session_runs_the_parts_on_openvino(tmp_path):
+    from hetero_solve.run.session import Session
+    model = EXAMPLES / "control_flow.onnx"
+    dims = {"seq": 5, "batch": 2}
+    out = hs.solve(model, RULES / "npu-gpu-cpu.yaml", dims=dims).write(tmp_path / "a")
+    feeds = random_feeds(model, dims)
+    with pytest.warns(HeteroSolveWarning, match="OpenVINO has no such device"):
+        session = Session(out, backend="openvino")
+    names = [o.name for o in session.get_outputs()]
+    got = session.run(names, feeds)
+    want = ort.InferenceSession(str(model)).run(names, feeds)
+    for name, a, b in zip(names, got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=name)

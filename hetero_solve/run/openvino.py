@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import HeteroSolveError, one_line, warn
+from ..errors import HeteroSolveError, one_line
 from .backend import NodeTime, PartSpec, RunOptions, TensorInfo
 
 #: OpenVINO element type names -> ONNX's type spelling (``TensorInfo.type``).
@@ -55,17 +55,18 @@ def _core(precise: bool):
     return _CORE
 
 
-def device_for(part: PartSpec, options: RunOptions, available: list[str]) -> str:
-    """The OpenVINO device of ``part`` (see the module docstring)."""
+def device_for(part: PartSpec, options: RunOptions,
+               available: list[str]) -> tuple[str, list[str]]:
+    """The OpenVINO device of ``part`` (see the module docstring) and the warning a fallback
+    to the CPU makes (``Session`` shows it once per device)."""
     mapped = dict(options.backend_options.get("device_map") or {})
     if part.device in mapped:
-        return str(mapped[part.device])
+        return str(mapped[part.device]), []
     name = part.device
     if name in available or name.split(".")[0] in available or name.split(":")[0] in _VIRTUAL:
-        return name
-    warn(f"device {part.device}: OpenVINO has no such device here (it has "
-         f"{', '.join(available)}); its parts run on CPU (map it with device_map)")
-    return "CPU"
+        return name, []
+    return "CPU", [f"device {part.device}: OpenVINO has no such device here (it has "
+                   f"{', '.join(available)}); its parts run on CPU (map it with device_map)"]
 
 
 class OpenVINOPart:
@@ -80,6 +81,7 @@ class OpenVINOPart:
         self.location = ("openvino", device)
         self.load_seconds = load_seconds
         self.profile = profile
+        self.warnings: list[str] = []
         self._times: dict[tuple[str, str], list[float]] = {}
         declared = set(part.inputs) | set(part.outputs)
         self.inputs = [_info(port, declared) for port in compiled.inputs]
@@ -121,7 +123,7 @@ def load_part(part: PartSpec, options: RunOptions) -> OpenVINOPart:
     :func:`hetero_solve.run.backend.load_backend` returns)."""
     backend = options.backend_options
     core = _core(bool(backend.get("precise", True)))
-    device = device_for(part, options, list(core.available_devices))
+    device, warnings = device_for(part, options, list(core.available_devices))
     config = dict(backend.get("config") or {})
     if options.profile:
         config["PERF_COUNT"] = True
@@ -134,7 +136,9 @@ def load_part(part: PartSpec, options: RunOptions) -> OpenVINOPart:
     except Exception as e:   # noqa: BLE001
         raise OpenVINORunError(f"part {part.id} ({part.file.name}, {device}): OpenVINO cannot "
                                f"load it: {_line(e)}") from None
-    return OpenVINOPart(part, compiled, device, time.perf_counter() - t0, options.profile)
+    runner = OpenVINOPart(part, compiled, device, time.perf_counter() - t0, options.profile)
+    runner.warnings = warnings
+    return runner
 
 
 def _info(port, declared: set[str]) -> TensorInfo:
