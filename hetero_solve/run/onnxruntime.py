@@ -236,13 +236,27 @@ def _ortvalue(value: Any, device: str):
     return ort.OrtValue.ortvalue_from_numpy(arr, device, 0)
 
 
+def with_provider_options(providers: Sequence[str], runtime: Mapping) -> list:
+    """``providers`` as ``InferenceSession`` takes them, each with the options the device's
+    ``runtime.onnxruntime_options`` gives it: ``(name, {option: "value"})`` (onnxruntime
+    reads option values as strings; true/false as 1/0)."""
+    given = (runtime or {}).get("onnxruntime_options") or {}
+
+    def text(value) -> str:
+        return ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return [(p, {k: text(v) for k, v in given[p].items()}) if given.get(p) else p
+            for p in providers]
+
+
 def load_part(part: PartSpec, options: RunOptions) -> OrtPartRunner:
-    """The backend's entry point: ``part`` in a session on its device's providers; a provider
-    this onnxruntime lacks is dropped with a warning in the runner's ``warnings``."""
+    """The backend's entry point: ``part`` in a session on its device's providers, with their
+    options from the rule file; a provider this onnxruntime lacks is dropped with a warning
+    in the runner's ``warnings``."""
     providers, warnings = resolve_providers({"name": part.device, "runtime": part.runtime})
     if not part.file.is_file():
         raise RunError(f"part {part.id}: {part.file}: no such file")
-    runner = OrtPartRunner(str(part.file), providers, options, part=part.id,
+    runner = OrtPartRunner(str(part.file), with_provider_options(providers, part.runtime),
+                           options, part=part.id,
                            label=f"part {part.id} ({part.file.name}, {part.device})")
     runner.warnings = warnings
     return runner
