@@ -13,7 +13,11 @@ and around it: ``Session`` (the parts loaded once, run like an onnxruntime sessi
 >>> result.metrics.partitions, result.write("out/")                           # doctest: +SKIP
 """
 
-from .algorithms.greedy import greedy, heuristic
+from .interrupt import guard_imports as _guard_imports
+
+_guard_imports()   # first: Ctrl-C while the command's libraries load is one line, exit 130
+
+from .algorithms.greedy import greedy, heuristic  # noqa: E402
 from .compile import compile_problem
 from .errors import (HeteroSolveError, HeteroSolveWarning, InfeasibleError, ModelError, RuleError,
                      ValidationError)

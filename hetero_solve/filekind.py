@@ -11,12 +11,15 @@ from pathlib import Path
 HEAD_BYTES = 4096
 #: A rule file or catalog is YAML text with one of these top-level keys at a line start.
 _RULE_KEYS = re.compile(rb"^(version|devices|include|value_inputs)[ \t]*:", re.MULTILINE)
+#: An instance file (Tarnawski et al.'s JSON: ``hetero_solve.instances``) is a JSON object
+#: with their top-level keys, or nodes with their per-node keys, in its first kilobytes.
+_INSTANCE_KEYS = re.compile(rb'"(maxSizePerFPGA|maxFPGAs|maxCPUs|supportedOnFpga|fpgaLatency)"\s*:')
 
 
 def content_kind(path: str | os.PathLike) -> str:
-    """``"model"`` (an ONNX model), ``"rules"`` (a rule file or catalog), ``"other"``, or
-    ``"missing"``.  Only regular files are opened (a FIFO or a device is ``"other"``), and
-    only their first few kilobytes are read.
+    """``"model"`` (an ONNX model), ``"rules"`` (a rule file or catalog), ``"instance"`` (an
+    instance file without a model), ``"other"``, or ``"missing"``.  Only regular files are
+    opened (a FIFO or a device is ``"other"``), and only their first few kilobytes are read.
 
     An ONNX model is a protobuf ``ModelProto``: every writer puts field 1 (``ir_version``, a
     small varint) first, so the file starts with the bytes 0x08 and 1..127.  A rule file is
@@ -38,4 +41,6 @@ def content_kind(path: str | os.PathLike) -> str:
         return "model"
     if b"\x00" not in head and _RULE_KEYS.search(head):
         return "rules"
+    if head.lstrip().startswith(b"{") and _INSTANCE_KEYS.search(head):
+        return "instance"
     return "other"

@@ -163,6 +163,9 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
     mg.ensure_valid()
     lap("validate")
     warnings = list(problem.meta.get("warnings", [])) + _unknown_rank_boundaries(mg, problem, sol)
+    if sol.stats.get("stopped_by"):     # the exact stage's wall-clock guard fired
+        from .exact.budget import guard_warning
+        warnings.append(guard_warning(time_limit))
     return Result(mg, rule_set, problem, sol, metrics, seconds, warnings,
                   explanation=sol.stats.pop("explain", None))
 

@@ -14,9 +14,13 @@ from typing import (TYPE_CHECKING, Iterable, Iterator, Mapping, MutableMapping, 
                     Sequence, Union)
 
 if TYPE_CHECKING:
+    from .costs import CostModel
     from .measures.arrays import ProblemArrays
 
 OBJECTIVE_TERMS = ("fallback", "partitions", "transfer")
+#: Terms that need a cost model (``Problem.costs``): SPEC section 6's latency and time per sample.
+COST_TERMS = ("latency", "throughput")
+TERMS = OBJECTIVE_TERMS + COST_TERMS
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,14 @@ class Objective:
         if self.weights is None:
             return tuple(values[t] for t in self.order)
         return (sum(w * values[t] for t, w in self.weights.items()),)
+
+    def terms(self) -> tuple[str, ...]:
+        """The terms it ranks or weighs."""
+        return tuple(self.order) if self.weights is None else tuple(self.weights)
+
+    def uses_costs(self) -> bool:
+        """Whether a term needs the cost model (``latency``, ``throughput``)."""
+        return any(t in COST_TERMS for t in self.terms())
 
     def describe(self) -> str:
         if self.weights is None:
@@ -229,6 +241,12 @@ class Problem:
         large problems (:func:`hetero_solve.measures.problem_arrays` builds them; compile
         does for large models).  Derived data: when present, the lists it was built from
         must not change.
+    costs : CostModel or None
+        Node times, part costs and links (:mod:`hetero_solve.costs`): what the ``latency``
+        and ``throughput`` terms read; ``None`` when the rule file gives none.
+    colocation : list of list of int
+        Groups of nodes that must share a device instance (an imported instance's colour
+        classes); empty for ONNX models.
 
     Examples
     --------
@@ -263,6 +281,8 @@ class Problem:
     meta: dict = field(default_factory=dict)
     arrays: "ProblemArrays | None" = field(default=None, repr=False, compare=False)
     fold_options: list[FoldOption] = field(default_factory=list)
+    costs: "CostModel | None" = None
+    colocation: list[list[int]] = field(default_factory=list)
 
     @property
     def n(self) -> int:

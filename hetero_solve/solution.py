@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .measures import fallback_count, part_memories, part_order, transfer_bytes
+from .measures.costs import latency, time_per_sample
 from .problem import Problem
 
 
@@ -72,9 +73,15 @@ class Metrics:
     transfer: int
     part_memory: list[int]
     instance_memory: dict[tuple[int, int], int]   # (device, instance) -> bytes
+    latency: float | None = None          # SPEC 6 cost terms: only with a cost model
+    throughput: float | None = None       # time per sample
 
-    def as_dict(self) -> dict[str, int]:
-        return {"fallback": self.fallback, "partitions": self.partitions, "transfer": self.transfer}
+    def as_dict(self) -> dict[str, float]:
+        out = {"fallback": self.fallback, "partitions": self.partitions, "transfer": self.transfer}
+        for term in ("latency", "throughput"):
+            if getattr(self, term) is not None:
+                out[term] = getattr(self, term)
+        return out
 
 
 def normalize(problem: Problem, sol: Solution) -> Solution:
@@ -109,19 +116,27 @@ def evaluate(problem: Problem, sol: Solution) -> Metrics:
     for p, m in enumerate(mem):
         key = (sol.part_device[p], sol.part_instance[p])
         inst[key] = inst.get(key, 0) + m
+    costed = problem.costs is not None
     return Metrics(fallback=objective_term(problem, sol, "fallback"),
                    partitions=objective_term(problem, sol, "partitions"), transfer=transfer,
-                   part_memory=mem, instance_memory=inst)
+                   part_memory=mem, instance_memory=inst,
+                   latency=objective_term(problem, sol, "latency") if costed else None,
+                   throughput=objective_term(problem, sol, "throughput") if costed else None)
 
 
-def objective_term(problem: Problem, sol: Solution, term: str) -> int:
-    """One term of SPEC section 6 alone (what :func:`evaluate` gives, without part memories)."""
+def objective_term(problem: Problem, sol: Solution, term: str) -> float:
+    """One term of SPEC section 6 alone (what :func:`evaluate` gives, without part memories);
+    ``latency`` and ``throughput`` (time per sample) need ``problem.costs``."""
     if term == "fallback":
         return fallback_count(problem, sol.part_of, sol.part_device)
     if term == "partitions":
         return len(set(sol.part_of))
     if term == "transfer":
         return transfer_bytes(problem, sol.part_of)
+    if term == "latency":
+        return latency(problem, sol.part_of, sol.part_device)
+    if term == "throughput":
+        return time_per_sample(problem, sol.part_of, sol.part_device, sol.part_instance)
     raise ValueError(f"unknown objective term {term!r}")
 
 

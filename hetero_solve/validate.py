@@ -16,7 +16,8 @@ from .problem import Problem
 from .solution import Metrics, Solution, evaluate
 from .units import format_bytes
 
-KINDS = ("structure", "support", "pin", "cycle", "order", "value", "memory")
+KINDS = ("structure", "support", "pin", "cycle", "order", "value", "memory", "colocation",
+         "stages")
 MAX_PER_KIND = 50
 
 
@@ -109,6 +110,7 @@ def validate(problem: Problem, sol: Solution, *, require_order: bool = True,
         _order(problem, sol, add, arrays)
     _values(problem, sol, add, arrays)
     _memory(problem, sol, add, metrics)
+    _colocation_and_stages(problem, sol, add)
     for kind, c in count.items():
         if c > MAX_PER_KIND:
             out.append(Violation(kind, f"... and {c - MAX_PER_KIND} more {kind} violations"))
@@ -195,6 +197,30 @@ def _values(problem: Problem, sol: Solution, add, arrays: ProblemArrays | None) 
                 add(Violation("value", f"node {problem.names[v]!r} ({problem.op_types[v]}) needs the "
                                        f"value of a tensor made by {problem.names[u]!r} in the same part "
                                        f"{p} on {dev.name}", [problem.names[u], problem.names[v]], [p]))
+
+
+def _colocation_and_stages(problem: Problem, sol: Solution, add) -> None:
+    """Colocation groups on one device instance; with contiguous stages (the cost model's
+    ``contiguous``), at most one part per device instance."""
+    names, dev = problem.names, problem.devices
+
+    def where(p: int) -> str:
+        return f"{dev[sol.part_device[p]].name}.{sol.part_instance[p]}"
+
+    for group in problem.colocation:
+        places = sorted({where(sol.part_of[v]) for v in group})
+        if len(places) > 1:
+            add(Violation("colocation", f"colocated nodes {[names[v] for v in group]} are on "
+                                        f"{', '.join(places)}, not on one device instance",
+                          [names[v] for v in group], sorted({sol.part_of[v] for v in group})))
+    if problem.costs is not None and problem.costs.contiguous:
+        seen: dict[str, list[int]] = {}
+        for p in range(len(sol.part_device)):
+            seen.setdefault(where(p), []).append(p)
+        for inst, parts in seen.items():
+            if len(parts) > 1:
+                add(Violation("stages", f"{inst} runs parts {parts}: contiguous stages allow "
+                                        f"one part per device instance", parts=parts))
 
 
 def _exact(n: int) -> str:

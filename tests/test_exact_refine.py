@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import hetero_solve.exact as exact
+import hetero_solve.exact.budget as budget
 from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.cli import app
 from hetero_solve.errors import InfeasibleError
@@ -132,7 +133,7 @@ def test_device_sets_are_computed_once(monkeypatch):
 
 def test_unproven_stage_gives_feasible_and_a_valid_bound(monkeypatch):
     """A time limit too small to finish: 'feasible', a lower bound no larger than the parts."""
-    monkeypatch.setattr(exact, "WALL_FACTOR", 100.0)   # only deterministic time stops it
+    monkeypatch.setattr(budget, "GUARD_FACTOR", 100.0)   # only deterministic work stops it
     p = random_dag(120, 7, memory=True)
     h = heuristic(p)
     a = refine(p, h, time_limit=0.5)
@@ -145,7 +146,7 @@ def test_unproven_stage_gives_feasible_and_a_valid_bound(monkeypatch):
 
 
 def test_deterministic_across_runs_and_engines(monkeypatch):
-    monkeypatch.setattr(exact, "WALL_FACTOR", 100.0)   # a loaded machine must not decide
+    monkeypatch.setattr(budget, "GUARD_FACTOR", 100.0)   # a loaded machine must not decide
     p = transformer_like(200, seed=1, objective=Objective(order=("partitions", "transfer")))
     h = heuristic(p)
     for engine in ("auto", "cpsat", "sat"):

@@ -29,15 +29,10 @@ from corpus import truth as C
 CORPUS = C.load_corpus()
 COMMITTED = [n for n, e in CORPUS.items() if e.get("stored") == "committed"]
 PROFILES = rule_profiles()
-#: Cases onnxruntime's own report cannot confirm today, and why.
-TODAY = {"qwen2-kv-tiny-legacy": "onnxruntime's CPU provider has no float16 Softmax: its "
-         "mandatory cast insertion replaces the two float16 Softmax nodes, and the assignment "
-         "report lists them under no name of the model"}
 CASES = [pytest.param(str(C.model_file(n, CORPUS[n])), PROFILES[i % len(PROFILES)],
                       dict(CORPUS[n].get("dims") or {}),
                       {k: list(v) for k, v in (CORPUS[n].get("shapes") or {}).items()},
-                      id=f"{n}-{PROFILES[i % len(PROFILES)].stem}",
-                      marks=[pytest.mark.xfail(strict=True, reason=TODAY[n])] if n in TODAY else [])
+                      id=f"{n}-{PROFILES[i % len(PROFILES)].stem}")
          for i, n in enumerate(COMMITTED)]
 CASES.append(pytest.param(str(EXAMPLES / "control_flow.onnx"), RULES / "npu-static.yaml",
                           {"batch": 1}, {}, id="control_flow-npu-static"))

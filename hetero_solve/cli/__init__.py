@@ -19,15 +19,18 @@ import typer.exceptions
 from typer.core import TyperGroup
 
 from ..errors import HeteroSolveError, one_line
+from ..interrupt import release_imports
 from .common import err_console
 
 
 class _DefaultToSolve(TyperGroup):
-    """Route ``hetero-solve MODEL RULES`` to the ``solve`` command."""
+    """Route ``hetero-solve MODEL RULES`` to the ``solve`` command (``hetero-solve INSTANCE``
+    to ``instance``)."""
 
     def parse_args(self, ctx, args):
         if args and not args[0].startswith("-") and args[0] not in self.commands:
-            args = ["solve", *args]
+            from ..filekind import content_kind      # an instance file has a command of its own
+            args = ["instance" if content_kind(args[0]) == "instance" else "solve", *args]
         return super().parse_args(ctx, args)
 
 
@@ -84,6 +87,7 @@ from . import study as _study  # noqa: E402,F401  (study)
 from . import dims as _dims  # noqa: E402,F401  (dims)
 from . import export as _export  # noqa: E402,F401  (export openvino)
 from . import rules_runtime as _rules_runtime  # noqa: E402,F401  (rules from-openvino, ...)
+from . import instance as _instance  # noqa: E402,F401  (instance files)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
       traceback;
     - Ctrl-C: ``hetero-solve: interrupted``, exit code 130.
     """
+    release_imports()   # from here on Ctrl-C is a KeyboardInterrupt, reported below
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("HETERO_SOLVE_DEBUG", "") not in ("", "0")
     args = [a for a in args if a != "--debug"]

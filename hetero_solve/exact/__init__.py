@@ -19,11 +19,15 @@ solver to finish; on large models it often does not, while the number of parts i
 ``stats["proven"]`` lists the terms proven, and ``lower_bound`` bounds the number of parts of
 every solution at least as good on the terms ranked before ``partitions`` (equal to the answer's
 parts when ``partitions`` is proven).  The answer is never worse than ``start`` under the
-objective.  Same input and seed, same answer: budgets are spent in deterministic time (see
-:mod:`.cpsat`, :mod:`.sat`; extensions for the sequence search); a wall-clock limit of
-1.5 times the budget plus a second is only a safety net, and ``stats["deterministic"]`` says
-whether it fired.  The number of parts gets twice the share of the budget of the other terms,
-and transfer (a tie-breaker) at most a third of the time limit.
+objective.
+
+Same input and seed, same answer: budgets are spent in deterministic work, derived from the
+time limit by one fixed conversion (:mod:`.budget`: CP-SAT's deterministic time, conflicts and
+propagations for SAT, counted steps for our own loops and model builds); a time guard of three
+times the limit plus five seconds of CPU time (or twenty times plus 120 of wall time) only
+stops a run gone far beyond the usual, and ``stats["deterministic"]`` (and
+``stats["stopped_by"]``) say whether it fired.  The number of parts gets twice the share of
+the budget of the other terms, and transfer (a tie-breaker) at most a third of it.
 
 >>> from hetero_solve.problem import make_problem
 >>> from hetero_solve.algorithms.greedy import heuristic
@@ -49,6 +53,7 @@ from . import cpsat, sat, sequence
 from .analysis import binding_devices, device_sets, min_part_memory
 from .assign import relaxed_fallback, relaxed_parts
 from .bounds import Bounds, lower_bounds, memory_bounds
+from .budget import CLAUSES_PER_SECOND, Guard, Steps, work_seconds
 from .encoding import Encoding
 from .explain import explain
 from .folds import candidates, unfold
@@ -69,8 +74,7 @@ SEQUENCE_RATE = 40_000_000  # work units (see sequence.search) per budget second
                             # 40-70 million here, i.e. 4,000-10,000 extensions on 4k-15k units
 STAGE_WEIGHT = {"fallback": 1, "partitions": 2, "transfer": 1}   # shares of the time budget
 MEMORY_STAGE_WEIGHT = {"fallback": 2, "partitions": 2, "transfer": 1}   # ... when memory binds
-WALL_FACTOR, WALL_EXTRA = 1.5, 1.0   # wall-clock safety net: 1.5 x time_limit + 1 s
-TRANSFER_SHARE = 1 / 3     # at most this share of the time limit goes to the transfer stage
+TRANSFER_SHARE = 1 / 3     # at most this share of the work budget goes to the transfer stage
 WINDOW_NODES = 160         # nodes freed per window of the window search (about)
 WINDOW_SECONDS = 0.5       # deterministic seconds per window at most
 FIXED_SECONDS = 1.0        # deterministic seconds for the fixed-device model at most
@@ -98,8 +102,9 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
         ``"auto"``: solver-free bounds, the search over device sequences, CP-SAT, then SAT to
         close a gap; ``"cpsat"`` or ``"sat"``: that engine only.
     time_limit : float
-        Budget in seconds, spent in deterministic time (same input and seed, same answer); a
-        wall-clock safety net of 1.5 x the budget + 1 s stops the search when a machine is slow.
+        Budget in seconds, spent as deterministic work (same input and seed, same answer;
+        :func:`.budget.work_seconds`); a time guard (:class:`.budget.Guard`) stops the
+        search only when it runs far beyond the usual.
     seed : int
     progress : callable or None
         Called with one line per step (the command line's live progress).
@@ -130,6 +135,10 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if problem.objective.uses_costs():      # latency / throughput: their own model (.costs)
+        from .costs import refine_costs
+        return refine_costs(problem, start, time_limit=time_limit, seed=seed,
+                            progress=progress, workers=workers)
     return _refine(problem, start, device_sets(problem, fixed=False), engine, time_limit, seed,
                    progress, workers)
 
@@ -241,7 +250,8 @@ class _Refiner:
         self.say = progress or (lambda _m: None)
         self.workers = workers
         self.t0 = time.perf_counter()
-        self.wall_end = self.t0 + WALL_FACTOR * self.limit + WALL_EXTRA
+        self.work = work_seconds(self.limit)   # deterministic seconds for every stage
+        self.net = Guard(self.limit)             # the time guard (module .budget)
         self.spent = 0.0                       # deterministic seconds used by the solvers
         self.start = normalize(problem, start)
         self.heuristic_parts = start.stats.get("heuristic_partitions", self.start.num_parts)
@@ -300,10 +310,30 @@ class _Refiner:
         rest = order[len(order) - stages_left:]
         weight = MEMORY_STAGE_WEIGHT if self.sets(fixed=False)[1] else STAGE_WEIGHT
         w = [weight.get(t, 1) for t in rest]
-        return max(0.0, self.limit - self.spent) * w[0] / max(1, sum(w))
+        return max(0.0, self.work - self.spent) * w[0] / max(1, sum(w))
 
-    def wall_left(self) -> float:
-        return self.wall_end - time.perf_counter()
+    def charge(self, stats: dict) -> None:
+        """Count a run's deterministic work (its solver's and its build's, :mod:`.budget`)
+        against the budget, and whether the guard stopped it."""
+        self.spent += stats.get("deterministic_time", 0.0) + stats.get("build_time", 0.0)
+        self.deterministic &= stats.get("deterministic", True)
+
+    def counted(self, build, *args, **kw):
+        """``build(*args, **kw)`` (:func:`.runs.realize`, :func:`.runs.fit_by_runs`) with its
+        steps counted against the budget (:class:`.budget.Steps`)."""
+        steps = Steps()
+        try:
+            return build(*args, steps=steps, **kw)
+        finally:
+            self.spent += steps.seconds
+
+    def guard(self) -> bool:
+        """True when the time guard has fired (:class:`.budget.Guard`): the run stops here
+        and is no longer deterministic.  Normal runs never reach it."""
+        if not self.net.passed():
+            return False
+        self.deterministic = False
+        return True
 
     def unbounded_K(self, n: int, parts: int) -> tuple[int, bool]:
         """Slots for a stage whose optimum may use more parts than the best answer."""
@@ -333,8 +363,7 @@ class _Refiner:
     def solve(self, prob: Problem, R, K: int, bounds: Bounds, weights: dict[str, int],
               caps: dict[str, int], hint: Solution | None, mem, budget: float, label: str,
               engines: tuple[str, ...]) -> cpsat.EngineResult | None:
-        if self.wall_left() <= 0:
-            self.deterministic = False
+        if self.guard():
             self.runs.append({"engine": "none", "skipped": "wall-clock safety net"})
             return None
         size = self.model_size(prob, K, bounds, weights, caps, mem)
@@ -362,12 +391,19 @@ class _Refiner:
         proven = False
         spent0 = self.spent
         for i, name in enumerate(engines):
-            if self.wall_left() <= 0:
+            if self.guard():
                 break
             rest = max(0.0, budget - (self.spent - spent0))
             if i > 0 and rest < 0.01:
                 break       # the stage's budget is spent (deterministically)
             b = rest * 2 / 3 if i < len(engines) - 1 else rest   # CP-SAT first, SAT closes gaps
+            if name == "sat":   # its adder networks are built in Python: the budget pays
+                cost = sat.build_cost(enc, weights, caps) / CLAUSES_PER_SECOND
+                if cost >= b / 2:
+                    self.runs.append({"engine": name, "skipped": f"building it would cost "
+                                      f"{cost:.2f} of the {b:.2f} deterministic s left"})
+                    continue
+                b -= cost
             self.say(f"{label}: {name} on {prob.n} node(s), {K} slot(s), {enc.nv:,} variables")
             mod = cpsat if name == "cpsat" else sat
             kw = {"workers": self.workers} if name == "cpsat" else {}
@@ -375,13 +411,11 @@ class _Refiner:
             try:
                 r = mod.solve(enc, weights, caps=caps, hint=start, time_limit=max(0.05, b),
                               seed=self.seed, progress=self.say, label=f"{label} ({name})",
-                              deadline=min(time.perf_counter() + WALL_FACTOR * b + WALL_EXTRA,
-                                           self.wall_end), **kw)
+                              guard=self.net, **kw)
             except ValueError as e:     # e.g. negative byte counts from an unknown dim
                 self.runs.append({"engine": name, "skipped": str(e)})
                 continue
-            self.spent += r.stats.get("deterministic_time", 0.0)
-            self.deterministic &= r.stats.get("deterministic", True)
+            self.charge(r.stats)
             r.stats["engine"] = name
             self.runs.append({"engine": name, **{
                 k: r.stats[k] for k in ("status", "variables", "wall", "deterministic_time",
@@ -433,7 +467,7 @@ class _Refiner:
         spent0 = self.spent
         n = self.p.n
         k = 0
-        while self.spent - spent0 < budget and self.wall_left() > 0:
+        while self.spent - spent0 < budget and not self.guard():
             best = self.best
             K = best.num_parts
             per_part = max(1.0, n / max(1, K))
@@ -459,10 +493,8 @@ class _Refiner:
             left = budget - (self.spent - spent0)
             r = cpsat.solve(enc, {term: 1}, caps=caps, hint=best,
                             time_limit=max(0.05, min(WINDOW_SECONDS, left)), seed=self.seed,
-                            deadline=min(time.perf_counter() + WALL_FACTOR * WINDOW_SECONDS
-                                         + WALL_EXTRA, self.wall_end))
-            self.spent += r.stats.get("deterministic_time", 0.0)
-            self.deterministic &= r.stats.get("deterministic", True)
+                            guard=self.net)
+            self.charge(r.stats)
             before = self.metrics()[term]
             kept = self.accept(r.solution, "exact-window") if r.solution is not None else False
             self.runs.append({"engine": "window", "slots": [a, b], "kept": kept,
@@ -573,7 +605,7 @@ class _Refiner:
             sr = sequence.search(red.problem, red.R, max_states=cap, upper=self.best.num_parts,
                                  lower=lb, bounds=b, progress=self.say,
                                  max_work=int(left_budget * SEQUENCE_RATE),
-                                 deadline=time.perf_counter() + max(1.0, self.wall_left()))
+                                 deadline=self.net.wall_end)
             self.spent += sr.work / SEQUENCE_RATE
             self.deterministic &= not sr.timed_out
             self.runs.append({"engine": f"sequence ({phase})", "exact": sr.exact,
@@ -635,15 +667,14 @@ class _Refiner:
         # the per-instance one with what is left; the wall-clock net is the whole run's
         for aggregate in ((True, False) if several else (False,)):
             left = budget - (self.spent - spent0)
-            if left <= 0.01 or self.wall_left() <= 0:
+            if left <= 0.01 or self.guard():
                 break
             kind = "aggregated" if aggregate else "per instance"
             self.say(f"fallback: relaxed assignment model ({kind}) on {self.p.n} node(s)")
             a = relaxed_fallback(self.p, R, mem, hint=self.best if self.valid else None,
                                  time_limit=max(0.05, left / 3 if aggregate else left),
-                                 seed=self.seed, deadline=self.wall_end, aggregate=aggregate)
-            self.spent += a.stats.get("deterministic_time", 0.0)
-            self.deterministic &= a.stats.get("deterministic", True)
+                                 seed=self.seed, guard=self.net, aggregate=aggregate)
+            self.charge(a.stats)
             self.runs.append({"engine": f"relaxed assignment ({kind})", "bound": a.bound,
                               "fallback": a.fallback, **a.stats})
             if a.node_device is None and a.optimal:
@@ -658,11 +689,11 @@ class _Refiner:
             if a.node_device is not None:
                 starts.append((f"relaxation ({kind})", a.node_device))
             for label, devices in starts:
-                if self.wall_left() <= 0:
+                if self.guard():
                     break
-                sol = fit_by_runs(self.p, parts_without_memory(self.p, devices),
-                                  deadline=self.wall_end)
-                self.deterministic &= self.wall_left() > 0   # the runs' bisection stopped
+                sol = self.counted(fit_by_runs, self.p, parts_without_memory(self.p, devices),
+                                   guard=self.net)
+                self.guard()    # past it, the runs' bisection stopped early
                 kept = self.accept(sol, "exact-runs")
                 self.runs.append({"engine": "runs", "from": label,
                                   "fallback": self.metrics(sol)["fallback"] if sol else None,
@@ -681,7 +712,7 @@ class _Refiner:
         cap = None if several else relaxed_best
         while cap is not None and (not self.valid or cap < self.metrics()["fallback"]):
             left = budget - (self.spent - spent0)
-            if left <= 0.01 or self.wall_left() <= 0 or cap - relaxed_best >= SEGMENT_CAPS:
+            if left <= 0.01 or self.guard() or cap - relaxed_best >= SEGMENT_CAPS:
                 break
             r = self.segment_devices(R, mem, cap, left / 2, "fallback")
             if self.valid and self.metrics()["fallback"] <= self.fallback_lb:
@@ -751,7 +782,7 @@ class _Refiner:
         PaddleOCR detector): every answer as good on them has fallback at most the best
         one's, so the bound holds for all of them (``lower_bound``).  True when the best
         answer meets it."""
-        if budget <= 0.01 or self.wall_left() <= 0:
+        if budget <= 0.01 or self.guard():
             return False
         r = self.segment_devices(R, mem, caps.get("fallback", self.p.n), budget, "partitions")
         self.lb_parts = max(self.lb_parts, min(r.bound, self.best.num_parts))
@@ -765,17 +796,16 @@ class _Refiner:
         self.say(f"{label}: relaxed assignment model, fewest device segments with "
                  f"fallback <= {cap}")
         r = relaxed_parts(self.p, R, mem, cap, time_limit=budget, seed=self.seed,
-                          deadline=self.wall_end)
-        self.spent += r.stats.get("deterministic_time", 0.0)
-        self.deterministic &= r.stats.get("deterministic", True)
+                          guard=self.net)
+        self.charge(r.stats)
         self.runs.append({"engine": "relaxed parts", "bound": r.bound, **r.stats})
         if r.node_device is not None:
-            for how, build in (("realize", realize), ("runs", lambda p, d: fit_by_runs(
-                    p, parts_without_memory(p, d), deadline=self.wall_end))):
-                if self.wall_left() <= 0:
+            for how, build in (("realize", realize), ("runs", lambda p, d, steps: fit_by_runs(
+                    p, parts_without_memory(p, d), guard=self.net, steps=steps))):
+                if self.guard():
                     break
-                sol = build(self.p, r.node_device)
-                self.deterministic &= self.wall_left() > 0   # the runs' bisection stopped
+                sol = self.counted(build, self.p, r.node_device)
+                self.guard()    # past it, the runs' bisection stopped early
                 kept = self.accept(sol, "exact-runs")
                 self.runs.append({"engine": "runs", "from": f"segments ({how})",
                                   "objective": list(objective_key(self.p, sol)) if sol
@@ -792,7 +822,7 @@ class _Refiner:
         extensions of those devices.  Where runs cut a device choice into too many parts
         (bert-small-legacy on the 3 MiB NPU: the greedy's parts did not fit at fallback 83,
         these do, in 13 parts), CP-SAT finds the parts that fit."""
-        if budget <= 0.01 or self.wall_left() <= 0:
+        if budget <= 0.01 or self.guard():
             return
         Rf = [(d,) for d in devices]
         memf = binding_devices(self.p, Rf)
@@ -802,10 +832,8 @@ class _Refiner:
             return
         enc = Encoding(self.p, Rf, K, bf, terms=("partitions",), memory_devices=tuple(memf))
         r = cpsat.solve(enc, {"partitions": 1}, time_limit=budget, seed=self.seed,
-                        deadline=min(time.perf_counter() + WALL_FACTOR * budget + WALL_EXTRA,
-                                     self.wall_end))
-        self.spent += r.stats.get("deterministic_time", 0.0)
-        self.deterministic &= r.stats.get("deterministic", True)
+                        guard=self.net)
+        self.charge(r.stats)
         kept = self.accept(r.solution, "exact-fixed-devices") if r.solution else False
         self.runs.append({"engine": "cpsat (devices fixed)", "slots": K, "kept": kept,
                           **{k: r.stats[k] for k in ("status", "variables",
@@ -816,7 +844,7 @@ class _Refiner:
         rebuilt without memory and cut into runs that fit (:func:`.runs.realize`); the
         fallback does not change."""
         devices = self.best.node_device()
-        sol = realize(self.p, devices)
+        sol = self.counted(realize, self.p, devices)
         kept = self.accept(sol, "exact-runs")
         self.runs.append({"engine": "runs", "from": "best devices",
                           "parts": sol.num_parts if sol else None, "kept": kept})
@@ -832,7 +860,7 @@ class _Refiner:
             K, complete = self.best.num_parts, True
         else:
             K, complete = self.unbounded_K(self.p.n, self.best.num_parts)
-        budget = min(self.budget(left), self.limit * TRANSFER_SHARE)
+        budget = min(self.budget(left), self.work * TRANSFER_SHARE)
         r = self.solve(self.p, R, K, bounds, {"transfer": 1}, other, self.best, mem, budget,
                        "transfer", self.transfer_engines(mem))
         self.take(r, None)
@@ -916,6 +944,8 @@ class _Refiner:
                       | {"devices_fixed": fixed},
             "stages": self.stages,
         })
+        if not self.deterministic:     # said only then (and as a warning, by the pipeline)
+            out.stats["stopped_by"] = "time guard"
         if self.sets(fixed=False)[1]:       # memory can bind: fallback has a bound of its own
             fb = self.fallback_lb if not self.proven.get("fallback") else self.metrics(sol)["fallback"]
             out.stats["bounds"]["fallback"] = min(fb, self.metrics(sol)["fallback"])

@@ -59,10 +59,10 @@ ordinal model when nodes may change device.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from ..problem import Device, Problem
+from .budget import RELAXED_ITEMS_PER_SECOND, Guard
 from .analysis import shared_devices
 from ..solution import Solution
 
@@ -265,27 +265,24 @@ def _reach(problem: Problem) -> Reach:
     return desc, anc
 
 
-def _solve(m, time_limit: float, seed: int, deadline: float | None):
-    """Solve ``m`` with one worker in ``time_limit`` deterministic seconds (wall clock up to
-    ``deadline``, or twice the limit + 1 s): the solver, its status and the run's stats
-    (``deterministic``: False when the wall clock, not the budget, stopped it)."""
+def _solve(m, time_limit: float, seed: int, guard: Guard | None):
+    """Solve ``m`` with one worker in ``time_limit`` deterministic seconds (the time a guard
+    only: :func:`.cpsat.run`): the solver, its status and the run's stats
+    (``deterministic``: False when the guard, not the budget, stopped it)."""
+    from .cpsat import run
     cp_model = _cp_model()
     solver = cp_model.CpSolver()
     prm = solver.parameters
     prm.num_workers = 1
     prm.linearization_level = 2
     prm.random_seed = seed
-    prm.max_deterministic_time = max(0.05, time_limit)
-    wall = 2 * max(0.05, time_limit) + 1 if deadline is None else deadline - time.perf_counter()
-    prm.max_time_in_seconds = max(0.05, wall)
-    t0 = time.perf_counter()
-    status = solver.Solve(m)
-    wall_used = time.perf_counter() - t0
-    stats = {"status": solver.StatusName(status), "wall": round(wall_used, 3),
-             "deterministic_time": round(solver.deterministic_time, 3),
-             "deterministic": not (status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
-                                   and wall_used >= prm.max_time_in_seconds - 0.05)}
-    return solver, status, stats
+    proto = m.Proto()
+    built = len(proto.variables) + len(proto.constraints)   # the model's build, counted
+    # (its Python construction, split witnesses included, costs more per item than an
+    # encoding's: RELAXED_ITEMS_PER_SECOND, measured)
+    status, stats = run(solver, m, time_limit, guard)
+    return solver, status, {"status": solver.StatusName(status), **stats,
+                            "build_time": round(built / RELAXED_ITEMS_PER_SECOND, 3)}
 
 
 def _cp_model():
@@ -459,7 +456,7 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
 
 def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices, *,
                      hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
-                     deadline: float | None = None, fallback_cap: int | None = None,
+                     guard: Guard | None = None, fallback_cap: int | None = None,
                      objective: str = "fallback", aggregate: bool = False) -> Assignment:
     """Solve the relaxed assignment model (module doc) with CP-SAT in deterministic time.
 
@@ -510,7 +507,7 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
             for key, lit in x[v].items():
                 m.AddHint(lit, key == (d, i))
 
-    solver, status, stats = _solve(m, time_limit, seed, deadline)
+    solver, status, stats = _solve(m, time_limit, seed, guard)
     stats.update(literals=sum(len(a) for a in x), memory_items=items_total)
     if status == cp_model.INFEASIBLE:
         # no assignment fits: no partition does (the model is a relaxation)
@@ -541,7 +538,7 @@ class PartsBound:
 
 def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fallback_cap: int,
                   *, hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
-                  deadline: float | None = None) -> PartsBound:
+                  guard: Guard | None = None) -> PartsBound:
     """A lower bound on the number of parts of every valid partition whose fallback is at most
     ``fallback_cap``: the segment bound (:mod:`.bounds`, LB2) of the best device choice the
     relaxed assignment model allows.
@@ -626,7 +623,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
             for (e, _i), lit in x[v].items():
                 if e != d:
                     m.AddHint(lit, False)
-    solver, status, stats = _solve(m, time_limit, seed, deadline)
+    solver, status, stats = _solve(m, time_limit, seed, guard)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         bound = max(1 if n else 0, int(-(-(solver.BestObjectiveBound() - 1e-6) // 1)))
         devices = [next(e for (e, _i), lit in x[v].items() if solver.BooleanValue(lit))

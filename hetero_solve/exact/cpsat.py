@@ -10,12 +10,11 @@ The model is the encoding's clauses (``AddBoolOr``), one-device-per-slot groups
 
 Determinism (same input and seed, same answer): the search runs with ``num_workers`` workers
 and ``interleave_search`` when more than one (CP-SAT's deterministic parallel mode), and stops
-on *deterministic time* (``max_deterministic_time`` = the time budget): wall-clock limits make
-the stopping point depend on the machine's load.  A wall-clock cap (``deadline``, a
-``time.perf_counter()`` value; by default twice the budget plus a second) guards against a
-deterministic-time unit running slow; when it fires the result is marked
-``deterministic: False`` in the stats.  On this project's shared 2-core
-machine one deterministic second took 1-6 wall seconds depending on load.
+on *deterministic time* (``max_deterministic_time`` = the time budget, in the units of
+:mod:`.budget`): wall-clock limits make the stopping point depend on the machine's load.  The
+time guard (``guard``, a :class:`.budget.Guard`; by default one for ``time_limit``) stops
+only a runaway search; when it fires the result says ``deterministic: False`` in its stats.  Ctrl-C stops the search and raises
+:class:`KeyboardInterrupt` (:func:`run`).
 
 >>> from hetero_solve.problem import make_problem
 >>> from hetero_solve.exact.bounds import lower_bounds
@@ -33,7 +32,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..interrupt import run_stoppable
 from ..solution import Solution, objective_term
+from .budget import BUILD_ITEMS_PER_SECOND, Guard
 from .encoding import Encoding
 
 
@@ -71,10 +72,45 @@ def _progress(say: Callable[[str], None] | None, label: str):
     return Progress()
 
 
+def run(solver, model, time_limit: float, guard: Guard | None = None,
+        callback=None) -> tuple[int, dict]:
+    """``solver.Solve(model)`` within ``time_limit`` deterministic seconds, the time a guard
+    only (``guard``, default :class:`.budget.Guard` of ``time_limit``), stoppable by
+    Ctrl-C (:func:`~hetero_solve.interrupt.run_stoppable`; CP-SAT's own SIGINT handler is off,
+    or it would end the search as if its time were up and the run would go on).
+
+    Returns
+    -------
+    (status, stats)
+        CP-SAT's status and ``wall``, ``deterministic_time``, ``deterministic`` (False when
+        the guard, not the budget, stopped the search).
+
+    Raises
+    ------
+    KeyboardInterrupt
+        Ctrl-C during the search (after CP-SAT has stopped).
+    """
+    from ortools.sat.python import cp_model
+    prm = solver.parameters
+    guard = guard or Guard(time_limit)
+    prm.max_deterministic_time = max(0.05, time_limit)
+    prm.max_time_in_seconds = max(0.05, guard.wall_left())    # the backstop, in CP-SAT too
+    prm.catch_sigint_signal = False
+    t0 = time.perf_counter()
+    status = run_stoppable(lambda: solver.Solve(model, callback), solver.stop_search,
+                           watch=guard.passed)
+    wall = time.perf_counter() - t0
+    done = status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID)
+    budget_spent = solver.deterministic_time >= prm.max_deterministic_time * 0.999
+    return status, {"wall": round(wall, 3),
+                    "deterministic_time": round(solver.deterministic_time, 3),
+                    "deterministic": done or budget_spent or not guard.passed()}
+
+
 def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None = None,
           hint: Solution | None = None, time_limit: float = 10.0, seed: int = 0,
           workers: int = 1, progress: Callable[[str], None] | None = None,
-          label: str = "cp-sat", deadline: float | None = None) -> EngineResult:
+          label: str = "cp-sat", guard: Guard | None = None) -> EngineResult:
     """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]``."""
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
@@ -95,6 +131,7 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     # 2. memory capacity per device instance
     p = enc.problem
     load_defs = []          # (load variable, instance literal, items) for the hint
+    built = enc.nv + len(enc.clauses) + sum(map(len, enc.amo))   # the build's work (.budget)
     for d, per_slot in enc.inst.items():
         cap = p.devices[d].memory
         count = p.devices[d].instances
@@ -110,6 +147,7 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
                 m.Add(load >= expr).OnlyEnforceIf(lit(ai))
                 loads[i].append(load)
                 load_defs.append((load, ai, list(items.values())))
+                built += len(items)
         for i in range(count):
             if loads[i]:
                 m.Add(sum(loads[i]) <= cap)
@@ -149,18 +187,11 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     if workers > 1:
         prm.interleave_search = True
     prm.random_seed = seed
-    prm.max_deterministic_time = max(0.05, time_limit)
-    wall = 2 * max(0.05, time_limit) + 1 if deadline is None else deadline - time.perf_counter()
-    prm.max_time_in_seconds = max(0.05, wall)
     prm.log_search_progress = False
-    t0 = time.perf_counter()
-    status = solver.Solve(m, _progress(progress, label))
-    wall = time.perf_counter() - t0
+    status, run_stats = run(solver, m, time_limit, guard, _progress(progress, label))
     stats = {"variables": enc.nv, "clauses": len(enc.clauses), "hinted": hinted,
-             "status": solver.StatusName(status), "wall": round(wall, 3),
-             "deterministic_time": round(solver.deterministic_time, 3),
-             "deterministic": not (status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
-                                   and wall >= prm.max_time_in_seconds - 0.05)}
+             "build_items": built, "build_time": round(built / BUILD_ITEMS_PER_SECOND, 3),
+             "status": solver.StatusName(status), **run_stats}
     if status == cp_model.INFEASIBLE:
         return EngineResult(None, None, None, True, infeasible=True, stats=stats)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

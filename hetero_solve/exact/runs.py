@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import time
 
 from ..measures import fitting_runs, topological_order
 from ..problem import Device, Problem
 from ..solution import Solution
+from .budget import Guard, Steps
 
 RUN_STEPS = 400_000  # a run DP grows runs by about this many nodes in all: a run stops
                      # growing after max(64, RUN_STEPS / nodes) nodes in a row over capacity
@@ -79,26 +79,32 @@ def parts_without_memory(problem: Problem, node_device: list[int]) -> Solution:
     return a if a.num_parts <= b.num_parts else b
 
 
-def _runs_within(problem: Problem, nodes: list[int], i: int, cap: int, slack: int):
+def _runs_within(problem: Problem, nodes: list[int], i: int, cap: int, slack: int,
+                 steps: Steps | None = None):
     """``(end, memory)`` of the runs ``nodes[i:end]`` that fit ``cap``, giving up after
     ``slack`` longer runs in a row that do not (an output made internal later may bring a
-    run back under ``cap``, but rarely after many nodes)."""
-    over = 0
-    for end, used in fitting_runs(problem, nodes, i, cap):
-        if used > cap:
-            over += 1
-            if over > slack:
-                return
-            continue
-        over = 0
-        yield end, used
+    run back under ``cap``, but rarely after many nodes).  ``steps`` counts the nodes added."""
+    over = grown = 0
+    try:
+        for end, used in fitting_runs(problem, nodes, i, cap):
+            grown += 1
+            if used > cap:
+                over += 1
+                if over > slack:
+                    return
+                continue
+            over = 0
+            yield end, used
+    finally:
+        if steps is not None:
+            steps.add(grown)
 
 
-def cut_runs(problem: Problem, nodes: list[int], cap: int, *, fewest: bool = True
-             ) -> list[list[int]] | None:
+def cut_runs(problem: Problem, nodes: list[int], cap: int, *, fewest: bool = True,
+             steps: Steps | None = None) -> list[list[int]] | None:
     """Cut ``nodes`` (in topological order) into contiguous runs that each fit ``cap`` bytes:
     the fewest runs, ties to the least total memory (``fewest``), or the least total memory.
-    ``None`` when some node does not fit on its own."""
+    ``None`` when some node does not fit on its own.  ``steps`` counts the work."""
     m = len(nodes)
     INF = (float("inf"), float("inf"))
     best: list[tuple] = [INF] * (m + 1)
@@ -109,7 +115,7 @@ def cut_runs(problem: Problem, nodes: list[int], cap: int, *, fewest: bool = Tru
         if best[i] == INF:
             continue
         runs_i, mem_i = best[i]
-        for end, used in _runs_within(problem, nodes, i, cap, slack):
+        for end, used in _runs_within(problem, nodes, i, cap, slack, steps):
             key = (runs_i + 1, mem_i + used) if fewest else (mem_i + used, runs_i + 1)
             if key < best[end]:
                 best[end] = key
@@ -138,10 +144,11 @@ def _pack(sizes: list[int], bins: int, cap: int) -> list[int] | None:
     return where
 
 
-def realize(problem: Problem, node_device: list[int], *, parts: Solution | None = None
-            ) -> Solution | None:
+def realize(problem: Problem, node_device: list[int], *, parts: Solution | None = None,
+            steps: Steps | None = None) -> Solution | None:
     """A valid-by-construction partition with these devices that fits memory, or ``None``
-    (module doc).  ``parts``: the parts to cut (default :func:`parts_without_memory`)."""
+    (module doc).  ``parts``: the parts to cut (default :func:`parts_without_memory`);
+    ``steps`` counts the work (nodes added to runs, :mod:`.budget`)."""
     from ..measures import part_memory
 
     n = problem.n
@@ -160,7 +167,8 @@ def realize(problem: Problem, node_device: list[int], *, parts: Solution | None 
         for p, nodes in enumerate(members):
             d = parts.part_device[p]
             cap = devs[d].memory
-            runs = [nodes] if cap is None else cut_runs(problem, nodes, cap, fewest=fewest)
+            runs = [nodes] if cap is None else cut_runs(problem, nodes, cap, fewest=fewest,
+                                                        steps=steps)
             if runs is None:
                 ok = False
                 break
@@ -204,14 +212,16 @@ class _SlotRuns:
     ``drop_end[i]`` = how far a run starting at ``i`` can go when dropped to an unlimited
     device (one device for the whole run, no value edge inside on an enforcing one)."""
 
-    def __init__(self, problem: Problem, nodes: list[int], d: int, cap: int):
+    def __init__(self, problem: Problem, nodes: list[int], d: int, cap: int,
+                 steps: Steps | None = None):
         self.nodes = nodes
         self.d = d
         m = len(nodes)
         slack = _slack(m)
         self.keep: list[list[tuple[int, int]]] = []
         for i in range(m):
-            self.keep.append(list(_runs_within(problem, nodes, i, cap, slack)))
+            self.keep.append(list(_runs_within(problem, nodes, i, cap, slack, steps)))
+        self.size = m + sum(map(len, self.keep))     # the work of one cut()
         self.pref = [0]         # prefix counts of nodes preferring d (fallback when dropped)
         for v in nodes:
             self.pref.append(self.pref[-1] + (problem.allowed[v][0] == d))
@@ -281,14 +291,16 @@ class _SlotRuns:
 
 def fit_by_runs(problem: Problem, parts: Solution, *, part_cost: float = 1e-3,
                 iterations: int = 40, depth_first: bool = True,
-                deadline: float | None = None) -> Solution | None:
+                guard: Guard | None = None, steps: Steps | None = None) -> Solution | None:
     """Make ``parts`` (valid apart from memory) fit: every part on a limited device is cut into
     contiguous runs of its topological order, each kept on the device or dropped to an
     unlimited one, choosing the cuts that minimise ``fallback + lam x memory kept`` per part
     (:class:`_SlotRuns`), with ``lam`` the smallest (by bisection on a log scale) whose kept
     runs pack into the instances.  A Lagrangian relaxation of the capacity: each evaluation is
-    exact, the packing is first fit decreasing.  ``None`` when no ``lam`` packs.  Past
-    ``deadline`` (``time.perf_counter()``), the bisection stops at the best ``lam`` found."""
+    exact, the packing is first fit decreasing.  ``None`` when no ``lam`` packs.  The work is a
+    fixed number of bisection steps (counted in ``steps``, :mod:`.budget`); once ``guard``
+    has passed (:class:`.budget.Guard`, never in a normal run), the bisection stops at the
+    best ``lam`` found."""
     order = depth_first_order(problem) if depth_first else topological_order(problem.succ,
                                                                              problem.pred)
     members: list[list[int]] = [[] for _ in range(parts.num_parts)]
@@ -296,12 +308,14 @@ def fit_by_runs(problem: Problem, parts: Solution, *, part_cost: float = 1e-3,
         members[parts.part_of[v]].append(v)
     devs = problem.devices
     slots = {p: _SlotRuns(problem, members[p], parts.part_device[p],
-                          devs[parts.part_device[p]].memory)
+                          devs[parts.part_device[p]].memory, steps)
              for p in range(parts.num_parts) if devs[parts.part_device[p]].memory is not None}
     cache: dict[float, Solution | None] = {}
 
     def attempt(lam: float) -> Solution | None:
         if lam not in cache:
+            if steps is not None:
+                steps.add(sum(sr.size for sr in slots.values()))
             chosen = {}
             for p, sr in slots.items():
                 runs = sr.cut(lam, part_cost)
@@ -318,7 +332,7 @@ def fit_by_runs(problem: Problem, parts: Solution, *, part_cost: float = 1e-3,
     if attempt(hi) is None:
         return None
     for _ in range(iterations):
-        if deadline is not None and time.perf_counter() > deadline:
+        if guard is not None and guard.passed():
             break
         mid = (lo * hi) ** 0.5
         if attempt(mid) is None:

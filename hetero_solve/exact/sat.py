@@ -13,10 +13,13 @@ under an assumption literal that activates that comparator; SAT gives a better s
 proves the best optimal.  For the number of parts the bound is simply ``not used[k]`` (used slots
 form a prefix), which is what made SAT fast at the K-1 proofs (docs/exact.md, "Measured").
 
-Determinism: Glucose is run with a *conflict* budget (``CONFLICTS_PER_SECOND`` times the time
-budget), not a clock, so the same input gives the same answer on any machine; a wall-clock
-timer (twice the budget plus a second) interrupts it only as a safety net (then
-``deterministic: False`` in the stats).
+Determinism: Glucose is run with a *conflict* budget (``CONFLICTS_PER_SECOND`` per deterministic
+second of the stage's budget, :mod:`.budget`) and a *propagation* budget
+(``PROPAGATIONS_PER_SECOND``: a conflict can cost many propagations on a large model), not a
+clock, so the same input gives the same answer on any machine; the time guard (``guard``, a
+:class:`.budget.Guard`, by default one for ``time_limit``) interrupts it only when it runs
+away (then ``deterministic: False`` in the stats).  Ctrl-C interrupts Glucose and raises
+:class:`KeyboardInterrupt` (:func:`~hetero_solve.interrupt.run_stoppable`).
 
 >>> from hetero_solve.problem import make_problem
 >>> from hetero_solve.exact.bounds import lower_bounds
@@ -36,11 +39,14 @@ from typing import Callable
 
 from pysat.solvers import Solver
 
+from ..interrupt import run_stoppable
 from ..solution import Solution
+from .budget import CLAUSES_PER_SECOND, Guard
 from .cpsat import EngineResult, stage_value
 from .encoding import Encoding
 
 CONFLICTS_PER_SECOND = 10000   # about what Glucose does here on mid-sized models
+PROPAGATIONS_PER_SECOND = 20_000_000   # ... and propagations (Glucose: 10-50 million a second)
 
 
 class _CNF:
@@ -49,12 +55,14 @@ class _CNF:
     def __init__(self, enc: Encoding, solver: Solver):
         self.nv = enc.nv
         self.solver = solver
+        self.added = 0          # clauses added: the build's deterministic cost (:mod:`.budget`)
 
     def var(self) -> int:
         self.nv += 1
         return self.nv
 
     def add(self, clause: list[int]) -> None:
+        self.added += 1
         self.solver.add_clause(clause)
 
     # -- adders ----------------------------------------------------------------------------
@@ -130,10 +138,29 @@ class _CNF:
             self.add(guard + [-x] + [-bits[j] for j in higher])
 
 
+def build_cost(enc: Encoding, weights: dict[str, int], caps: dict[str, int] | None = None
+               ) -> int:
+    """About how many clauses :func:`solve` adds for this stage (without building them): the
+    encoding's, the pairwise at-most-ones, and the adder networks (about eleven clauses per
+    set bit of a weight, measured; memory items once per instance of a slot).  The build is Python work the
+    budget pays for (:mod:`.budget`), so a stage whose build would cost more than it has left
+    does not start it."""
+    bits = 0
+    for d, per_slot in enc.inst.items():
+        for j, a in enumerate(per_slot):
+            per_item = sum(1 + bin(size).count("1") for size, _ in enc.items[j].values() if size)
+            bits += len(a) * per_item
+    for t in set(weights) | set(caps or {}):
+        if t != "partitions" or t in weights and set(weights) != {"partitions"}:
+            bits += sum(bin(abs(w)).count("1") for w, _ in enc.term(t)[0] if w)
+    pairs = sum(len(g) * (len(g) - 1) // 2 for g in enc.amo)
+    return len(enc.clauses) + pairs + 11 * bits      # 11: measured, adders and guards
+
+
 def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None = None,
           hint: Solution | None = None, time_limit: float = 10.0, seed: int = 0,
           progress: Callable[[str], None] | None = None, label: str = "sat",
-          deadline: float | None = None) -> EngineResult:
+          guard: Guard | None = None) -> EngineResult:
     """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]`` (module doc)."""
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
@@ -141,11 +168,11 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     solver = Solver(name="g4")
     cnf = _CNF(enc, solver)
     for c in enc.clauses:
-        solver.add_clause(c)
+        cnf.add(c)
     for g in enc.amo:
         for i in range(len(g)):
             for j in range(i + 1, len(g)):
-                solver.add_clause([-g[i], -g[j]])
+                cnf.add([-g[i], -g[j]])
     # memory: per device instance, sum over slots of the slot's items when on that instance
     p = enc.problem
     for d, per_slot in enc.inst.items():
@@ -183,22 +210,29 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         obj_const += w * c
     bits = None if only_parts else cnf.sum_bits(obj)
 
+    built = cnf.added
     t0 = time.perf_counter()
-    budget = max(1000, int(CONFLICTS_PER_SECOND * max(0.05, time_limit)))
-    wall_cap = max(0.05, 2 * max(0.05, time_limit) + 1.0 if deadline is None else deadline - t0)
-    timer = threading.Timer(wall_cap, solver.interrupt)
+    seconds = max(0.05, time_limit)
+    budget = max(1000, int(CONFLICTS_PER_SECOND * seconds))
+    props = max(100_000, int(PROPAGATIONS_PER_SECOND * seconds))
+    guard = guard or Guard(time_limit)
+    timer = threading.Timer(max(0.05, guard.wall_left()), solver.interrupt)   # the backstop
     timer.daemon = True
     timer.start()
     interrupted = [False]
 
     def call(assumptions: list[int]):
-        used = solver.accum_stats().get("conflicts", 0)
-        left = budget - used
-        if left <= 0:
+        done = solver.accum_stats()
+        left = budget - done.get("conflicts", 0)
+        left_props = props - done.get("propagations", 0)
+        if left <= 0 or left_props <= 0:
             return None
         solver.conf_budget(left)
-        res = solver.solve_limited(assumptions=assumptions, expect_interrupt=True)
-        if res is None and time.perf_counter() - t0 >= wall_cap - 0.05:
+        solver.prop_budget(left_props)
+        res = run_stoppable(lambda: solver.solve_limited(assumptions=assumptions,
+                                                         expect_interrupt=True),
+                            solver.interrupt, watch=guard.passed)
+        if res is None and guard.passed():
             interrupted[0] = True
         return res
 
@@ -243,8 +277,11 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     stats = {"variables": cnf.nv, "clauses": len(enc.clauses), "hinted": val is not None,
              "conflicts": solver.accum_stats().get("conflicts", 0),
              "wall": round(time.perf_counter() - t0, 3),
-             "deterministic_time": round(solver.accum_stats().get("conflicts", 0)
-                                         / CONFLICTS_PER_SECOND, 3),
+             "propagations": solver.accum_stats().get("propagations", 0),
+             "build_clauses": built, "build_time": round(built / CLAUSES_PER_SECOND, 3),
+             "deterministic_time": round(max(
+                 solver.accum_stats().get("conflicts", 0) / CONFLICTS_PER_SECOND,
+                 solver.accum_stats().get("propagations", 0) / PROPAGATIONS_PER_SECOND), 3),
              "deterministic": not interrupted[0]}
     solver.delete()
     if infeasible:

@@ -179,6 +179,27 @@ def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, ann
            dots: bool, pictures: str | None, progress: Callable[[str], None] | None) -> Path:
     if pictures is not None:
         check_can_draw(pictures)      # before anything is written
+    return write_answer(out_dir, lambda tmp: _write_files(
+        result, tmp, submodels=submodels, annotated=annotated, dots=dots, pictures=pictures,
+        progress=progress), protected=_inputs_of(result))
+
+
+def write_answer(out_dir: str | os.PathLike, fill: Callable[[Path], None],
+                 protected: Iterable[str] = ()) -> Path:
+    """Write an answer into ``out_dir`` whole or not at all: ``fill(tmp)`` writes its files
+    (``partition.json`` last, listing them) into a new folder beside or inside ``out_dir``,
+    which is then moved in (see the module docstring); ``protected`` are files this run reads.
+
+    Returns
+    -------
+    Path
+        ``out_dir``.
+
+    Raises
+    ------
+    OutputError
+        ``out_dir`` cannot receive the answer (:func:`check_target`) or a write failed.
+    """
     out = check_target(out_dir)
     replace = os.path.lexists(out)
     created: list[Path] = []
@@ -188,10 +209,9 @@ def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, ann
         if not replace:
             _make_parents(out, created)
         tmp = _make_tmp(out if replace else out.parent)
-        _write_files(result, tmp, submodels=submodels, annotated=annotated, dots=dots,
-                     pictures=pictures, progress=progress)
+        fill(tmp)
         if replace:
-            _move_in(tmp, out, protected=_inputs_of(result))
+            _move_in(tmp, out, protected=list(protected))
         else:
             os.rename(tmp, out)
         done = True

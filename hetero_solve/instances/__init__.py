@@ -1,0 +1,1 @@
+"""Problems that come without an ONNX model: the literature's instance formats."""

@@ -1,0 +1,108 @@
+"""SPEC section 6's cost terms, defined once: ``latency`` and ``throughput`` (time per sample).
+
+Both read the problem's cost model (:class:`hetero_solve.costs.CostModel`: node times per
+device, a fixed cost per part, each device's link to host memory) and a partition given as
+``part_of`` (node -> part), ``part_device`` and, for throughput, ``part_instance``.
+
+* :func:`latency`: one inference, parts run one after another: every node's time on its
+  device + every part's fixed cost + every transfer.  A tensor read by parts other than its
+  producer's is written once over the producer's link, and read once per such part over that
+  part's link (SPEC section 6's counting: once per consuming part other than the producer's).
+* :func:`instance_loads` and :func:`time_per_sample`: a pipeline over device instances: each
+  instance's load is its nodes' times + its parts' fixed costs + its transfers out (each
+  tensor it makes that another instance reads, once) and in (each tensor it reads that
+  another instance makes, once); time per sample is the largest load.  This is Tarnawski et
+  al.'s accelerator load (NeurIPS 2020) when the CPU has no link.
+
+>>> from hetero_solve.costs import CostModel, Link
+>>> from hetero_solve.problem import make_problem
+>>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1], [0, 1], [1]], tensor_bytes=10)
+>>> p.costs = CostModel(node_time=[[1.0, 3.0], [1.0, 3.0], [None, 2.0]],
+...                     part_cost=[0.5, 0.0], links=[Link(bandwidth=10.0), None])
+>>> latency(p, [0, 0, 1], [0, 1])          # 1 + 1 + 2, part cost 0.5, t1 out 1.0
+5.5
+>>> instance_loads(p, [0, 0, 1], [0, 1], [0, 0])
+{(0, 0): 3.5, (1, 0): 2.0}
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from ..costs import CostModel
+    from ..problem import Problem
+
+
+def _costs(problem: "Problem") -> "CostModel":
+    costs = getattr(problem, "costs", None)
+    if costs is None:
+        raise ValueError("the latency and throughput terms need a cost model (Problem.costs)")
+    return costs
+
+
+def latency(problem: "Problem", part_of: Sequence[int], part_device: Sequence[int]) -> float:
+    """One inference with parts run one after another (module doc).
+
+    Parameters
+    ----------
+    problem : Problem
+        With ``costs`` set.
+    part_of : list of int
+        Node -> part.
+    part_device : list of int
+        Part -> device.
+
+    Returns
+    -------
+    float
+        In the cost model's time unit.
+    """
+    c = _costs(problem)
+    total = sum(c.time(v, part_device[p]) for v, p in enumerate(part_of))
+    total += sum(c.part_cost[part_device[p]] for p in set(part_of))
+    tb = problem.tensor_bytes
+    for t, u in enumerate(problem.tensor_producer):
+        if u < 0:
+            continue
+        home = part_of[u]
+        readers = {part_of[r] for r in problem.tensor_consumers[t]} - {home}
+        if readers:
+            total += c.tensor_time(part_device[home], t, tb)
+            total += sum(c.tensor_time(part_device[q], t, tb) for q in sorted(readers))
+    return total
+
+
+def instance_loads(problem: "Problem", part_of: Sequence[int], part_device: Sequence[int],
+                   part_instance: Sequence[int]) -> dict[tuple[int, int], float]:
+    """Each used device instance's load per sample (module doc).
+
+    Returns
+    -------
+    dict of (device, instance) to float
+        Only instances holding a part, in the order of their first part.
+    """
+    c = _costs(problem)
+    inst = [(part_device[p], part_instance[p]) for p in range(len(part_device))]
+    load: dict[tuple[int, int], float] = {}
+    for p in sorted(set(part_of)):
+        load[inst[p]] = load.get(inst[p], 0.0) + c.part_cost[part_device[p]]
+    for v, p in enumerate(part_of):
+        load[inst[p]] += c.time(v, part_device[p])
+    tb = problem.tensor_bytes
+    for t, u in enumerate(problem.tensor_producer):
+        if u < 0:
+            continue
+        home = inst[part_of[u]]
+        readers = {inst[part_of[r]] for r in problem.tensor_consumers[t]} - {home}
+        if readers:
+            load[home] += c.tensor_time(home[0], t, tb)
+            for g in sorted(readers):
+                load[g] += c.tensor_time(g[0], t, tb)
+    return load
+
+
+def time_per_sample(problem: "Problem", part_of: Sequence[int], part_device: Sequence[int],
+                    part_instance: Sequence[int]) -> float:
+    """Throughput's term: the largest instance load (0 without nodes)."""
+    return max(instance_loads(problem, part_of, part_device, part_instance).values(), default=0.0)

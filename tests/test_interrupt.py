@@ -1,0 +1,183 @@
+"""Ctrl-C anywhere (issue 24): SIGINT sent to the real command at each stage it reports with
+``--verbose`` gives exit code 130, the one line ``hetero-solve: interrupted`` (no traceback) and
+nothing written; the same for ``explain`` and ``study``, and during the imports.  A library
+caller gets ``KeyboardInterrupt`` from a running CP-SAT or Glucose search.
+
+The model is one of the corpus's (``mobilenetv2-tiny-legacy``, nobody here wrote it) on the
+3 MiB NPU, where every solver stage runs (relaxed assignment models, runs, CP-SAT).  No timed
+assertion: the subprocesses only have a generous timeout against hangs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+MODEL = ROOT / "corpus" / "models" / "mobilenetv2-tiny-legacy.onnx"
+RULES = ROOT / "benchmarks" / "rules" / "mem-small-npu.yaml"
+DIMS = ["--dim", "batch=1", "--dim", "height=160", "--dim", "width=160"]
+COMMAND = [str(Path(sys.executable).parent / "hetero-solve")]
+HANG = 300          # seconds: a child still running then is a hang, not a slow machine
+INTERRUPTED = "hetero-solve: interrupted"
+
+
+def _progress(line: str) -> str | None:
+    """The stage a ``--verbose`` progress line names (its text after the clock), else None."""
+    if not line.startswith(("hetero-solve [", "hetero-solve study [")) or "]" not in line:
+        return None
+    return line.split("]", 1)[1].strip()
+
+
+def _stage_key(text: str) -> str:
+    """Progress lines of one stage share their first words ("fallback: cpsat on ..."; paths,
+    which differ between runs, left out)."""
+    return " ".join([w for w in text.replace(",", " ").split() if "/" not in w][:3])
+
+
+def _run(argv: list[str], *, stop_at=None, cwd: Path | None = None):
+    """Run the command; with ``stop_at`` (a stage key, or a test of a progress line's text),
+    send SIGINT as soon as such a progress line appears.  Returns (exit code, stderr lines,
+    whether the signal was sent)."""
+    if isinstance(stop_at, str):
+        key = stop_at
+        stop_at = lambda text: _stage_key(text) == key   # noqa: E731
+    proc = subprocess.Popen([*COMMAND, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True, cwd=cwd)
+    killer = threading.Timer(HANG, proc.kill)
+    killer.start()
+    lines, sent = [], False
+    try:
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            text = _progress(line)
+            if stop_at is not None and not sent and text is not None and stop_at(text):
+                proc.send_signal(signal.SIGINT)
+                sent = True
+        proc.stdout.read()
+        code = proc.wait()
+    finally:
+        killer.cancel()
+    assert code != -signal.SIGKILL, f"hang: {lines[-5:]}"
+    return code, lines, sent
+
+
+def _assert_interrupted(code: int, lines: list[str]) -> None:
+    others = [x for x in lines if _progress(x) is None and x.strip()]
+    assert code == 130, lines[-8:]
+    assert others == [INTERRUPTED], others          # one line, no traceback
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory) -> list[str]:
+    """The stages a full run reports, in order (the run must succeed)."""
+    out = tmp_path_factory.mktemp("full") / "out"
+    code, lines, _ = _run([str(MODEL), str(RULES), *DIMS, "-t", "1", "-v", "-o", str(out)])
+    assert code == 0, lines[-5:]
+    keys = [_stage_key(t) for t in map(_progress, lines) if t is not None]
+    return list(dict.fromkeys(keys))
+
+
+def test_a_full_run_reports_every_solver_stage(stages):
+    assert any(s.startswith("fallback:") for s in stages), stages
+    assert any(s.startswith(("partitions:", "transfer:")) for s in stages), stages
+    assert any("cpsat" in s for s in stages), stages
+
+
+def test_sigint_at_each_stage_exits_130_with_one_line_and_writes_nothing(stages, tmp_path):
+    interrupted = 0
+    for k, stage in enumerate(stages):
+        out = tmp_path / f"out{k}"
+        code, lines, sent = _run([str(MODEL), str(RULES), *DIMS, "-t", "1", "-v", "-o",
+                                  str(out)], stop_at=stage, cwd=tmp_path)
+        assert sent, stage
+        if stage.startswith("writing") and code == 0:
+            # the signal came after the answer was moved in whole: complete, not half
+            assert (out / "partition.json").is_file()
+            continue
+        _assert_interrupted(code, lines)
+        interrupted += 1
+        assert not out.exists(), stage                       # nothing written ...
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hetero-solve-tmp")]
+    assert interrupted >= len(stages) - 1
+
+
+def test_sigint_during_explain(stages, tmp_path):
+    stage = next(s for s in stages if "cpsat" in s)
+    code, lines, sent = _run(["explain", str(MODEL), str(RULES), *DIMS, "-t", "1", "-v"],
+                             stop_at=stage, cwd=tmp_path)
+    assert sent
+    _assert_interrupted(code, lines)
+
+
+def test_sigint_during_study_keeps_only_whole_files(tmp_path):
+    out = tmp_path / "study"
+    code, lines, sent = _run(["study", str(MODEL), "-r", str(RULES), *DIMS, "-a", "cpsat",
+                              "-t", "5", "-o", str(out), "-v"],
+                             stop_at=lambda text: "compiling" in text)
+    assert sent
+    _assert_interrupted(code, lines)
+    # the study keeps finished runs and tables of them (docs/study.md); never a partial file
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name]
+
+
+def test_sigint_during_the_imports_is_one_line(tmp_path):
+    """The command's libraries take a while to import; an interrupt there is no traceback.
+    (The interpreter's own start-up, before any hetero-solve code runs, is out of reach: the
+    signal is sent once the package's first module is imported.)"""
+    code = ("import os, signal, sys, runpy\n"
+            "sys.argv[0] = 'hetero-solve'\n"
+            "import hetero_solve.interrupt as i\n"
+            "i.guard_imports()\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "import time; time.sleep(5)\n"
+            "print('not interrupted')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=HANG, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 130, r
+    assert r.stderr.strip().splitlines() == [INTERRUPTED]
+    assert "not interrupted" not in r.stdout
+
+
+def test_a_library_caller_gets_keyboard_interrupt_from_cpsat():
+    """Ctrl-C during a CP-SAT search (native code) reaches the caller as KeyboardInterrupt,
+    after the solver stopped (it used to be swallowed by CP-SAT's own handler)."""
+    from ortools.sat.python import cp_model
+    from hetero_solve.exact.cpsat import run
+
+    m = cp_model.CpModel()
+    xs = [m.NewIntVar(0, 60, "") for _ in range(60)]
+    m.AddAllDifferent(xs)
+    for i in range(59):
+        m.Add(3 * xs[i] + 7 * xs[i + 1] != 50 + i)
+    m.Maximize(sum((i % 7) * x for i, x in enumerate(xs)))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    t0 = time.process_time()
+    with pytest.raises(KeyboardInterrupt):
+        run(solver, m, time_limit=1e4)
+    timer.cancel()
+    assert time.process_time() - t0 < 1e4      # it stopped: the budget was not spent
+
+
+def test_a_library_caller_gets_keyboard_interrupt_from_glucose():
+    from pysat.examples.genhard import PHP
+    from pysat.solvers import Solver
+    from hetero_solve.interrupt import run_stoppable
+
+    s = Solver(name="g4", bootstrap_with=PHP(12).clauses)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        run_stoppable(lambda: s.solve_limited(expect_interrupt=True), s.interrupt)
+    timer.cancel()
+    timer.join()
