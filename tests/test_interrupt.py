@@ -160,6 +160,7 @@ def test_a_library_caller_gets_keyboard_interrupt_from_cpsat():
     m.Maximize(sum((i % 7) * x for i, x in enumerate(xs)))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # Python's, whatever ran before
     timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     t0 = time.process_time()
@@ -175,6 +176,7 @@ def test_a_library_caller_gets_keyboard_interrupt_from_glucose():
     from hetero_solve.interrupt import run_stoppable
 
     s = Solver(name="g4", bootstrap_with=PHP(12).clauses)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     with pytest.raises(KeyboardInterrupt):

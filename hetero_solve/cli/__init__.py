@@ -85,6 +85,8 @@ from . import run as _run  # noqa: E402,F401  (run, verify, check)
 from . import explain as _explain  # noqa: E402,F401  (explain)
 from . import study as _study  # noqa: E402,F401  (study)
 from . import dims as _dims  # noqa: E402,F401  (dims)
+from . import export as _export  # noqa: E402,F401  (export openvino)
+from . import rules_runtime as _rules_runtime  # noqa: E402,F401  (rules from-openvino, ...)
 from . import instance as _instance  # noqa: E402,F401  (instance files)
 
 

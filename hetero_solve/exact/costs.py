@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from ..problem import COST_TERMS, Problem
 from ..solution import Solution, normalize, objective_term
+from .cpsat import run
 
 MAX_SLOTS = 64          # K = n up to here (complete); beyond, a bounded search
 TOTAL_BITS = 40         # scaled totals stay below 2**TOTAL_BITS
@@ -560,16 +561,17 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
         model.m.Minimize(expr)
         solver = cp_model.CpSolver()
         prm = solver.parameters
-        budget = max(0.05, (time_limit - (time.perf_counter() - t0)) / (len(stages) - i))
-        prm.max_deterministic_time = budget
-        prm.max_time_in_seconds = 2 * budget + 1
+        # deterministic work per stage (the wall clock only guards: cpsat.run)
+        budget = max(0.05, time_limit / len(stages))
         prm.random_seed, prm.num_workers = seed, max(1, workers)
         # CP-SAT 9.15's inclusion presolve certifies wrong optima (google/or-tools#5293): on
         # ResNet-50's contiguous stages it proved 4477.7 where 124.35 is feasible.
         prm.presolve_inclusion_work_limit = 0
         if workers > 1:
             prm.interleave_search = True
-        status = solver.Solve(model.m)
+        # through cpsat.run: CP-SAT's own SIGINT handler off (it left SIGINT at its default,
+        # so a later Ctrl-C killed a library caller) and Ctrl-C stops the search
+        status, _ = run(solver, model.m, budget)
         ok = status == cp_model.OPTIMAL
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             best = model.answer(solver)
