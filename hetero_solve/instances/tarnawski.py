@@ -31,12 +31,12 @@ topological order (smallest ``id`` first among the ready ones); ``graph_index`` 
 
 from __future__ import annotations
 
-import heapq
 import os
 from typing import Any
 
 from ..costs import CostModel, Link
 from ..errors import HeteroSolveError
+from ..measures.order import topological_order
 from ..problem import Device, Objective, Problem
 
 #: Top-level keys that tell this format from others (``filekind``).
@@ -125,25 +125,22 @@ def _edges(data: dict, path, index: dict[int, int]) -> tuple[list[tuple[int, int
 
 
 def _topological(n: int, edges: list[tuple[int, int]], ids: list[int], path) -> list[int]:
+    """Kahn's order of the instance's nodes, ties to the smallest id (the file's own numbering,
+    not its order): nodes are renumbered by id for :func:`topological_order` and mapped back."""
+    by_rank = sorted(range(n), key=ids.__getitem__)
+    rank = [0] * n
+    for r, v in enumerate(by_rank):
+        rank[v] = r
     succ: list[set[int]] = [set() for _ in range(n)]
-    indeg = [0] * n
+    pred: list[set[int]] = [set() for _ in range(n)]
     for u, v in edges:
-        if v not in succ[u]:
-            succ[u].add(v)
-            indeg[v] += 1
-    heap = [(ids[v], v) for v in range(n) if indeg[v] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, u = heapq.heappop(heap)
-        order.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heapq.heappush(heap, (ids[v], v))
-    if len(order) != n:
-        raise InstanceError(path, "edges", "the graph has a cycle")
-    return order
+        succ[rank[u]].add(rank[v])
+        pred[rank[v]].add(rank[u])
+    try:
+        order = topological_order(succ, pred, smallest_first=True)
+    except ValueError:
+        raise InstanceError(path, "edges", "the graph has a cycle") from None
+    return [by_rank[r] for r in order]
 
 
 def instance_problem(data: Any, path: object, objective: Objective, *,
