@@ -564,9 +564,8 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
         # deterministic work per stage (the wall clock only guards: cpsat.run)
         budget = max(0.05, time_limit / len(stages))
         prm.random_seed, prm.num_workers = seed, max(1, workers)
-        # CP-SAT 9.15's inclusion presolve certifies wrong optima (google/or-tools#5293): on
-        # ResNet-50's contiguous stages it proved 4477.7 where 124.35 is feasible.
-        prm.presolve_inclusion_work_limit = 0
+        # (cpsat.run switches off the presolve that certifies wrong optima, or-tools#5293:
+        # on ResNet-50's contiguous stages it proved 4477.7 where 124.35 is feasible)
         if workers > 1:
             prm.interleave_search = True
         # through cpsat.run: CP-SAT's own SIGINT handler off (it left SIGINT at its default,

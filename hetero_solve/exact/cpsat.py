@@ -96,6 +96,10 @@ def run(solver, model, time_limit: float, guard: Guard | None = None,
     prm.max_deterministic_time = max(0.05, time_limit)
     prm.max_time_in_seconds = max(0.05, guard.wall_left())    # the backstop, in CP-SAT too
     prm.catch_sigint_signal = False
+    # CP-SAT 9.15's inclusion presolve (ProcessAtMostOneAndLinear: at-most-one groups beside
+    # linear memory sums, as every model here has) certifies wrong optima
+    # (google/or-tools#5293); with it off the rest of presolve stays on.
+    prm.presolve_inclusion_work_limit = 0
     t0 = time.perf_counter()
     status = run_stoppable(lambda: solver.Solve(model, callback), solver.stop_search,
                            watch=guard.passed)
