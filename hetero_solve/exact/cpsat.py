@@ -1,7 +1,7 @@
 """CP-SAT engine: solve one stage of the objective on an :class:`~.encoding.Encoding`.
 
 The model is the encoding's clauses (``AddBoolOr``), one-device-per-slot groups
-(``AddAtMostOne``), and, for memory (SPEC section 5), per device instance ``i`` an integer
+(``AddAtMostOne``), and, for memory (docs/exact.md), per device instance ``i`` an integer
 ``m[j, i] >= memory of slot j`` enforced only when slot ``j`` sits on ``i``, with
 ``sum_j m[j, i] <= capacity``.  Earlier stages of a lexicographic objective become caps
 (``term <= its optimum``), the stage's objective is minimised, and the redundant bounds

@@ -16,10 +16,10 @@ small named steps:
    when the device is not the preferred one).
 5. ``_transfer``: a tensor crosses into slot ``j`` when a consumer is in ``j`` and its producer is
    earlier (single-consumer tensors get one literal ``[p(c) > p(u)]``).
-6. ``_memory`` (SPEC section 5): per slot, literals for each distinct constant, input tensor and
-   output tensor of the part, so shared constants count once per part and boundary tensors are
-   exact; slots are assigned to instances (instance ``i`` only from slot ``i`` on: symmetry);
-   the engines add the capacity per instance in their own way.
+6. ``_memory`` (a part's memory, docs/exact.md): per slot, literals for each distinct
+   constant, input tensor and output tensor of the part, so shared constants count once per
+   part and boundary tensors are exact; slots are assigned to instances (instance ``i`` only
+   from slot ``i`` on: symmetry); the engines add the capacity per instance in their own way.
 
 Auxiliary literals are *defined* one-sidedly (``body -> head``): the objective and the
 capacities only ever push them down, so their minimal value is their meaning; :meth:`hint`

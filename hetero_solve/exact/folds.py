@@ -1,4 +1,4 @@
-"""Optional folds: which foldable nodes to place instead (SPEC section 1: they *may* be folded).
+"""Optional folds: which foldable nodes to place instead (docs/exact.md, "Optional folds").
 
 Compile folds every foldable node and lists in ``Problem.fold_options`` the ones whose folding
 can cost memory (:class:`~hetero_solve.problem.FoldOption`).  :func:`unfold` is the problem
