@@ -133,28 +133,8 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     for g in enc.amo:
         m.AddAtMostOne([lit(x) for x in g])
     # 2. memory capacity per device instance
-    p = enc.problem
-    load_defs = []          # (load variable, instance literal, items) for the hint
-    built = enc.nv + len(enc.clauses) + sum(map(len, enc.amo))   # the build's work (.budget)
-    for d, per_slot in enc.inst.items():
-        cap = p.devices[d].memory
-        count = p.devices[d].instances
-        loads: list[list] = [[] for _ in range(count)]
-        for j, a in enumerate(per_slot):
-            items = enc.items[j]
-            if not a or not items:
-                continue
-            total = sum(size for size, _ in items.values())
-            expr = sum(size * lit(x) for size, x in items.values())
-            for i, ai in enumerate(a):
-                load = m.NewIntVar(0, min(cap, total), "")
-                m.Add(load >= expr).OnlyEnforceIf(lit(ai))
-                loads[i].append(load)
-                load_defs.append((load, ai, list(items.values())))
-                built += len(items)
-        for i in range(count):
-            if loads[i]:
-                m.Add(sum(loads[i]) <= cap)
+    load_defs, built = _capacities(m, enc, lit)
+    built += enc.nv + len(enc.clauses) + sum(map(len, enc.amo))   # the build's work (.budget)
     # 3. redundant bounds: slots per device
     for c, k in enumerate(enc.per_device_lb):
         ys = [yj[c] for yj in enc.y if c in yj]
@@ -172,19 +152,7 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         const += w * c
     m.Minimize(sum(a * lit(x) for a, x in obj) + const)
     # 5. complete hint
-    hinted = False
-    if hint is not None:
-        val = enc.hint(hint)
-        if val is not None:
-            hinted = True
-            for x in range(1, enc.nv + 1):
-                m.AddHint(b[x], val[x])
-
-            def truth(x) -> bool:
-                return val[x] if x > 0 else not val[-x]
-
-            for load, ai, items in load_defs:    # complete: the integers too
-                m.AddHint(load, sum(size for size, x in items if truth(x)) if truth(ai) else 0)
+    hinted = _hint(m, enc, b, load_defs, hint)
     solver = cp_model.CpSolver()
     prm = solver.parameters
     prm.num_workers = max(1, workers)
@@ -205,3 +173,51 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     optimal = status == cp_model.OPTIMAL
     bound = value if optimal else int(-(-solver.BestObjectiveBound() // 1))
     return EngineResult(sol, value, bound, optimal, stats=stats)
+
+
+def _capacities(m, enc: Encoding, lit) -> tuple[list, int]:
+    """Per device instance, the loads of the slots on it at most the device's memory: a load
+    per slot and instance, at least the slot's items when the slot is on the instance.
+    Returns ``(load variable, instance literal, items)`` per load (for the hint) and the
+    memory items counted (the build's work)."""
+    p = enc.problem
+    load_defs = []
+    built = 0
+    for d, per_slot in enc.inst.items():
+        cap = p.devices[d].memory
+        count = p.devices[d].instances
+        loads: list[list] = [[] for _ in range(count)]
+        for j, a in enumerate(per_slot):
+            items = enc.items[j]
+            if not a or not items:
+                continue
+            total = sum(size for size, _ in items.values())
+            expr = sum(size * lit(x) for size, x in items.values())
+            for i, ai in enumerate(a):
+                load = m.NewIntVar(0, min(cap, total), "")
+                m.Add(load >= expr).OnlyEnforceIf(lit(ai))
+                loads[i].append(load)
+                load_defs.append((load, ai, list(items.values())))
+                built += len(items)
+        for i in range(count):
+            if loads[i]:
+                m.Add(sum(loads[i]) <= cap)
+    return load_defs, built
+
+
+def _hint(m, enc: Encoding, b: list, load_defs: list, hint: Solution | None) -> bool:
+    """Hint every variable, the loads too, from ``hint`` (True when it fits the encoding)."""
+    if hint is None:
+        return False
+    val = enc.hint(hint)
+    if val is None:
+        return False
+    for x in range(1, enc.nv + 1):
+        m.AddHint(b[x], val[x])
+
+    def truth(x) -> bool:
+        return val[x] if x > 0 else not val[-x]
+
+    for load, ai, items in load_defs:    # complete: the integers too
+        m.AddHint(load, sum(size for size, x in items if truth(x)) if truth(ai) else 0)
+    return True
