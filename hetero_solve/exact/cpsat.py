@@ -35,7 +35,7 @@ from typing import Callable
 from ..interrupt import run_stoppable
 from ..solution import Solution, objective_term
 from .budget import BUILD_ITEMS_PER_SECOND, Guard
-from .encoding import Encoding
+from .encoding import Encoding, decode, hint_values
 
 
 @dataclass
@@ -168,7 +168,7 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         return EngineResult(None, None, None, True, infeasible=True, stats=stats)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return EngineResult(None, None, None, False, stats=stats)
-    sol = enc.decode(lambda x: solver.BooleanValue(b[x]))
+    sol = decode(enc, lambda x: solver.BooleanValue(b[x]))
     value = stage_value(enc, weights, sol)
     optimal = status == cp_model.OPTIMAL
     bound = value if optimal else int(-(-solver.BestObjectiveBound() // 1))
@@ -209,7 +209,7 @@ def _hint(m, enc: Encoding, b: list, load_defs: list, hint: Solution | None) -> 
     """Hint every variable, the loads too, from ``hint`` (True when it fits the encoding)."""
     if hint is None:
         return False
-    val = enc.hint(hint)
+    val = hint_values(enc, hint)
     if val is None:
         return False
     for x in range(1, enc.nv + 1):

@@ -43,7 +43,7 @@ from ..interrupt import run_stoppable
 from ..solution import Solution
 from .budget import CLAUSES_PER_SECOND, Guard
 from .cpsat import EngineResult, stage_value
-from .encoding import Encoding
+from .encoding import Encoding, decode, hint_values
 
 CONFLICTS_PER_SECOND = 10000   # about what Glucose does here on mid-sized models
 PROPAGATIONS_PER_SECOND = 20_000_000   # ... and propagations (Glucose: 10-50 million a second)
@@ -195,7 +195,7 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
             interrupted[0] = True
         return res
 
-    val = enc.hint(hint) if hint is not None else None
+    val = hint_values(enc, hint) if hint is not None else None
     if val is not None:
         solver.set_phases([x if val[x] else -x for x in range(1, enc.nv + 1)])
     try:
@@ -283,7 +283,7 @@ def _descend(solver, cnf: _CNF, enc: Encoding, weights, call, bits, obj_const: i
     while res:
         model = solver.get_model()
         truth = set(x for x in model if x > 0)
-        sol = enc.decode(lambda x: x in truth)
+        sol = decode(enc, lambda x: x in truth)
         value = stage_value(enc, weights, sol)
         if best_val is None or value < best_val:
             best, best_val = sol, value
