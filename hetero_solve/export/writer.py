@@ -235,6 +235,9 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
     what was written."""
     manifest = build_manifest(result, files=submodels, annotated=annotated)
     mg, problem, solution = result.model_graph, result.problem, result.solution
+    # Where the source had no external data, no model built from it has any: every save
+    # skips the walk over all its tensors looking for some.
+    weights = None if mg.weights_inline else mg.weights_dir
     if submodels:
         mg.prefetch_folded(problem.const_names)
         nodes_of = solution.parts()   # one scan, not one per part
@@ -243,17 +246,17 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
                 progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
             model = build_part_model(mg, problem, solution, part["id"],
                                      nodes_of[part["id"]], part["inputs"], part["outputs"])
-            _save(model, tmp / part["file"], mg.weights_dir)
+            _save(model, tmp / part["file"], weights)
         if "direct_outputs" in manifest:
             names, inputs = direct_outputs(mg)
             _save(build_direct_model(mg, names, inputs), tmp / manifest["direct_outputs"]["file"],
-                  mg.weights_dir)
+                  weights)
     _write_names(tmp / "affinity.json", affinity_map(problem, solution))
     if annotated:
         if progress:
             progress("writing the annotated model")
         _save(build_annotated_model(mg, problem, solution), tmp / "model.annotated.onnx",
-              mg.weights_dir)
+              weights)
     if dots:
         title = Path(mg.path).stem
         (tmp / "affinity.dot").write_text(affinity_dot(problem, solution, title))

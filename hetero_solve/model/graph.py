@@ -193,6 +193,10 @@ class ModelGraph(GraphLists):
     refs: Any = None
     #: A checker still running in a forked process (``load_model(defer_check=True)``).
     checking: Any = field(default=None, repr=False)
+    #: The file held every tensor's data (read whole, no ``location`` in it): nothing of
+    #: this model lives in another file, so writing a model built from it need not look
+    #: for external tensors.  False when not known.
+    weights_inline: bool = False
 
     @classmethod
     def of(cls, graph: GraphLists, **found: Any) -> "ModelGraph":

@@ -301,7 +301,8 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
                          declared=found.declared, folded=found.folded,
                          constant_tensors=found.constant_tensors, nonstatic=found.nonstatic,
                          folded_values=found.folded_values, subgraph_nodes=found.subgraph_nodes,
-                         warnings=warnings, refs=refs, checking=pending)
+                         warnings=warnings, refs=refs, checking=pending,
+                         weights_inline=data is not None)
 
 
 def _unused_dims(dims: Mapping[str, int], listed: list[InputDim]) -> list[str]:
