@@ -15,9 +15,9 @@ import random
 import pytest
 
 from hetero_solve.costs import CostModel, Link
-from hetero_solve.exact.brute import set_partitions
+from support.brute import set_partitions
 from hetero_solve.exact.costs import refine_costs
-from hetero_solve.generators import random_small
+from support.generators import random_small
 from hetero_solve.measures import part_order
 from hetero_solve.measures.costs import instance_loads, latency, time_per_sample
 from hetero_solve.problem import Device, Objective, make_problem

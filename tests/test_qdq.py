@@ -31,8 +31,8 @@ import yaml
 
 import hetero_solve as hs
 from hetero_solve.contract import contract
-from hetero_solve.exact import brute
-from hetero_solve.generators import random_small
+from support import brute
+from support.generators import random_small
 from hetero_solve.measures import topological_order
 from hetero_solve.model.qdq import find_units
 from hetero_solve.problem import Objective
