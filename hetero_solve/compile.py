@@ -22,7 +22,7 @@ from .model.structure import structure
 from .problem import (Device, FoldOption, NonStaticShape, Objective, Problem, ProblemInfo,
                       Refusals)
 from .rules.conditions import SupportChecker
-from .rules.schema import Rules
+from .rules.load import Rules
 
 
 def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None = None) -> Problem:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 import hetero_solve as hs
 from hetero_solve.cli import app
 from hetero_solve.user_partition import AffinityError, check_affinity
-from hetero_solve.verify import verify
+from hetero_solve.run.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "examples" / "seed000.onnx"          # 1->2, 2->3, 2->4, 3->5, 4->5, 5->6, 6->7

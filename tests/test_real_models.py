@@ -30,7 +30,8 @@ import onnx
 import pytest
 
 import hetero_solve as hs
-from hetero_solve.runtime import run_original, run_partitioned
+from hetero_solve.run.onnxruntime import run_original
+from hetero_solve.run.session import run_partitioned
 
 from conftest import ROOT, rule_profiles
 from corpus import truth as T

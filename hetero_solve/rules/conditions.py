@@ -20,7 +20,7 @@ from ..model.graph import ModelGraph, TensorType, UNKNOWN_TYPE, type_of_value_in
 from ..problem import NamedReason, NonStaticShape, Reason, reason_text
 from ..units import dtype_name
 from .ops import is_onnx_domain, rule_op_name
-from .schema import DeviceRules, OpCondition, Rules
+from .load import DeviceRules, OpCondition, Rules
 
 _MISSING = object()
 
