@@ -16,6 +16,7 @@ import onnx
 
 from .algorithms.greedy import PackingFailed, heuristic
 from .compile import compile_problem, missing_dims, missing_dims_text
+from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
@@ -26,13 +27,12 @@ from .rules import Rules, load_rules
 from .solution import Solution, evaluate
 from .validate import check, validate
 
-ENGINES = ("auto", "heuristic", "cpsat", "sat")
 MAX_TIME_LIMIT = 1e6   #: seconds (11 days): a longer limit, infinity included, is no limit
 #: The progress message sent when the exact solver starts (its time limit starts counting).
 EXACT_STAGE = "exact refinement"
 Progress = Callable[[str], None]
 
-__all__ = ["solve", "refine", "Result", "ENGINES"]
+__all__ = ["solve", "refine", "Result"]
 
 
 def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
@@ -99,8 +99,7 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     >>> r.metrics.partitions, r.solution.status                              # doctest: +SKIP
     (3, 'optimal')
     """
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    check_engine(engine)
     if not time_limit >= 0:   # NaN too
         raise ValueError(f"time_limit must be a number of seconds >= 0, not {time_limit!r}")
     # Infinity means no limit; the engines count conflicts and deadlines in 64-bit integers.

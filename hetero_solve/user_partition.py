@@ -45,7 +45,8 @@ import onnx
 from .compile import compile_problem
 from .errors import HeteroSolveError
 from .model import ModelGraph, load_model
-from .pipeline import ENGINES, initial_solution, refine, solve
+from .engines import check_engine
+from .pipeline import initial_solution, refine, solve
 from .result import Result
 from .problem import Problem
 from .readers import read_json
@@ -491,8 +492,7 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    check_engine(engine)
     say = progress or (lambda _msg: None)
     umap = read_affinity(affinity)
     rule_set = rules if isinstance(rules, Rules) else load_rules(rules)

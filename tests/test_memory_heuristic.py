@@ -125,9 +125,9 @@ def preferred_map(problem: hs.Problem) -> Solution:
 def rivals(problem: hs.Problem) -> dict[str, Solution]:
     """The baselines' answers and the all-on-preferred map that the validator accepts."""
     out = {}
-    for name, fn in BASELINES.items():
+    for name, baseline in BASELINES.items():
         try:
-            sol = fn(problem)
+            sol = baseline.run(problem)
         except BaselineSkipped:
             continue
         out[name] = sol

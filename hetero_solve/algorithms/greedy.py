@@ -200,11 +200,11 @@ def _rivals(problem: Problem) -> list[Solution]:
     from .baselines import BASELINES, BaselineSkipped
     out = []
     candidates = [_preferred_regions(problem)]
-    for name, fn in BASELINES.items():
+    for name, baseline in BASELINES.items():
         if problem.n > RIVAL_NODES.get(name, problem.n):
             continue
         try:
-            candidates.append(fn(problem))
+            candidates.append(baseline.run(problem))
         except BaselineSkipped:
             continue
     for sol in candidates:

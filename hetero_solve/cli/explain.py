@@ -7,6 +7,7 @@ from typing import List
 
 import typer
 
+from ..engines import ENGINES, EXACT_ENGINES
 from ..exact.explain import explain_text
 from ..pipeline import solve
 from . import app
@@ -15,7 +16,6 @@ from .common import (UsageError, caught_warnings, dim_option, expect_model_and_r
                      out_console, parse_dims, parse_shapes, print_json, progress_on_stderr,
                      quiet_option, shape_option, verbose_option)
 
-EXACT_ENGINES = ("auto", "cpsat", "sat")
 
 
 @app.command("explain")
@@ -29,7 +29,8 @@ def explain_command(
     dim: List[str] = dim_option(),
     shape: List[str] = shape_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
-                               help=f"One of {', '.join(EXACT_ENGINES)}."),
+                               help="; ".join(f"{n}: {ENGINES[n].description}" for n in EXACT_ENGINES)
+                                    + "."),
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON (the "
                                                        "'explain' entry of partition.json)."),

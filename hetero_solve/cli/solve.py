@@ -11,7 +11,8 @@ from rich.table import Table
 
 from ..export.dot import check_can_draw
 from ..export.writer import check_target, default_out_dir
-from ..pipeline import ENGINES, solve
+from ..engines import ENGINES
+from ..pipeline import solve
 from ..result import Result
 from ..units import format_bytes, instance_label
 from . import app
@@ -42,8 +43,8 @@ def solve_command(
                                      "refuses nodes only because input dims have no value, "
                                      "instead of a warning."),
     engine: str = typer.Option("auto", "--engine", "-e",
-                               help=f"One of {', '.join(ENGINES)}: 'heuristic' = greedy only, "
-                                    "'cpsat'/'sat' = exact refinement, 'auto' = best available."),
+                               help="; ".join(f"{e.name}: {e.description}" for e in ENGINES.values())
+                                    + "."),
     seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Write partition.json, affinity and .dot files only "

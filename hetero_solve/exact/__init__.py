@@ -62,7 +62,7 @@ from .runs import fit_by_runs, parts_without_memory, realize
 
 __all__ = ["refine", "refine_with_folds", "lower_bound", "refuse_unplaceable", "ENGINES"]
 
-ENGINES = ("auto", "cpsat", "sat")
+from ..engines import EXACT_ENGINES as ENGINES   # noqa: E402 - the one list
 FULL_K_NODES = 100         # up to this many nodes, stages that may need more parts use K = n
 MAX_VARIABLES = 200_000    # larger models are not built (the stage stays unproven): on this
 VARIABLES_PER_SECOND = 10_000   # machine they spent tens of seconds per deterministic second,
