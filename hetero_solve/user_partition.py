@@ -42,15 +42,14 @@ from typing import Any, Callable, Mapping
 
 import onnx
 
-from .compile import compile_problem
 from .errors import HeteroSolveError
-from .model import ModelGraph, load_model
+from .model import ModelGraph
 from .engines import check_engine
-from .pipeline import initial_solution, refine, solve
+from .pipeline import initial_solution, prepare, refine, solve_prepared
 from .result import Result
 from .problem import Problem
 from .readers import read_json
-from .rules import Rules, load_rules
+from .rules import Rules
 from .algorithms.regions import acyclic_regions, regions
 from .solution import Metrics, Solution, evaluate, normalize, objective_key
 from .validate import Violation, validate
@@ -495,13 +494,8 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     check_engine(engine)
     say = progress or (lambda _msg: None)
     umap = read_affinity(affinity)
-    rule_set = rules if isinstance(rules, Rules) else load_rules(rules)
-    if isinstance(model, ModelGraph):
-        mg = model
-    else:
-        say("loading the model and inferring shapes")
-        mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims)
-    base = compile_problem(mg, rule_set)
+    prepared = prepare(model, rules, dims=dims, shapes=shapes, progress=say)
+    mg, rule_set, base = prepared.model_graph, prepared.rules, prepared.problem
     warnings = list(base.info.warnings)
     say("validating the map")
     problem, resolved, sol, violations = judge(mg, base, umap, split, warnings)
@@ -535,8 +529,8 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     if optimum:
         say("solving for the optimum")
         try:
-            best = solve(mg, rule_set, engine=engine, time_limit=time_limit, seed=seed,
-                         progress=say)
+            best = solve_prepared(prepared, engine=engine, time_limit=time_limit, seed=seed,
+                                  progress=say)
         except HeteroSolveError as e:
             warnings.append(f"hetero-solve found no partition to compare with: {e}")
 
