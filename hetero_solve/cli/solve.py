@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 from rich.table import Table
 
+from ..answer import read_answer
+from ..errors import OutputError
 from ..export.dot import check_can_draw
 from ..export.writer import check_target, default_out_dir
 from ..engines import ENGINES
@@ -90,7 +91,7 @@ def solve_command(
     said = [] if as_json else [missing_dims_text(e) for e in result.problem.info.missing_dims]
     warned.show(result.warnings, skip=said)
     if as_json:
-        manifest = json.loads((written / "partition.json").read_text(encoding="utf-8"))
+        manifest = read_answer(written, lambda why: OutputError(written, why)).data
         print_json({**manifest, "out_dir": str(written)})
         return
     print_summary(result, written)

@@ -335,22 +335,25 @@ class Key:
 
 @dataclass(frozen=True)
 class Record(Node):
-    """A mapping with known keys (any other key is an error naming the closest known one)."""
+    """A mapping with known keys (any other key is an error naming the closest known one;
+    with ``extra``, other keys are kept unchecked: a file read back that holds more than its
+    reader needs, like ``partition.json``)."""
     keys: dict[str, Key] = field(default_factory=dict)
     what: str = "a mapping"
     title: str = ""
+    extra: bool = False
 
     def check(self, value: Any, key: str) -> Any:
         if not isinstance(value, dict):
             raise DefinitionError(key, f"expected {self.what}, got {_type_name(value)}")
         known = tuple(self.keys)
         for k in value:
-            if k not in self.keys:
+            if k not in self.keys and not self.extra:
                 close = difflib.get_close_matches(str(k), known, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise DefinitionError(_join(key, str(k)), f"unknown key{hint} (expected one "
                                                           f"of: {', '.join(known)})")
-        out = {}
+        out = {k: v for k, v in value.items() if k not in self.keys} if self.extra else {}
         for name, spec in self.keys.items():
             if name in value and value[name] is not None:
                 out[name] = spec.node.check(value[name], _join(key, name))
@@ -363,7 +366,7 @@ class Record(Node):
     def schema(self) -> dict:
         out: dict = {"type": "object",
                      "properties": {k: s.node.schema() for k, s in self.keys.items()},
-                     "additionalProperties": False}
+                     "additionalProperties": self.extra}
         required = [k for k, s in self.keys.items() if s.required]
         if required:
             out["required"] = required
