@@ -31,7 +31,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     In named steps: pins (an exact name beats globs, the first glob in file order wins);
     the devices each placeable node may use and why the others refuse it (op lists, ``when``
     conditions, static shapes, subgraph bodies, then pins); tensors and constants with their
-    bytes (SPEC section 5; constants inside ``If``/``Loop``/``Scan`` bodies belong to their
+    bytes (docs/problem.md; constants inside ``If``/``Loop``/``Scan`` bodies belong to their
     node); data edges; value-input edges at the opset of each node's domain.
 
     Parameters
@@ -111,7 +111,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
 
 def _contract_units(mg: ModelGraph, problem: Problem, placeable: list[int],
                     index: dict[int, int]) -> Problem:
-    """Each quantized unit made one node (SPEC section 1: a part boundary never cuts one)."""
+    """Each quantized unit made one node (docs/problem.md: a part boundary never cuts one)."""
     units = find_units(mg, placeable)
     if not units:
         return problem
@@ -222,7 +222,7 @@ def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dic
     for i, ins in enumerate(mg.inputs):
         if not ins or (i not in index and i not in is_folded):
             continue
-        # folded readers too: placed with this node, they read it as a value (SPEC section 4)
+        # folded readers too: placed with this node, they read it as a value (docs/problem.md)
         idx = rules.value_input_indices(mg.op_types[i], mg.opsets.get(mg.domains[i] or "",
                                                                        mg.opset))
         for k, x in enumerate(ins):
@@ -280,7 +280,7 @@ def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dic
 
 
 def _unknown_size_warning(names: list[str]) -> str:
-    """SPEC section 5: an unknown dimension counts as 1, with a warning naming the tensors."""
+    """docs/problem.md: an unknown dimension counts as 1, with a warning naming the tensors."""
     first = heapq.nsmallest(5, names)   # the first five by name, without sorting them all
     shown = ", ".join(first) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     return (f"{len(names)} tensor(s) have unknown dimensions or type, counted as 1 element "
@@ -290,7 +290,7 @@ def _unknown_size_warning(names: list[str]) -> str:
 def _with_subgraph_constants(mg: ModelGraph, placeable: list[int], c_names: list[str],
                              c_bytes: list[int], node_consts: list[list[int]]):
     """The constants with those held inside ``If``/``Loop``/``Scan`` bodies added, each a
-    constant of the node that owns the body (SPEC section 5: they live on its device)."""
+    constant of the node that owns the body (docs/problem.md: they live on its device)."""
     c_names, c_bytes, node_consts = list(c_names), list(c_bytes), list(node_consts)
     taken = mg.constant_tensors
     for v, i in enumerate(placeable):

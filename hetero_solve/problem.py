@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .measures.arrays import ProblemArrays
 
 OBJECTIVE_TERMS = ("fallback", "partitions", "transfer")
-#: Terms that need a cost model (``Problem.costs``): SPEC section 6's latency and time per sample.
+#: Terms that need a cost model (``Problem.costs``): latency and time per sample (docs/costs.md).
 COST_TERMS = ("latency", "throughput")
 TERMS = OBJECTIVE_TERMS + COST_TERMS
 
@@ -33,7 +33,7 @@ class Device:
 
 @dataclass(frozen=True)
 class Objective:
-    """SPEC section 6: lexicographic ``order`` (default) or a weighted sum ``weights``."""
+    """docs/problem.md: lexicographic ``order`` (default) or a weighted sum ``weights``."""
     order: tuple[str, ...] = OBJECTIVE_TERMS
     weights: Mapping[str, float] | None = None
 
@@ -158,7 +158,7 @@ class Refusals(MutableMapping):
 
 @dataclass(frozen=True)
 class FoldOption:
-    """A folded node that may be left unfolded (SPEC section 1: foldable nodes *may* be folded).
+    """A folded node that may be left unfolded (docs/problem.md: foldable nodes *may* be folded).
 
     Folding is not free under memory limits: a folded ``Transpose(W)`` is a second constant as
     large as ``W`` in every part that reads it, while unfolded it runs next to the reader of
@@ -180,7 +180,7 @@ class FoldOption:
     outputs : tuple of int
         The constants its outputs are while it is folded (``Problem.const_names`` ids).
     value_readers : tuple of int
-        Placed nodes that read one of its outputs as a value-dependent input (SPEC section 4).
+        Placed nodes that read one of its outputs as a value-dependent input (docs/problem.md).
     requires : tuple of int
         Other options (indices into ``Problem.fold_options``) that read its outputs: unfolding
         this one unfolds them too (their inputs are then no longer constant).
@@ -253,7 +253,7 @@ class Problem:
     succ, pred : list of list of int
         Data edges ``u -> v`` (deduplicated).
     value_pred : list of list of int
-        ``u in value_pred[v]``: ``u`` makes a value-dependent input of ``v`` (SPEC section 4).
+        ``u in value_pred[v]``: ``u`` makes a value-dependent input of ``v`` (docs/problem.md).
     tensor_names, tensor_bytes, tensor_producer, tensor_consumers, tensor_is_output
         Per non-constant tensor: name, bytes, producing node (-1 for a graph input), reading
         nodes, whether it is a graph output.

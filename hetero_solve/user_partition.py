@@ -276,9 +276,10 @@ def _resolve(umap: UserMap, mg: ModelGraph, problem: Problem,
 
 
 def _check_units(umap: UserMap, mg: ModelGraph, problem: Problem) -> set[str]:
-    """A node of a quantized unit the map names goes where the unit's op goes (SPEC section
-    1: a part boundary never cuts a unit); returns the names of shared DequantizeLinear
-    nodes, copied into each unit that reads them, which may go anywhere their readers go."""
+    """A node of a quantized unit the map names goes where the unit's op goes
+    (docs/problem.md: a part boundary never cuts a unit); returns the names of shared
+    DequantizeLinear nodes, copied into each unit that reads them, which may go anywhere their
+    readers go."""
     if not problem.members:
         return set()
     owners: dict[int, list[int]] = {}

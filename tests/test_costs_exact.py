@@ -1,4 +1,4 @@
-"""The cost terms (SPEC section 6: latency, throughput) and their exact solver.
+"""The cost terms (docs/costs.md: latency, throughput) and their exact solver.
 
 Brute force (this file's oracle) enumerates every set partition with an acyclic quotient and
 every device instance per part, keeps what the one validator accepts (support, pins, values,

@@ -2,7 +2,7 @@
 
 The generator (``support.generators.random_small``) draws 2-8 nodes, random DAGs, random
 supports and pins (single-device nodes), value edges on enforcing and ignoring devices, memory
-limits with 1 or 2 instances and shared constants, and the objectives of SPEC section 6 in both
+limits with 1 or 2 instances and shared constants, and the objectives of docs/problem.md in both
 forms.  Brute force enumerates every set partition and device choice (``support.brute``).
 """
 

@@ -1,4 +1,4 @@
-"""The heuristic under memory limits (SPEC section 5): parts grow over tensors that stay inside,
+"""The heuristic under memory limits (docs/problem.md): parts grow over tensors that stay inside,
 nodes leave a device only when its memory cannot hold them, and the answer is never worse than
 a baseline's or the all-on-preferred map when those are valid."""
 

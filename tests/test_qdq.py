@@ -1,4 +1,4 @@
-"""Quantized (QDQ) models stay quantized (issue 21, SPEC section 1).
+"""Quantized (QDQ) models stay quantized (issue 21, docs/problem.md).
 
 On ``corpus/models/resnet-tiny-qdq.onnx`` (onnxruntime's ``quantize_static``, QDQ format,
 per-channel int8 weights, of the corpus's float ResNet), on every shipped profile and on the

@@ -1,4 +1,4 @@
-"""Write a result to OUT_DIR (SPEC section 7) without ever losing a file the tool did not write.
+"""Write a result to OUT_DIR (the README, "Use") without ever losing a file the tool did not write.
 
 How OUT_DIR is treated (:func:`check_target` decides, before anything is written):
 

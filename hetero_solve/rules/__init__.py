@@ -1,4 +1,4 @@
-"""Rule files (SPEC section 3): schema, includes, value-input catalogs, support conditions."""
+"""Rule files (docs/rules.md): schema, includes, value-input catalogs, support conditions."""
 
 from .load import DeviceRules, OpCondition, Rules, load_rules
 

@@ -1,4 +1,4 @@
-"""The value-input catalog against the ONNX schemas (SPEC section 4).
+"""The value-input catalog against the ONNX schemas (docs/problem.md).
 
 A *value input* is an input whose value (not just its shape) must be known to compile the op for
 a static-shape device: it sets an output shape (Reshape's ``shape``, Resize's ``sizes``,
@@ -343,7 +343,7 @@ def to_yaml() -> str:
     """The derived catalog as the commented YAML committed in ``constraints/``."""
     history = schema_history()
     lines = [
-        "# Value-dependent inputs of the standard ONNX ops (SPEC section 4).",
+        "# Value-dependent inputs of the standard ONNX ops (docs/problem.md).",
         "#",
         "# op type -> indices of the inputs whose VALUE must be known to compile the op for a",
         "# static-shape device (they set an output shape, or the axes the kernel works on).  A list",

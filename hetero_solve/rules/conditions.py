@@ -1,4 +1,4 @@
-"""Does a device take a node?  SPEC section 3: op lists, ``when`` conditions, static shapes,
+"""Does a device take a node?  docs/rules.md: op lists, ``when`` conditions, static shapes,
 and subgraph bodies (``If``/``Loop``/``Scan`` are atomic: every op inside must be taken too).
 
 :func:`refusal` returns ``None`` when the device takes the node, else the reason as a sentence

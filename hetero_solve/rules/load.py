@@ -1,4 +1,4 @@
-"""Rule files, schema version 1 (SPEC section 3): YAML -> :class:`Rules`.
+"""Rule files, schema version 1 (docs/rules.md): YAML -> :class:`Rules`.
 
 Every problem is a :class:`~hetero_solve.errors.RuleError` naming the file, the key path
 (``devices[0].ops.when.Conv.attributes.group``) and the reason.  Checks that need the model
@@ -148,7 +148,7 @@ class _Parser:
     def parse(self, data: Any) -> Rules:
         data = self.checked(RULE_FILE, data)
         value_inputs, notes = self.catalogs(data, {str(Path(self.path).resolve())})
-        # Top-level entries replace included ones op by op (SPEC section 3).
+        # Top-level entries replace included ones op by op (docs/rules.md).
         value_inputs.update(self.value_inputs(data.get("value_inputs")))
         devices = self.devices(data["devices"])
         names = [d.name for d in devices]
