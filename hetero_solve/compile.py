@@ -19,8 +19,8 @@ from .model.graph import ModelGraph
 from .model.qdq import find_units
 from .model.shapes import analyse_shapes
 from .model.structure import structure
-from .problem import (Device, FoldOption, NonStaticShape, Objective, Problem, ProblemInfo,
-                      Refusals)
+from .problem import (Device, FoldOption, MissingDims, NonStaticShape, Objective, Problem,
+                      ProblemInfo, Refusals)
 from .rules.conditions import SupportChecker
 from .rules.load import Rules
 
@@ -139,15 +139,14 @@ def _check_sizes(mg: ModelGraph, names: list[str], sizes: list[int]) -> None:
                               f"to more than 2^62 bytes: check the dims{dims}")
 
 
-def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[dict]:
+def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[MissingDims]:
     """What the graph inputs' dims with no value cost on each static-shape device: the nodes
     it refuses *only* because they have none.
 
     Decided by a counterfactual, not by reading names: the model is analysed again with every
     such dim given a value (1), and a node counts when a device that refused it for a
     non-static shape takes it there, or it folds there.  Returns one entry per device that
-    loses nodes: ``{"device", "nodes", "dims", "inputs", "hint"}`` (``dims``: the named dims
-    with no value; ``inputs``: inputs with anonymous ones; ``hint``: the flags to pass).
+    loses nodes (:class:`~hetero_solve.problem.MissingDims`).
     """
     unset = mg.unset_dims()
     static = [d for d, dev in enumerate(rules.devices) if dev.static_shapes]
@@ -184,23 +183,8 @@ def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[dict]:
         reasons = checker.reasons(d, kept)
         freed = len(nodes) - len(kept) + sum(1 for r in reasons if r is None)
         if freed:
-            found.append({"device": rules.devices[d].name, "nodes": freed, "dims": names,
-                          "inputs": anonymous, "hint": hint})
+            found.append(MissingDims(rules.devices[d].name, freed, names, anonymous, hint))
     return found
-
-
-def missing_dims_text(entry: dict) -> str:
-    """One line for :func:`missing_dims`'s entry."""
-    what = []
-    if entry["dims"]:
-        shown = ", ".join(repr(n) for n in entry["dims"])
-        what.append(f"dim{'s' if len(entry['dims']) > 1 else ''} {shown}")
-    if entry["inputs"]:
-        shown = ", ".join(repr(x) for x in entry["inputs"])
-        what.append(f"anonymous dims of input{'s' if len(entry['inputs']) > 1 else ''} {shown}")
-    plural = len(entry["dims"]) > 1 or bool(entry["inputs"])
-    return (f"{entry['device']} refused {entry['nodes']} node(s) only because "
-            f"{' and '.join(what)} {'have' if plural else 'has'} no value: pass {entry['hint']}")
 
 
 def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int],

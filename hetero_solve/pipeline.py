@@ -19,7 +19,7 @@ from typing import Callable
 import onnx
 
 from .algorithms.greedy import PackingFailed, heuristic
-from .compile import compile_problem, missing_dims, missing_dims_text
+from .compile import compile_problem, missing_dims
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .gcpause import paused_gc
@@ -103,7 +103,7 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         problem = compile_problem(mg, rule_set, objective=objective)
         # Input dims with no value may cost a static-shape device nodes: say which, how many.
         problem.info.missing_dims = missing_dims(mg, rule_set, problem)
-        problem.info.warnings.extend(map(missing_dims_text, problem.info.missing_dims))
+        problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
     except Exception:
         mg.ensure_valid()   # an invalid model explains the failure
         raise

@@ -201,6 +201,44 @@ class FoldOption:
     value_requires: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class MissingDims:
+    """What input dims with no value cost one static-shape device
+    (:func:`hetero_solve.compile.missing_dims`): the nodes it refuses *only* for them.
+
+    Parameters
+    ----------
+    device : str
+    nodes : int
+        How many nodes the device would take with the dims given.
+    dims : list of str
+        The named dims with no value.
+    inputs : list of str
+        Graph inputs with anonymous dims (``?``) with no value.
+    hint : str
+        The flags to pass (``--dim seq=N``, ``--shape x=1,?``).
+    """
+
+    device: str
+    nodes: int
+    dims: list[str]
+    inputs: list[str]
+    hint: str
+
+    def text(self) -> str:
+        """One line for the user."""
+        what = []
+        if self.dims:
+            shown = ", ".join(repr(n) for n in self.dims)
+            what.append(f"dim{'s' if len(self.dims) > 1 else ''} {shown}")
+        if self.inputs:
+            shown = ", ".join(repr(x) for x in self.inputs)
+            what.append(f"anonymous dims of input{'s' if len(self.inputs) > 1 else ''} {shown}")
+        plural = len(self.dims) > 1 or bool(self.inputs)
+        return (f"{self.device} refused {self.nodes} node(s) only because "
+                f"{' and '.join(what)} {'have' if plural else 'has'} no value: pass {self.hint}")
+
+
 @dataclass
 class ProblemInfo:
     """What the export and the messages need to know about where a problem came from; no
@@ -220,7 +258,7 @@ class ProblemInfo:
         one name per unit).
     warnings : list of str
         What compile and the solve noticed, for the user.
-    missing_dims : list of dict
+    missing_dims : list of MissingDims
         What input dims with no value cost each static-shape device
         (:func:`hetero_solve.compile.missing_dims`); empty until the pipeline asks.
     format : str or None
@@ -232,7 +270,7 @@ class ProblemInfo:
     constant_nodes: list[int] = field(default_factory=list)
     member_names: dict[int, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    missing_dims: list[dict] = field(default_factory=list)
+    missing_dims: list[MissingDims] = field(default_factory=list)
     format: str | None = None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import List
 
@@ -11,7 +12,6 @@ from ..engines import ENGINES, EXACT_ENGINES
 from ..exact.explain import explain_text
 from ..pipeline import solve
 from . import app
-from ..compile import missing_dims_text
 from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
                      out_console, parse_dims, parse_shapes, print_json, progress_on_stderr,
                      quiet_option, shape_option, verbose_option)
@@ -58,10 +58,11 @@ def explain_command(
     if ex is None:
         raise UsageError("no explanation: the exact solver is not available in this build")
     missing = result.problem.info.missing_dims
-    said = [missing_dims_text(entry) for entry in missing]   # printed below, not as warnings
+    said = [entry.text() for entry in missing]   # printed below, not as warnings
     warned.show(result.warnings, skip=said)
     if as_json:
-        print_json({**ex, "missing_dims": missing} if missing else ex)
+        print_json({**ex, "missing_dims": [dataclasses.asdict(m) for m in missing]}
+                   if missing else ex)
         return
     m, sol = result.metrics, result.solution
     out_console.print(f"{Path(result.model_graph.path).name}: {m.partitions} part(s), "

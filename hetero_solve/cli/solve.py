@@ -17,7 +17,6 @@ from ..pipeline import solve
 from ..result import Result
 from ..units import format_bytes, instance_label
 from . import app
-from ..compile import missing_dims_text
 from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
                      json_option, parse_dims, parse_shapes, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, verbose_option)
@@ -83,12 +82,12 @@ def solve_command(
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
                            time_limit=time_limit, seed=seed, progress=say)
             if strict and result.problem.info.missing_dims:
-                raise UsageError(f"--strict: {missing_dims_text(result.problem.info.missing_dims[0])}")
+                raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
             say(f"writing {target}")
             written = result.write(target, submodels=not no_models, annotated=not no_models,
                                    pictures=pictures, progress=say)
     # The summary says what missing dims cost; JSON has it in its warnings.
-    said = [] if as_json else [missing_dims_text(e) for e in result.problem.info.missing_dims]
+    said = [] if as_json else [e.text() for e in result.problem.info.missing_dims]
     warned.show(result.warnings, skip=said)
     if as_json:
         manifest = read_answer(written, lambda why: OutputError(written, why)).data
@@ -130,7 +129,7 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")
     for entry in result.problem.info.missing_dims:
-        print_line(missing_dims_text(entry))
+        print_line(entry.text())
     if out_dir is not None:
         print_line(f"written: {out_dir}/")
 

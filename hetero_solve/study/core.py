@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-from ..compile import missing_dims_text
 from ..errors import HeteroSolveError
 from ..problem import Problem
 from .algorithms import ALGORITHMS
@@ -134,8 +133,7 @@ def run_study(config: StudyConfig, *, progress: bool = True,
                         bar.advance()
                     continue
                 base.update(nodes=problem.n, edges=sum(len(s) for s in problem.succ),
-                            missing_dims="; ".join(map(missing_dims_text,
-                                                       problem.info.missing_dims)))
+                            missing_dims="; ".join(m.text() for m in problem.info.missing_dims))
                 for alg, key in runs:
                     uses_limit = alg in config.custom or ALGORITHMS[alg].uses_time_limit
                     meta[key] = {**base, "time_limit": config.time_limit if uses_limit else None,
