@@ -1,5 +1,5 @@
 """``model.annotated.onnx``: the original model, each placed node tagged with its device and
-part (SPEC section 7), and, for onnxruntime's annotation-based partitioning, every node with a
+part (the README, "Use"), and, for onnxruntime's annotation-based partitioning, every node with a
 ``layer_ann`` naming its device; ``session.layer_assignment_settings`` maps those names to
 the execution providers the rule file gives the devices (:func:`layer_assignment_settings`)."""
 

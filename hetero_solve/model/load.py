@@ -174,7 +174,7 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, i
                rule_dims: Mapping[str, int] | None = None, check: bool = True,
                fold: bool = True, defer_check: bool = False) -> ModelGraph:
     """Read, check and analyse a model: its graph as per-node lists, every tensor's type, the
-    folded nodes (SPEC sections 1 and 3).
+    folded nodes (docs/problem.md, docs/rules.md).
 
     Parameters
     ----------
