@@ -22,9 +22,9 @@ import pytest
 from hetero_solve.exact import refine
 from hetero_solve.exact.analysis import binding_devices, device_sets
 from hetero_solve.exact.bounds import bin_packing_bound, lower_bounds, packing
-from hetero_solve.exact.brute import brute_force
+from support.brute import brute_force
 from hetero_solve.exact.explain import explain
-from hetero_solve.generators import random_memory
+from support.generators import random_memory
 from hetero_solve.problem import Device, Objective, make_problem
 from hetero_solve.solution import Solution, evaluate
 
