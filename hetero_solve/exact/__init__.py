@@ -50,15 +50,17 @@ from ..solution import Solution, evaluate, normalize, objective_key
 from ..units import format_bytes
 from ..validate import validate
 from . import cpsat, sat, sequence
-from .analysis import binding_devices, device_sets, min_part_memory
+from ..fitting.bounds import memory_bounds
+from ..fitting.floors import binding_devices, min_part_memory
+from ..fitting.realize import fit_by_runs, parts_without_memory, realize
+from .analysis import device_sets
 from .assign import relaxed_fallback, relaxed_parts
-from .bounds import Bounds, lower_bounds, memory_bounds
+from .bounds import Bounds, lower_bounds
 from .budget import CLAUSES_PER_SECOND, Guard, Steps, work_seconds
 from .encoding import Encoding
 from .explain import explain
 from .folds import candidates, over_every_choice, unfold
 from .reductions import Reduced, contract_chains
-from .runs import fit_by_runs, parts_without_memory, realize
 
 __all__ = ["refine", "refine_with_folds", "lower_bound", "refuse_unplaceable", "ENGINES"]
 
@@ -320,7 +322,7 @@ class _Refiner:
         self.deterministic &= stats.get("deterministic", True)
 
     def counted(self, build, *args, **kw):
-        """``build(*args, **kw)`` (:func:`.runs.realize`, :func:`.runs.fit_by_runs`) with its
+        """``build(*args, **kw)`` (:func:`~hetero_solve.fitting.realize.realize`, :func:`~hetero_solve.fitting.realize.fit_by_runs`) with its
         steps counted against the budget (:class:`.budget.Steps`)."""
         steps = Steps()
         try:
@@ -791,7 +793,7 @@ class _Refiner:
 
     def segment_devices(self, R, mem, cap: int, budget: float, label: str):
         """:func:`.assign.relaxed_parts` with fallback at most ``cap``: its bound, and its
-        device choice turned into parts (:func:`.runs.realize`, and runs kept or dropped)
+        device choice turned into parts (:func:`~hetero_solve.fitting.realize.realize`, and runs kept or dropped)
         as candidate answers: few device changes along paths is what lets the parts fit
         (ddddocr-det on the 3 MiB NPU: [215, 9] -> [213, 6], both at their bounds)."""
         self.say(f"{label}: relaxed assignment model, fewest device segments with "
@@ -842,7 +844,7 @@ class _Refiner:
 
     def regroup(self) -> None:
         """Fewer parts with the same devices: the best answer's device per node, parts
-        rebuilt without memory and cut into runs that fit (:func:`.runs.realize`); the
+        rebuilt without memory and cut into runs that fit (:func:`~hetero_solve.fitting.realize.realize`); the
         fallback does not change."""
         devices = self.best.node_device()
         sol = self.counted(realize, self.p, devices)
@@ -962,7 +964,7 @@ class _Refiner:
         return out
 
     def memory_bounds(self):
-        """:func:`.bounds.memory_bounds` for the device sets of every answer (computed once)."""
+        """:func:`~hetero_solve.fitting.bounds.memory_bounds` for the device sets of every answer (computed once)."""
         if self._memory_bounds is None:
             self._memory_bounds = memory_bounds(self.p, self.sets(fixed=False)[0])
         return self._memory_bounds
