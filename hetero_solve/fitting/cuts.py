@@ -32,7 +32,7 @@ and answers must not change):
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from ..measures import MemoryTracker, RunInputs, fitting_runs
 from ..problem import Problem
@@ -46,9 +46,8 @@ def longest_run(problem: Problem, order: Sequence[int], start: int, cap: int) ->
     """The longest run ``order[start:end]`` whose memory fits ``cap``: ``(end, memory)``, with
     ``end == start`` when none fits."""
     best, best_mem = start, 0
-    for end, used in fitting_runs(problem, order, start, cap):
-        if used <= cap:
-            best, best_mem = end, used
+    for best, best_mem in runs_within(problem, order, start, cap):
+        pass
     return best, best_mem
 
 
@@ -247,18 +246,20 @@ def _slack(m: int) -> int:
     return max(64, RUN_STEPS // max(1, m))
 
 
-def _runs_within(problem: Problem, nodes: list[int], i: int, cap: int, slack: int,
-                 steps: Steps | None = None):
-    """``(end, memory)`` of the runs ``nodes[i:end]`` that fit ``cap``, giving up after
-    ``slack`` longer runs in a row that do not (an output made internal later may bring a
-    run back under ``cap``, but rarely after many nodes).  ``steps`` counts the nodes added."""
+def runs_within(problem: Problem, nodes: Sequence[int], i: int, cap: int,
+                slack: int | None = None, steps: Steps | None = None
+                ) -> Iterator[tuple[int, int]]:
+    """``(end, memory)`` of the runs ``nodes[i:end]`` (``nodes`` in topological order) that
+    fit ``cap``, shortest first; with ``slack``, giving up after ``slack`` longer runs in a
+    row that do not (an output made internal later may bring a run back under ``cap``, but
+    rarely after many nodes).  ``steps`` counts the nodes added."""
     over = grown = 0
     try:
         for end, used in fitting_runs(problem, nodes, i, cap):
             grown += 1
             if used > cap:
                 over += 1
-                if over > slack:
+                if slack is not None and over > slack:
                     return
                 continue
             over = 0
@@ -283,7 +284,7 @@ def cut_runs(problem: Problem, nodes: list[int], cap: int, *, fewest: bool = Tru
         if best[i] == INF:
             continue
         runs_i, mem_i = best[i]
-        for end, used in _runs_within(problem, nodes, i, cap, slack, steps):
+        for end, used in runs_within(problem, nodes, i, cap, slack, steps):
             key = (runs_i + 1, mem_i + used) if fewest else (mem_i + used, runs_i + 1)
             if key < best[end]:
                 best[end] = key
@@ -323,7 +324,7 @@ class SlotRuns:
         slack = _slack(m)
         self.keep: list[list[tuple[int, int]]] = []
         for i in range(m):
-            self.keep.append(list(_runs_within(problem, nodes, i, cap, slack, steps)))
+            self.keep.append(list(runs_within(problem, nodes, i, cap, slack, steps)))
         self.size = m + sum(map(len, self.keep))     # the work of one cut()
         self.pref = [0]         # prefix counts of nodes preferring d (fallback when dropped)
         for v in nodes:
