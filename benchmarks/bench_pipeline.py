@@ -263,7 +263,7 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
                "compile": s["compile"], "heuristic": s["heuristic"], "exact": 0.0,
                "validate": s["validate"]}
     result = Result(mg, rules, problem, sol, metrics, seconds,
-                    list(problem.meta.get("warnings", [])),
+                    list(problem.info.warnings),
                     explanation=sol.stats.pop("explain", None))
     rec.run("write", lambda: result.write(out_dir, submodels=False, annotated=False, dots=False))
     if gc_was_enabled:

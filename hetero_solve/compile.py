@@ -19,7 +19,8 @@ from .model.graph import ModelGraph
 from .model.qdq import find_units
 from .model.shapes import analyse_shapes
 from .model.structure import structure
-from .problem import Device, FoldOption, NonStaticShape, Objective, Problem, Refusals
+from .problem import (Device, FoldOption, NonStaticShape, Objective, Problem, ProblemInfo,
+                      Refusals)
 from .rules.conditions import SupportChecker
 from .rules.schema import Rules
 
@@ -100,9 +101,8 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         const_names=c_names, const_bytes=c_bytes, node_consts=node_consts,
         objective=objective or rules.objective, pinned=pins, graph_index=placeable,
         refusals=refusals,
-        meta={"model": mg.path, "rules": rules.path, "folded": list(mg.folded),
-              "constant_nodes": list(mg.constant_nodes), "warnings": warnings,
-              "dims": dict(mg.dims), "opset": mg.opset},
+        info=ProblemInfo(folded=list(mg.folded), constant_nodes=list(mg.constant_nodes),
+                         warnings=warnings),
         fold_options=options)
     problem = _contract_units(mg, problem, placeable, index)
     problem.arrays = problem_arrays(problem)   # large models are measured with numpy
@@ -118,7 +118,7 @@ def _contract_units(mg: ModelGraph, problem: Problem, placeable: list[int],
     groups = [[index[a]] + [index[i] for i in g if i != a]
               for a, g in zip(units.anchors, units.groups)]
     problem = contract(problem, groups)
-    problem.meta["member_names"] = {i: mg.names[i] for g in units.groups for i in g}
+    problem.info.member_names = {i: mg.names[i] for g in units.groups for i in g}
     return problem
 
 

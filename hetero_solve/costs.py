@@ -22,7 +22,7 @@ outputs are not transfers (as SPEC section 6's ``transfer``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 
@@ -68,7 +68,6 @@ class CostModel:
     volume: list[float] | None = None
     contiguous: bool = False
     unit: str = "s"
-    meta: dict = field(default_factory=dict)
 
     def time(self, v: int, d: int) -> float:
         """Node ``v``'s time on device ``d``."""

@@ -139,8 +139,8 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
         say(f"compiling rules for {len(mg.names)} nodes")
         problem = compile_problem(mg, rule_set, objective=objective)
         # Input dims with no value may cost a static-shape device nodes: say which, how many.
-        problem.meta["missing_dims"] = missing_dims(mg, rule_set, problem)
-        problem.meta["warnings"].extend(map(missing_dims_text, problem.meta["missing_dims"]))
+        problem.info.missing_dims = missing_dims(mg, rule_set, problem)
+        problem.info.warnings.extend(map(missing_dims_text, problem.info.missing_dims))
         lap("compile")
         say("greedy heuristic")
         sol = initial_solution(problem, engine=engine, time_limit=time_limit, seed=seed,
@@ -170,7 +170,7 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
         raise
     mg.ensure_valid()
     lap("validate")
-    warnings = list(problem.meta.get("warnings", [])) + _unknown_rank_boundaries(mg, problem, sol)
+    warnings = list(problem.info.warnings) + _unknown_rank_boundaries(mg, problem, sol)
     if sol.stats.get("stopped_by"):     # the exact stage's wall-clock guard fired
         from .exact.budget import guard_warning
         warnings.append(guard_warning(time_limit))
@@ -214,7 +214,7 @@ def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, time_
     if validate(problem, sol):
         raise InfeasibleError(f"{failure}; the exact solver found none within {time_limit:g} s "
                               f"either (raise --time-limit to search longer)", failure.nodes)
-    problem.meta.setdefault("warnings", []).append(
+    problem.info.warnings.append(
         f"the greedy heuristic could not fit the memory limits ({failure}); the exact solver "
         f"found this partition")
     sol.stats["heuristic_partitions"] = None

@@ -202,6 +202,41 @@ class FoldOption:
 
 
 @dataclass
+class ProblemInfo:
+    """What the export and the messages need to know about where a problem came from; no
+    algorithm reads it.
+
+    Parameters
+    ----------
+    folded : list of int
+        ``graph.node`` indices of the nodes folded into constants (not placed).
+    unfolded : list of int
+        ``graph.node`` indices of foldable nodes an answer places instead
+        (:func:`hetero_solve.exact.folds.unfold`).
+    constant_nodes : list of int
+        ``graph.node`` indices of the ``Constant`` nodes.
+    member_names : dict of int to str
+        ``graph.node`` index -> name, for every member of a quantized unit (the problem keeps
+        one name per unit).
+    warnings : list of str
+        What compile and the solve noticed, for the user.
+    missing_dims : list of dict
+        What input dims with no value cost each static-shape device
+        (:func:`hetero_solve.compile.missing_dims`); empty until the pipeline asks.
+    format : str or None
+        The instance file format of an imported instance (``None`` for ONNX models).
+    """
+
+    folded: list[int] = field(default_factory=list)
+    unfolded: list[int] = field(default_factory=list)
+    constant_nodes: list[int] = field(default_factory=list)
+    member_names: dict[int, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    missing_dims: list[dict] = field(default_factory=list)
+    format: str | None = None
+
+
+@dataclass
 class Problem:
     """A model and a rule file compiled into plain lists: what every algorithm solves.
 
@@ -235,8 +270,8 @@ class Problem:
         Per node, its index in the model's ``graph.node``.
     refusals : mapping
         ``(node, device) -> why the device refuses the node``.
-    meta : dict
-        What the export and messages need (model path, folded nodes, warnings, dims).
+    info : ProblemInfo
+        What the export and messages need (folded nodes, member names, warnings).
     members : dict of int to tuple of int
         Nodes that stand for several ONNX nodes (a quantized unit, contracted by
         :func:`hetero_solve.contract.contract`): node -> every member's index in
@@ -288,7 +323,7 @@ class Problem:
     pinned: list[int] = field(default_factory=list)     # device index, or -1
     graph_index: list[int] = field(default_factory=list)  # node -> index in model.graph.node
     refusals: MutableMapping[tuple[int, int], str] = field(default_factory=dict)  # (node, device) -> why
-    meta: dict = field(default_factory=dict)
+    info: ProblemInfo = field(default_factory=ProblemInfo)
     arrays: "ProblemArrays | None" = field(default=None, repr=False, compare=False)
     fold_options: list[FoldOption] = field(default_factory=list)
     members: dict[int, tuple[int, ...]] = field(default_factory=dict)

@@ -252,7 +252,7 @@ def _resolve(umap: UserMap, mg: ModelGraph, problem: Problem,
         if n not in shared:
             raise AffinityError(label, f"node {n!r} is in part {umap.entries[n].part} and "
                                        f"in part {pid}")
-    members = problem.meta.get("member_names", {})
+    members = problem.info.member_names
     in_unit = set(members.values())
     unplaced = [n for n in umap.entries if n not in index and n not in in_unit]
     if unplaced:
@@ -504,7 +504,7 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         say("loading the model and inferring shapes")
         mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims)
     base = compile_problem(mg, rule_set)
-    warnings = list(base.meta.get("warnings", []))
+    warnings = list(base.info.warnings)
     say("validating the map")
     problem, resolved, sol, violations = judge(mg, base, umap, split, warnings)
     node_device = sol.node_device()

@@ -62,7 +62,7 @@ def test_a_whole_shape_makes_anonymous_dims_static(tmp_path):
     r = hs.solve(path, STATIC, shapes={"x": [1, 3, 8, 8]}, engine="heuristic")
     assert r.affinity() == {"relu": "NPU", "pool": "NPU"}
     assert r.model_graph.tensor_type("a").shape == (1, 3, 8, 8)
-    assert r.problem.meta["missing_dims"] == []
+    assert r.problem.info.missing_dims == []
 
 
 def test_a_whole_shape_that_disagrees_with_the_model_is_an_error(tmp_path):
@@ -120,11 +120,11 @@ def test_a_missing_dim_is_said_in_the_summary_in_explain_and_as_a_warning(tmp_pa
     with pytest.warns(HeteroSolveWarning, match=r"NPU refused 69 node\(s\) only because dim "
                                                 r"'seq' has no value: pass --dim seq=N"):
         r = hs.solve(TRANSFORMER, NPU, engine="heuristic")
-    assert r.problem.meta["missing_dims"] == [
+    assert r.problem.info.missing_dims == [
         {"device": "NPU", "nodes": 69, "dims": ["seq"], "inputs": [], "hint": "--dim seq=N"}]
     # The counterfactual: with seq given, those nodes go to the NPU (or fold).
     given = hs.solve(TRANSFORMER, NPU, dims={"seq": 16}, engine="heuristic")
-    assert given.problem.meta["missing_dims"] == []
+    assert given.problem.info.missing_dims == []
     on_npu = sum(1 for d in given.affinity().values() if d == "NPU")
     assert on_npu + len(given.model_graph.folded) - len(r.model_graph.folded) >= 69 - 6
     line = "NPU refused 69 node(s) only because dim 'seq' has no value: pass --dim seq=N"

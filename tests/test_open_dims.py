@@ -174,7 +174,7 @@ def test_a_dim_named_question_mark_takes_the_value_a_rule_file_gives(tmp_path, r
     r = hs.solve(path, {**STATIC, "dims": {"?": 8}}, engine="heuristic")
     assert r.model_graph.tensor_type("a").shape == (8, 3, 8, 8)
     assert r.affinity() == {"relu": "NPU", "pool": "NPU"}
-    assert r.problem.meta["missing_dims"] == []
+    assert r.problem.info.missing_dims == []
     assert not [w for w in recwarn if "'?'" in str(w.message)]   # not "names no dimension"
 
 

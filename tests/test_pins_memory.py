@@ -163,7 +163,7 @@ def test_when_the_greedy_cannot_pack_memory_the_exact_solver_does():
     sol = initial_solution(p, engine="auto", time_limit=5.0)
     assert hs.validate(p, sol) == []
     assert sorted(sorted(p.const_bytes[v] for v in part) for part in sol.parts()) == [[2, 3, 5], [3, 3, 4]]
-    assert "could not fit the memory limits" in p.meta["warnings"][-1]
+    assert "could not fit the memory limits" in p.info.warnings[-1]
     with pytest.raises(hs.InfeasibleError, match="the exact solver was not asked"):
         initial_solution(p, engine="heuristic")
 

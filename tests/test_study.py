@@ -347,7 +347,7 @@ def test_a_device_refusing_nodes_for_want_of_a_dim_is_marked_as_solve_says(tmp_p
     import hetero_solve as hs
     model, rules = EX / "transformer_encoder.onnx", RU / "npu-static.yaml"
     with pytest.warns(Warning):
-        said = hs.solve(model, rules, engine="heuristic").problem.meta["warnings"]
+        said = hs.solve(model, rules, engine="heuristic").problem.info.warnings
     line = next(w for w in said if "only because dim 'seq' has no value" in w)
     cfg = config(tmp_path, models=[model], rules=[rules], algorithms=["heuristic", "openvino"])
     run_study(cfg, progress=False)

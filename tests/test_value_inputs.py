@@ -91,7 +91,7 @@ def test_constant_shape_causes_no_split():
 
 def test_folded_shape_chain_causes_no_split():
     r = hs.solve(shape_of_model(static=True), _rules(), engine="heuristic")
-    folded = {r.model_graph.names[i] for i in r.problem.meta["folded"]}
+    folded = {r.model_graph.names[i] for i in r.problem.info.folded}
     assert folded == {"shape", "gather", "unsqueeze", "concat"}
     assert r.problem.names == ["relu_in", "reshape", "relu_out"]
     assert r.metrics.partitions == 1
@@ -99,14 +99,14 @@ def test_folded_shape_chain_causes_no_split():
 
 def test_same_chain_with_a_symbolic_dim_does_not_fold_and_splits():
     r = hs.solve(shape_of_model(static=False), _rules(), engine="heuristic")
-    assert r.problem.meta["folded"] == []
+    assert r.problem.info.folded == []
     assert r.metrics.partitions == 2
     assert _part_of(r, "concat") != _part_of(r, "reshape")
 
 
 def test_dims_make_the_chain_fold_again():
     r = hs.solve(shape_of_model(static=False), _rules(), dims={"batch": 2}, engine="heuristic")
-    assert len(r.problem.meta["folded"]) == 4
+    assert len(r.problem.info.folded) == 4
     assert r.metrics.partitions == 1
 
 

@@ -56,7 +56,7 @@ def explain_command(
     ex = result.explanation
     if ex is None:
         raise UsageError("no explanation: the exact solver is not available in this build")
-    missing = result.problem.meta.get("missing_dims", [])
+    missing = result.problem.info.missing_dims
     said = [missing_dims_text(entry) for entry in missing]   # printed below, not as warnings
     warned.show(result.warnings, skip=said)
     if as_json:

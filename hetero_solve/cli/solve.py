@@ -80,13 +80,13 @@ def solve_command(
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
                            time_limit=time_limit, seed=seed, progress=say)
-            if strict and result.problem.meta.get("missing_dims"):
-                raise UsageError(f"--strict: {missing_dims_text(result.problem.meta['missing_dims'][0])}")
+            if strict and result.problem.info.missing_dims:
+                raise UsageError(f"--strict: {missing_dims_text(result.problem.info.missing_dims[0])}")
             say(f"writing {target}")
             written = result.write(target, submodels=not no_models, annotated=not no_models,
                                    pictures=pictures, progress=say)
     # The summary says what missing dims cost; JSON has it in its warnings.
-    said = [] if as_json else [missing_dims_text(e) for e in result.problem.meta.get("missing_dims", [])]
+    said = [] if as_json else [missing_dims_text(e) for e in result.problem.info.missing_dims]
     warned.show(result.warnings, skip=said)
     if as_json:
         manifest = json.loads((written / "partition.json").read_text(encoding="utf-8"))
@@ -127,7 +127,7 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
         + f"   fallback: {m.fallback} node(s)   transfer: {format_bytes(m.transfer)}"
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")
-    for entry in result.problem.meta.get("missing_dims", []):
+    for entry in result.problem.info.missing_dims:
         print_line(missing_dims_text(entry))
     if out_dir is not None:
         print_line(f"written: {out_dir}/")

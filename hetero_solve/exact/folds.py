@@ -50,7 +50,7 @@ def closure(problem: Problem, chosen: Iterable[int]) -> list[int]:
 
 def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
     """The problem with the options ``chosen`` (and those they require) placed (module doc).
-    New nodes come after the problem's; ``meta["folded"]`` loses them, ``meta["unfolded"]``
+    New nodes come after the problem's; ``info.folded`` loses them, ``info.unfolded``
     lists their graph indices, and ``fold_options`` is empty (the choice is made)."""
     ks = closure(problem, chosen)
     if not ks:
@@ -128,15 +128,14 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
             if r in value_of[v] and v not in value_pred[r]:
                 value_pred[r].append(v)
     placed = {o.graph_index for o in opts}
-    meta = dict(problem.meta)
-    meta["folded"] = [g for g in problem.meta.get("folded", []) if g not in placed]
-    meta["unfolded"] = sorted(placed)
+    info = dataclasses.replace(problem.info, unfolded=sorted(placed),
+                               folded=[g for g in problem.info.folded if g not in placed])
     return dataclasses.replace(
         problem, names=names, op_types=op_types, allowed=allowed, succ=succ, pred=pred,
         value_pred=value_pred, tensor_names=t_names, tensor_bytes=t_bytes,
         tensor_producer=t_prod, tensor_consumers=t_cons, tensor_is_output=t_out,
         node_inputs=node_inputs, node_outputs=node_outputs, node_consts=node_consts,
-        pinned=pinned, graph_index=graph_index, meta=meta, arrays=None, fold_options=[])
+        pinned=pinned, graph_index=graph_index, info=info, arrays=None, fold_options=[])
 
 
 def candidates(problem: Problem, memory_devices: Iterable[int]) -> list[int]:

@@ -36,7 +36,7 @@ def affinity_map(problem: Problem, solution: Solution) -> dict[str, str]:
         return dict(zip(problem.names, [device_names[d] for d in solution.node_device()]))
     # every node of a quantized unit gets its device, under its own name, in graph order; a
     # DequantizeLinear copied into several units, the device of its first part
-    names = problem.meta.get("member_names", {})
+    names = problem.info.member_names
     placed = sorted((g, solution.part_of[v], v) for v in range(problem.n)
                     for g in problem.graph_nodes(v))
     out: dict[str, str] = {}
@@ -110,10 +110,10 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
                            if "fallback" in stats.get("bounds", {}) else {})},
         "partitions": parts,
         "edges": [list(e) for e in sorted(quotient_edges(p, sol.part_of))],
-        "folded": sorted(p.meta.get("folded", [])),
+        "folded": sorted(p.info.folded),
         # foldable nodes the answer places instead (they are in parts; check places them too)
-        "unfolded": sorted(p.meta.get("unfolded", [])),
-        "constant_nodes": sorted(p.meta.get("constant_nodes", [])),
+        "unfolded": sorted(p.info.unfolded),
+        "constant_nodes": sorted(p.info.constant_nodes),
         "devices": [{"name": d.name, "memory": d.memory, "instances": d.instances,
                      "value_inputs": "enforce" if d.enforce_values else "ignore",
                      "runtime": r.runtime,

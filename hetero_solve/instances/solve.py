@@ -96,7 +96,7 @@ def instance_manifest(result: InstanceResult) -> dict:
                       "memory": m.part_memory[k], "instance_load": loads[(d, i)]})
     stats = dict(sol.stats)
     return {
-        "version": 1, "instance": result.path, "format": p.meta.get("format"),
+        "version": 1, "instance": result.path, "format": p.info.format,
         "status": sol.status,
         "objective": m.as_dict(),
         "objective_spec": p.objective.describe(),

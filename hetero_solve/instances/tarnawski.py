@@ -37,7 +37,7 @@ from typing import Any
 from ..costs import CostModel, Link
 from ..errors import HeteroSolveError
 from ..measures.order import topological_order
-from ..problem import Device, Objective, Problem
+from ..problem import Device, Objective, Problem, ProblemInfo
 
 #: Top-level keys that tell this format from others (``filekind``).
 SIGNATURE = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")
@@ -202,5 +202,5 @@ def _build(nodes, edges, cost, cap, fpgas, cpus, objective, contiguous, path) ->
         const_bytes=[sizes[v] for v in consts],
         node_consts=[[const_of[v]] if v in const_of else [] for v in range(n)],
         objective=objective, pinned=[-1] * n, graph_index=[node["id"] for node in nodes],
-        meta={"instance": str(path), "format": "tarnawski2020"}, costs=costs,
+        info=ProblemInfo(format="tarnawski2020"), costs=costs,
         colocation=[g for g in classes.values() if len(g) > 1])

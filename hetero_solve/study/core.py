@@ -137,7 +137,7 @@ def run_study(config: StudyConfig, *, progress: bool = True,
                     continue
                 base.update(nodes=problem.n, edges=sum(len(s) for s in problem.succ),
                             missing_dims="; ".join(map(missing_dims_text,
-                                                       problem.meta.get("missing_dims", []))))
+                                                       problem.info.missing_dims)))
                 for alg, key in runs:
                     uses_limit = alg in config.custom or ALGORITHMS[alg].uses_time_limit
                     meta[key] = {**base, "time_limit": config.time_limit if uses_limit else None,
@@ -165,7 +165,7 @@ def compile_pair(model: Path, rules: Path, dims: dict[str, int],
                  shapes: dict[str, list[int]] | None = None) -> Problem:
     """The compiled problem every algorithm of the study reads for this pair (``shapes``:
     whole input shapes, applied to the inputs this model has), with
-    ``meta["missing_dims"]`` as ``solve`` finds them (a static-shape device refusing nodes
+    ``info.missing_dims`` as ``solve`` finds them (a static-shape device refusing nodes
     only because input dims have no value)."""
     rule_set = load_rules(rules)
     if shapes:
@@ -174,7 +174,7 @@ def compile_pair(model: Path, rules: Path, dims: dict[str, int],
         shapes = {k: v for k, v in shapes.items() if k in names}
     mg = load_model(model, dims=dims, shapes=shapes or None, rule_dims=rule_set.dims)
     problem = compile_problem(mg, rule_set)
-    problem.meta["missing_dims"] = missing_dims(mg, rule_set, problem)
+    problem.info.missing_dims = missing_dims(mg, rule_set, problem)
     return problem
 
 
