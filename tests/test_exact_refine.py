@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 import hetero_solve.exact as exact
 import hetero_solve.exact.budget as budget
+import hetero_solve.exact.search as search
 from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.cli import app
 from hetero_solve.errors import InfeasibleError
@@ -81,6 +82,7 @@ def test_one_part_is_optimal_without_computing_a_bound(monkeypatch):
     def no_bounds(*_a, **_k):
         raise AssertionError("lower_bounds computed for a one-part answer")
     monkeypatch.setattr(exact, "lower_bounds", no_bounds)
+    monkeypatch.setattr(search, "lower_bounds", no_bounds)
     p = make_problem(5, [(0, 1), (1, 2), (0, 3), (3, 4)], [[0, 1]] * 5)
     sol = refine(p, heuristic(p))
     assert sol.num_parts == 1 and evaluate(p, sol).fallback == 0
@@ -101,9 +103,9 @@ def test_bounds_are_computed_once(monkeypatch):
     and the answer's lower bound and explanation reuse it.  (The sequence search bounds the
     contracted problem too: another problem, not counted.)"""
     calls = []
-    real = exact.lower_bounds
+    real = search.lower_bounds
     p = make_problem(4, [(0, 2), (1, 3)], [[0], [1], [1], [0]])
-    monkeypatch.setattr(exact, "lower_bounds",
+    monkeypatch.setattr(search, "lower_bounds",
                         lambda q, *a, **k: calls.append(q is p) or real(q, *a, **k))
     sol = refine(p, heuristic(p))
     assert (sol.num_parts, sol.status, sol.lower_bound) == (3, "optimal", 3)
@@ -123,6 +125,7 @@ def test_device_sets_are_computed_once(monkeypatch):
         calls.append(fixed)
         return real(problem, fixed=fixed)
     monkeypatch.setattr(exact, "device_sets", counting)
+    monkeypatch.setattr(search, "device_sets", counting)
     monkeypatch.setattr(explain_module, "device_sets", counting)
     p = random_dag(40, 3, memory=True)
     sol = refine(p, heuristic(p), time_limit=1)

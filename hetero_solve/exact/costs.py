@@ -532,7 +532,7 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
 
     from ..errors import InfeasibleError
     from ..validate import validate
-    from . import integer_weights
+    from .stages.weighted import integer_weights
     t0 = time.perf_counter()
     if start is not None and validate(problem, start):
         start = None

@@ -1,0 +1,167 @@
+"""The partitions stage: the fewest parts, the earlier terms capped (docs/exact.md, "Stages").
+
+Cheapest proof first: one part (every problem with a node needs one), or the lower bound of
+:mod:`..bounds`.  With binding memory the best answer's devices are regrouped into runs
+(:func:`~hetero_solve.fitting.realize.realize`) and, the earlier terms proven, the segment model bounds the parts
+(:func:`.segments.segment_devices`).  Without memory or other caps, the search over device
+sequences on the chain-contracted graph (:mod:`..sequence`, :mod:`..reductions`).  Then the
+full model (:func:`..runner.solve`).
+
+A bound on the parts counts only when every earlier term is proven (``earlier_proven``): it
+bounds every answer as good on them (``lower_bound`` in ``partition.json``).
+"""
+
+from __future__ import annotations
+
+from ...solution import Solution
+from .. import sequence
+from ..bounds import Bounds, lower_bounds
+from ..reductions import Reduced, contract_chains
+from ..runner import engines, solve, take
+from ...fitting.realize import realize
+from ..search import PartsView, Search, StageRecord
+from .segments import segment_devices
+
+SEQUENCE_STATES = 64       # placed sets kept per depth by the beam
+SEQUENCE_EXACT_STATES = 4096   # ... by the branch and bound that follows
+SEQUENCE_RATE = 40_000_000  # work units (see sequence.search) per budget second: measured
+                            # 40-70 million here, i.e. 4,000-10,000 extensions on 4k-15k units
+
+
+def stage_partitions(ctx: Search, caps: dict[str, int], left: int,
+                     earlier_proven: bool) -> StageRecord:
+    """Minimise the number of parts with ``caps`` on the earlier terms; ``left``: stages left
+    (this one included).  The record's ``parts_bound`` and ``parts_view`` are set only when
+    ``earlier_proven``."""
+    rec = StageRecord("partitions")
+    fixed = caps.get("fallback") == 0
+    if ctx.valid and ctx.best.num_parts <= 1:
+        # A problem with a node needs a part: one part is optimal, whatever bound the
+        # graph would give (computing it costs more than a second at 100,000 nodes).
+        if earlier_proven:
+            rec.parts_view = PartsView(ctx.sets(fixed)[0], None, fixed)
+            rec.parts_bound = 1
+        return _proven(rec, "bound")
+    R, mem, bounds = ctx.view(fixed)
+    if earlier_proven:
+        rec.parts_view = PartsView(R, bounds, fixed)
+        rec.parts_bound = bounds.lb
+    if ctx.valid and ctx.best.num_parts <= bounds.lb:
+        return _proven(rec, "bound")
+    if mem and ctx.valid and ctx.engine in ("auto", "cpsat"):
+        _regroup(ctx, rec)
+        if earlier_proven and ctx.best.num_parts <= bounds.lb:
+            return _proven(rec, "bound")
+        if earlier_proven and _relaxed_parts_bound(ctx, rec, caps, R, mem,
+                                                   ctx.budget(left) * 2 / 3):
+            return _proven(rec, "relaxation")
+    return _search(ctx, rec, caps, left, earlier_proven, R, mem, bounds, fixed)
+
+
+def _proven(rec: StageRecord, how: str) -> StageRecord:
+    rec.parts_proof = how
+    return rec.settle(True, how)
+
+
+def _search(ctx: Search, rec: StageRecord, caps: dict[str, int], left: int,
+            earlier_proven: bool, R, mem, bounds: Bounds, fixed: bool) -> StageRecord:
+    """The exact searches: over device sequences when nothing else constrains, then the
+    full model with an engine."""
+    # fallback 0 is built into R when fixed; other caps need the full model
+    other = {t: v for t, v in caps.items() if not (t == "fallback" and fixed)}
+    red, b2 = (None, bounds)
+    if not mem and not other:
+        red = contract_chains(ctx.p, R)
+        rec.units = red.problem.n
+        b2 = lower_bounds(red.problem, red.R)
+        if ctx.engine == "auto" and _sequence_search(ctx, rec, red, b2, bounds.lb, left,
+                                                     earlier_proven):
+            if earlier_proven:
+                rec.parts_bound = ctx.best.num_parts
+            return _proven(rec, "sequence")
+    prob, R2 = (red.problem, red.R) if red is not None else (ctx.p, R)
+    r = solve(ctx, rec.runs, prob, R2, ctx.best.num_parts, b2, {"partitions": 1}, other,
+              unit_hint(ctx.best, red), mem, ctx.budget(left), "partitions",
+              engines(ctx.engine))
+    take(ctx, rec.runs, r, red)
+    if r is None:
+        return rec.settle(False, "skipped")
+    if earlier_proven and r.bound is not None:
+        rec.parts_bound = max(rec.parts_bound, min(r.bound, ctx.best.num_parts))
+    if r.optimal:
+        if earlier_proven:
+            rec.parts_bound = ctx.best.num_parts
+        return _proven(rec, r.stats.get("engine", "cpsat"))
+    return rec.settle(False, "unproven")
+
+
+def unit_hint(best: Solution, red: Reduced | None) -> Solution | None:
+    """The best answer on the contracted problem (None when it splits a unit)."""
+    if red is None:
+        return best
+    unit_part = red.restrict(best.part_of)
+    if unit_part is None:
+        return None
+    return Solution(unit_part, list(best.part_device), list(best.part_instance))
+
+
+def _regroup(ctx: Search, rec: StageRecord) -> None:
+    """Fewer parts with the same devices: the best answer's device per node, parts
+    rebuilt without memory and cut into runs that fit (:func:`~hetero_solve.fitting.realize.realize`); the
+    fallback does not change."""
+    sol = ctx.counted(realize, ctx.p, ctx.best.node_device())
+    kept = ctx.accept(sol, "exact-runs", rec.runs)
+    rec.runs.append({"engine": "runs", "from": "best devices",
+                     "parts": sol.num_parts if sol else None, "kept": kept})
+
+
+def _relaxed_parts_bound(ctx: Search, rec: StageRecord, caps: dict[str, int], R, mem,
+                         budget: float) -> bool:
+    """The parts bound of the relaxed assignment model (:func:`..assign.relaxed_parts`),
+    run once the earlier terms are proven (before, the full model's search over both
+    fallback and parts is the better use of the budget: it found [3, 3] from [33, 7] on a
+    PaddleOCR detector): every answer as good on them has fallback at most the best
+    one's, so the bound holds for all of them.  True when the best answer meets it."""
+    if budget <= 0.01 or ctx.guard():
+        return False
+    r = segment_devices(ctx, rec.runs, R, mem, caps.get("fallback", ctx.p.n), budget,
+                        "partitions")
+    rec.parts_bound = max(rec.parts_bound, min(r.bound, ctx.best.num_parts))
+    return ctx.best.num_parts <= r.bound
+
+
+def _sequence_search(ctx: Search, rec: StageRecord, red: Reduced, b: Bounds, lb: int,
+                     left: int, earlier_proven: bool) -> bool:
+    """The search over device sequences on the contracted problem: a beam for a good
+    answer, then branch and bound within the stage's budget for the proof.  True when
+    the best answer is proven to have the fewest parts."""
+    budget = ctx.budget(left)
+    spent0 = ctx.spent
+    # a beam narrow enough to finish within the budget (one extension per device and kept
+    # set per depth, at most as many depths as the best answer has parts)
+    devices = len({d for r in red.R for d in r})
+    per_state = ctx.best.num_parts * max(1, devices) * (red.problem.n + 3000)
+    beam = max(1, min(SEQUENCE_STATES, int(budget * SEQUENCE_RATE / per_state)))
+    for phase, cap in (("beam", beam), ("branch and bound", SEQUENCE_EXACT_STATES)):
+        left_budget = budget - (ctx.spent - spent0)
+        if left_budget <= 0:
+            break
+        ctx.say(f"partitions: search over device sequences ({phase}, {cap} set(s) per "
+                f"depth) on {red.problem.n} unit(s)")
+        sr = sequence.search(red.problem, red.R, max_states=cap, upper=ctx.best.num_parts,
+                             lower=lb, bounds=b, progress=ctx.say,
+                             max_work=int(left_budget * SEQUENCE_RATE),
+                             deadline=ctx.net.wall_end)
+        ctx.spent += sr.work / SEQUENCE_RATE
+        ctx.deterministic &= not sr.timed_out
+        rec.runs.append({"engine": f"sequence ({phase})", "exact": sr.exact,
+                         "depth": sr.depth, "widest": sr.max_states,
+                         "extensions": sr.expansions})
+        if sr.parts is not None:
+            ctx.accept(Solution(red.expand(sr.part_of), sr.part_device, [0] * sr.parts),
+                       "exact-sequence", rec.runs)
+        if sr.exact:
+            return True
+        if earlier_proven:
+            rec.parts_bound = max(rec.parts_bound, sr.lower_bound)
+    return False
