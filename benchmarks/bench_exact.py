@@ -59,7 +59,8 @@ MEMORY_LIMITS = {1000: 10.0, 5000: 60.0, 20000: 60.0}   # the issue's targets: 1
 def run_one(graph: str, n: int, time_limit: float, seed: int) -> dict:
     """In a child process: generate, heuristic, refine; return the row."""
     sys.path.insert(0, str(ROOT))
-    from hetero_solve import generators
+    sys.path.insert(0, str(ROOT / "tests"))   # test-only generators (tests/support/)
+    from support import generators
     from hetero_solve.algorithms.greedy import heuristic
     from hetero_solve.exact import refine
     from hetero_solve.solution import evaluate

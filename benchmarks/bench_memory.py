@@ -94,7 +94,8 @@ def corpus_rows(hs) -> list[dict]:
 
 
 def generated_rows(hs) -> list[dict]:
-    from hetero_solve import generators
+    sys.path.insert(0, str(ROOT / "tests"))   # test-only generators (tests/support/)
+    from support import generators
     rows = []
     for name, (gen, kw) in GENERATED.items():
         for n in SIZES:

@@ -136,7 +136,8 @@ def measure_profile(name: str, entry: dict, rules: Path, engine: str, time_limit
     import numpy as np
     import onnx
     import hetero_solve as hs
-    from hetero_solve.runtime import run_original, run_partitioned
+    from hetero_solve.run.onnxruntime import run_original
+    from hetero_solve.run.session import run_partitioned
     from hetero_solve.solution import objective_key
     from hetero_solve.user_partition import check_affinity
 

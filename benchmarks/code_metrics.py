@@ -1,5 +1,11 @@
-"""Two architecture measures of the package, for issue 17's before/after table.
+"""Architecture measures of the package, for the before/after tables of issues 17 and 22.
 
+* **Sizes** (issue 22): the largest class and the largest function (lines from ``def``/``class``
+  to the last line of its body, nested functions and methods counted on their own), and how many
+  functions are over 50 and over 80 lines.
+* **Duplicate blocks** (issue 22): the pairs of places in ``hetero_solve/`` sharing six or more
+  identical or same-shape lines, as the ``duplicates`` command counts them (skipped with a note
+  when that command is not installed).
 * **Import cycles**: the module import graph of ``hetero_solve`` (every ``import``, also those
   inside functions, which is how cycles usually hide), its strongly connected components with
   more than one module, and the pairs of modules that import each other.
@@ -9,15 +15,20 @@
 
     python benchmarks/code_metrics.py              # the working tree
     python benchmarks/code_metrics.py --rev b005da0  # a commit (read through git, nothing checked out)
+    python benchmarks/code_metrics.py --write      # benchmarks/results/code-metrics.md: issue 22's
+                                                   # before columns and the working tree as "after"
 
-Prints a Markdown summary; ``--details`` lists every cycle and access.
+Prints a Markdown summary; ``--details`` lists every cycle, access and long function.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import shutil
 import subprocess
+import tarfile
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -25,6 +36,9 @@ import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "hetero_solve"
+#: Issue 22's "before" columns: the commit the issue was read at, and the session's start.
+BEFORE = ("985ef8f", "6bdb9c4")
+RESULT = ROOT / "benchmarks" / "results" / "code-metrics.md"
 
 
 def sources(rev: str | None) -> dict[str, str]:
@@ -148,27 +162,131 @@ def private_accesses(srcs: dict[str, str]) -> list[tuple[str, str, str]]:
     return [(m, a, k) for m, a, k in uses if m not in defined.get(a, set())]
 
 
+def sizes(srcs: dict[str, str]) -> dict:
+    """The largest class and function (lines, ``module:qualified.name``) and the functions
+    (methods and nested functions too) over 50 and over 80 lines."""
+    funcs: list[tuple[int, str]] = []
+    classes: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST, mod: str, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                lines = child.end_lineno - child.lineno + 1
+                into = classes if isinstance(child, ast.ClassDef) else funcs
+                into.append((lines, f"{mod}:{name}"))
+                visit(child, mod, name + ".")
+            else:
+                visit(child, mod, prefix)
+
+    for mod, text in srcs.items():
+        visit(ast.parse(text), mod, "")
+    funcs.sort(key=lambda x: (-x[0], x[1]))
+    classes.sort(key=lambda x: (-x[0], x[1]))
+    return {"largest_function": funcs[0], "largest_class": classes[0],
+            "over_50": [f for f in funcs if f[0] > 50], "over_80": [f for f in funcs if f[0] > 80],
+            "lines": sum(t.count("\n") for t in srcs.values())}
+
+
+def duplicate_pairs(rev: str | None) -> int | None:
+    """Pairs of places in ``hetero_solve/`` sharing 6+ lines, by the ``duplicates`` command
+    (on an exported copy of ``rev``'s package); ``None`` where that command is not installed."""
+    tool = shutil.which("duplicates")
+    if tool is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        if rev is None:
+            repo = ROOT / PACKAGE
+        else:
+            archive = subprocess.run(["git", "archive", rev, PACKAGE], cwd=ROOT,
+                                     capture_output=True, check=True).stdout
+            with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+                tar.extractall(tmp, filter="data")
+            repo = Path(tmp) / PACKAGE
+        out = subprocess.run([tool, "--repo", str(repo), "--most", "1", "--seconds", "120"],
+                             capture_output=True, text=True).stdout
+    first = out.splitlines()[0] if out else ""
+    if first.startswith("no duplicates"):
+        return 0
+    head = first.split(" ", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def measures(rev: str | None) -> dict:
+    """Every measure of one tree (``rev`` None = the working tree), as table rows."""
+    srcs = sources(rev)
+    g = import_graph(srcs)
+    sccs, pairs = cycles(g)
+    run_sccs, _ = cycles(import_graph(srcs, typing=False))
+    sz = sizes(srcs)
+    dup = duplicate_pairs(rev)
+    (fl, fn), (cl, cn) = sz["largest_function"], sz["largest_class"]
+    return {
+        "modules": str(len(srcs)),
+        "lines of `hetero_solve/**/*.py`": f"{sz['lines']:,}",
+        "largest class (lines)": f"{cl} `{cn}`",
+        "largest function (lines)": f"{fl} `{fn}`",
+        "functions over 50 lines": str(len(sz["over_50"])),
+        "functions over 80 lines": str(len(sz["over_80"])),
+        "import cycles (strongly connected groups, `TYPE_CHECKING` imports counted)": str(len(sccs)),
+        "modules inside an import cycle": str(sum(len(c) for c in sccs)),
+        "import cycles left without `TYPE_CHECKING` imports": str(len(run_sccs)),
+        "pairs of modules importing each other": str(len(pairs)),
+        "duplicate blocks (`duplicates` pairs in `hetero_solve/`)": "n/a" if dup is None else str(dup),
+        "private attributes used across modules": str(len(private_accesses(srcs))),
+    }
+
+
+def write_table(after: str | None) -> str:
+    """``code-metrics.md``: issue 22's before columns and ``after`` (the working tree when None)."""
+    cols = [(rev, measures(rev)) for rev in BEFORE]
+    label = after or "working tree"
+    head = subprocess.run(["git", "rev-parse", "--short", after or "HEAD"], cwd=ROOT,
+                          capture_output=True, text=True).stdout.strip()
+    cols.append((f"after ({label} at {head})", measures(after)))
+    L = ["# Code measures, before and after issue 22", "",
+         "Made by `python benchmarks/code_metrics.py --write` (rerun it on the final tree: it "
+         "rewrites this file, the before columns read from git, the after column from the "
+         "working tree; `--after REV` for a commit instead).  "
+         f"`{BEFORE[0]}`: the commit issue 22 was read at; `{BEFORE[1]}`: the start of the "
+         "session that worked on it.", "",
+         "Lines of a function or class: from its `def`/`class` line to the end of its body "
+         "(methods and nested functions are also counted on their own).  Import cycles: "
+         "strongly connected groups of the module import graph (imports inside functions "
+         "included; a package's `__init__` importing its own submodules left out).  Duplicate "
+         "blocks: pairs of places sharing six or more identical or same-shape lines.", "",
+         "| measure | " + " | ".join(f"`{c}`" if i < len(BEFORE) else c
+                                     for i, (c, _) in enumerate(cols)) + " |",
+         "| --- |" + " ---: |" * len(cols)]
+    for key in cols[0][1]:
+        L.append(f"| {key} | " + " | ".join(m[key] for _, m in cols) + " |")
+    L += ["", "Issue 17's table (import cycles, private state): "
+          "[code-metrics-issue17.md](code-metrics-issue17.md)."]
+    return "\n".join(L) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rev", help="a git revision instead of the working tree")
     ap.add_argument("--details", action="store_true", help="list every cycle and access")
+    ap.add_argument("--write", action="store_true",
+                    help=f"write {RESULT.relative_to(ROOT)} (before columns and the after one)")
+    ap.add_argument("--after", help="with --write: a git revision as the after column")
     args = ap.parse_args()
+    if args.write:
+        RESULT.write_text(write_table(args.after))
+        print(RESULT.read_text())
+        return
     srcs = sources(args.rev)
-    g = import_graph(srcs)
-    sccs, pairs = cycles(g)
+    sccs, pairs = cycles(import_graph(srcs))
     acc = private_accesses(srcs)
-    where = args.rev or "working tree"
-    print(f"| measure ({where}) | value |\n| --- | ---: |")
-    print(f"| modules | {len(srcs)} |")
-    print(f"| import cycles: strongly connected groups of modules | {len(sccs)} |")
-    print(f"| modules inside an import cycle | {sum(len(c) for c in sccs)} |")
-    print(f"| pairs of modules importing each other | {len(pairs)} |")
-    run_sccs, _ = cycles(import_graph(srcs, typing=False))
-    print(f"| ... of the groups, those left without `TYPE_CHECKING` imports | {len(run_sccs)} |")
-    print(f"| private attributes used across modules: accesses | {len(acc)} |")
-    print(f"| ... distinct attributes | {len({a for _, a, _ in acc})} |")
-    print(f"| ... writes | {sum(1 for *_, k in acc if k == 'write')} |")
+    print(f"| measure ({args.rev or 'working tree'}) | value |\n| --- | ---: |")
+    for key, value in measures(args.rev).items():
+        print(f"| {key} | {value} |")
+    print(f"| ... private: distinct attributes | {len({a for _, a, _ in acc})} |")
+    print(f"| ... private: writes | {sum(1 for *_, k in acc if k == 'write')} |")
     if args.details:
+        print("\nFunctions over 50 lines:", ", ".join(f"{n} ({k})" for k, n in sizes(srcs)["over_50"]))
         print("\nMutual imports:", ", ".join(f"{a} <-> {b}" for a, b in pairs) or "none")
         for c in sccs:
             print(f"\nCycle group ({len(c)}): {', '.join(c)}")

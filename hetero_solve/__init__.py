@@ -31,7 +31,7 @@ from .validate import Violation, check, validate
 from . import run   # a package that is also the function run(out_dir, ...): see run/__init__.py
 from .run import RunResult, Session
 from .user_partition import CheckReport, check_affinity
-from .verify import VerifyReport, verify   # the module is bound first, then the function
+from .run.verify import VerifyReport, verify
 from .rules.check import query as query_rules
 
 __version__ = "0.1.0"

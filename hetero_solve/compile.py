@@ -19,10 +19,10 @@ from .model.graph import ModelGraph
 from .model.qdq import find_units
 from .model.shapes import analyse_shapes
 from .model.structure import structure
-from .problem import (Device, FoldOption, NonStaticShape, Objective, Problem, ProblemInfo,
-                      Refusals)
+from .problem import (Device, FoldOption, MissingDims, NonStaticShape, Objective, Problem,
+                      ProblemInfo, Refusals)
 from .rules.conditions import SupportChecker
-from .rules.schema import Rules
+from .rules.load import Rules
 
 
 def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None = None) -> Problem:
@@ -31,7 +31,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     In named steps: pins (an exact name beats globs, the first glob in file order wins);
     the devices each placeable node may use and why the others refuse it (op lists, ``when``
     conditions, static shapes, subgraph bodies, then pins); tensors and constants with their
-    bytes (SPEC section 5; constants inside ``If``/``Loop``/``Scan`` bodies belong to their
+    bytes (docs/problem.md; constants inside ``If``/``Loop``/``Scan`` bodies belong to their
     node); data edges; value-input edges at the opset of each node's domain.
 
     Parameters
@@ -111,7 +111,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
 
 def _contract_units(mg: ModelGraph, problem: Problem, placeable: list[int],
                     index: dict[int, int]) -> Problem:
-    """Each quantized unit made one node (SPEC section 1: a part boundary never cuts one)."""
+    """Each quantized unit made one node (docs/problem.md: a part boundary never cuts one)."""
     units = find_units(mg, placeable)
     if not units:
         return problem
@@ -139,15 +139,14 @@ def _check_sizes(mg: ModelGraph, names: list[str], sizes: list[int]) -> None:
                               f"to more than 2^62 bytes: check the dims{dims}")
 
 
-def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[dict]:
+def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[MissingDims]:
     """What the graph inputs' dims with no value cost on each static-shape device: the nodes
     it refuses *only* because they have none.
 
     Decided by a counterfactual, not by reading names: the model is analysed again with every
     such dim given a value (1), and a node counts when a device that refused it for a
     non-static shape takes it there, or it folds there.  Returns one entry per device that
-    loses nodes: ``{"device", "nodes", "dims", "inputs", "hint"}`` (``dims``: the named dims
-    with no value; ``inputs``: inputs with anonymous ones; ``hint``: the flags to pass).
+    loses nodes (:class:`~hetero_solve.problem.MissingDims`).
     """
     unset = mg.unset_dims()
     static = [d for d, dev in enumerate(rules.devices) if dev.static_shapes]
@@ -184,23 +183,8 @@ def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[dict]:
         reasons = checker.reasons(d, kept)
         freed = len(nodes) - len(kept) + sum(1 for r in reasons if r is None)
         if freed:
-            found.append({"device": rules.devices[d].name, "nodes": freed, "dims": names,
-                          "inputs": anonymous, "hint": hint})
+            found.append(MissingDims(rules.devices[d].name, freed, names, anonymous, hint))
     return found
-
-
-def missing_dims_text(entry: dict) -> str:
-    """One line for :func:`missing_dims`'s entry."""
-    what = []
-    if entry["dims"]:
-        shown = ", ".join(repr(n) for n in entry["dims"])
-        what.append(f"dim{'s' if len(entry['dims']) > 1 else ''} {shown}")
-    if entry["inputs"]:
-        shown = ", ".join(repr(x) for x in entry["inputs"])
-        what.append(f"anonymous dims of input{'s' if len(entry['inputs']) > 1 else ''} {shown}")
-    plural = len(entry["dims"]) > 1 or bool(entry["inputs"])
-    return (f"{entry['device']} refused {entry['nodes']} node(s) only because "
-            f"{' and '.join(what)} {'have' if plural else 'has'} no value: pass {entry['hint']}")
 
 
 def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int],
@@ -222,7 +206,7 @@ def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dic
     for i, ins in enumerate(mg.inputs):
         if not ins or (i not in index and i not in is_folded):
             continue
-        # folded readers too: placed with this node, they read it as a value (SPEC section 4)
+        # folded readers too: placed with this node, they read it as a value (docs/problem.md)
         idx = rules.value_input_indices(mg.op_types[i], mg.opsets.get(mg.domains[i] or "",
                                                                        mg.opset))
         for k, x in enumerate(ins):
@@ -280,7 +264,7 @@ def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dic
 
 
 def _unknown_size_warning(names: list[str]) -> str:
-    """SPEC section 5: an unknown dimension counts as 1, with a warning naming the tensors."""
+    """docs/problem.md: an unknown dimension counts as 1, with a warning naming the tensors."""
     first = heapq.nsmallest(5, names)   # the first five by name, without sorting them all
     shown = ", ".join(first) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     return (f"{len(names)} tensor(s) have unknown dimensions or type, counted as 1 element "
@@ -290,7 +274,7 @@ def _unknown_size_warning(names: list[str]) -> str:
 def _with_subgraph_constants(mg: ModelGraph, placeable: list[int], c_names: list[str],
                              c_bytes: list[int], node_consts: list[list[int]]):
     """The constants with those held inside ``If``/``Loop``/``Scan`` bodies added, each a
-    constant of the node that owns the body (SPEC section 5: they live on its device)."""
+    constant of the node that owns the body (docs/problem.md: they live on its device)."""
     c_names, c_bytes, node_consts = list(c_names), list(c_bytes), list(node_consts)
     taken = mg.constant_tensors
     for v, i in enumerate(placeable):

@@ -1,6 +1,6 @@
 """Atomic units: a problem whose groups of nodes are each one node.
 
-SPEC section 1 makes quantized units (:mod:`hetero_solve.model.qdq`) atomic, as it makes a
+docs/problem.md makes quantized units (:mod:`hetero_solve.model.qdq`) atomic, as it makes a
 node with subgraphs atomic.  Compile contracts each unit into one problem node that stands for
 all its ONNX nodes (``Problem.members``), so that every algorithm, brute force and the
 validator solve and judge the problem as they do any other: no colocation constraint exists
@@ -11,7 +11,7 @@ anywhere else.  The unit node takes what its members take together:
   to the unit, so two members pinned apart leave it no device;
 - edges, value edges, tensors and constants: the members' (deduplicated), without the tensors
   made and read only inside the unit (they never cross a part boundary, so cost nothing,
-  SPEC section 5); a value edge inside a unit keeps the unit off devices that enforce value
+  docs/problem.md); a value edge inside a unit keeps the unit off devices that enforce value
   inputs (the value would be made in the part that reads it);
 - the name, op type and graph index of its anchor (the unit's op); fallback counts a unit once,
   as it counts a node with subgraphs once.

@@ -1,5 +1,5 @@
 """The cost model: how long each node takes on each device, what a part costs to dispatch,
-and what moving a tensor costs (SPEC section 6's ``latency`` and ``throughput`` terms).
+and what moving a tensor costs (the ``latency`` and ``throughput`` terms of docs/costs.md).
 
 Plain data, read by the measures (:mod:`hetero_solve.measures.costs`) and the exact solver
 (:mod:`hetero_solve.exact.costs`) alike.  **Units**: one time unit throughout a model, seconds
@@ -12,7 +12,7 @@ between its own memory and host memory (``links[d]``; ``None`` = the device comp
 memory, the CPU, and moves nothing).  A tensor leaving its producer's part is written to host
 memory once over the producer's link; each part (``latency``) or device instance
 (``throughput``) that reads it elsewhere reads it once over its own link.  Graph inputs and
-outputs are not transfers (as SPEC section 6's ``transfer``).
+outputs are not transfers (as docs/problem.md's ``transfer``).
 
 >>> c = CostModel(node_time=[[1.0, 4.0], [None, 2.0]], part_cost=[0.5, 0.0],
 ...               links=[Link(bandwidth=100.0, latency=0.25), None])
@@ -41,7 +41,7 @@ class Link:
 
 @dataclass
 class CostModel:
-    """Times for SPEC section 6's cost terms; see the module doc for units and transfers.
+    """Times for the cost terms (docs/costs.md); see the module doc for units and transfers.
 
     Parameters
     ----------

@@ -1,21 +1,26 @@
 """The pipeline, in order: load the model -> compile rules into a problem -> heuristic ->
 exact refinement -> validate.  Export (:mod:`hetero_solve.export`) comes after.
 
-:func:`solve` is what the command line runs and what ``import hetero_solve`` offers; it
-touches the file system only to read its inputs and returns a :class:`Result` record;
+:func:`prepare` (rules -> load -> compile) is where every entry point starts (``solve``,
+``check``, ``explain``, ``study``); :func:`solve` is what the command line runs and what
+``import hetero_solve`` offers (:func:`solve_prepared` continues from a :class:`Prepared`).
+It touches the file system only to read its inputs and returns a :class:`Result` record;
 :meth:`Result.write` exports it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 import onnx
 
 from .algorithms.greedy import PackingFailed, heuristic
-from .compile import compile_problem, missing_dims, missing_dims_text
+from .compile import compile_problem, missing_dims
+from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
@@ -26,13 +31,84 @@ from .rules import Rules, load_rules
 from .solution import Solution, evaluate
 from .validate import check, validate
 
-ENGINES = ("auto", "heuristic", "cpsat", "sat")
 MAX_TIME_LIMIT = 1e6   #: seconds (11 days): a longer limit, infinity included, is no limit
 #: The progress message sent when the exact solver starts (its time limit starts counting).
 EXACT_STAGE = "exact refinement"
 Progress = Callable[[str], None]
 
-__all__ = ["solve", "refine", "Result", "ENGINES"]
+__all__ = ["prepare", "Prepared", "solve", "solve_prepared", "refine", "Result"]
+
+
+@dataclass
+class Prepared:
+    """What every entry point starts from (:func:`prepare`).
+
+    Parameters
+    ----------
+    model_graph : ModelGraph
+        The loaded model.
+    rules : Rules
+        The validated rule file.
+    problem : Problem
+        The model compiled under the rules; ``problem.info.missing_dims`` says what input
+        dims with no value cost each static-shape device (also in ``info.warnings``).
+    seconds : dict of str to float
+        Wall time of the ``rules``, ``load`` and ``compile`` stages.
+    """
+
+    model_graph: ModelGraph
+    rules: Rules
+    problem: Problem
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class _Clock:
+    """Wall time per stage, added up by name."""
+
+    def __init__(self, seconds: dict[str, float] | None = None):
+        self.seconds = dict(seconds or {})
+        self.last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self.last
+        self.last = now
+
+
+def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
+            rules: str | os.PathLike | dict | Rules, *, dims: dict[str, int] | None = None,
+            shapes: dict[str, list[int]] | None = None, objective: Objective | None = None,
+            progress: Progress | None = None, defer_check: bool = False) -> Prepared:
+    """Rules -> load -> compile: the steps ``solve``, ``check``, ``explain`` and ``study``
+    share (parameters as :func:`solve`'s).
+
+    ``defer_check``: on large models the ONNX checker runs in a forked process; the caller
+    waits for its verdict with ``model_graph.ensure_valid()`` (:func:`solve` does after
+    validating).  Raises what :func:`solve` raises for bad rules or models.
+    """
+    say = progress or (lambda _msg: None)
+    clock = _Clock()
+    say("reading rules")
+    rule_set = rules if isinstance(rules, Rules) else load_rules(rules)
+    clock.lap("rules")
+    if isinstance(model, ModelGraph):
+        mg = model
+    else:
+        say("loading the model and inferring shapes")
+        mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims,
+                        defer_check=defer_check)
+    clock.lap("load")
+    try:
+        say(f"compiling rules for {len(mg.names)} nodes")
+        problem = compile_problem(mg, rule_set, objective=objective)
+        # Input dims with no value may cost a static-shape device nodes: say which, how many.
+        problem.info.missing_dims = missing_dims(mg, rule_set, problem)
+        problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
+    except Exception:
+        mg.ensure_valid()   # an invalid model explains the failure
+        raise
+    clock.lap("compile")
+    return Prepared(mg, rule_set, problem, clock.seconds)
 
 
 def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
@@ -99,49 +175,50 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     >>> r.metrics.partitions, r.solution.status                              # doctest: +SKIP
     (3, 'optimal')
     """
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    if not time_limit >= 0:   # NaN too
-        raise ValueError(f"time_limit must be a number of seconds >= 0, not {time_limit!r}")
-    # Infinity means no limit; the engines count conflicts and deadlines in 64-bit integers.
-    time_limit = min(time_limit, MAX_TIME_LIMIT)
+    time_limit = _checked(engine, time_limit)
     with paused_gc():
-        result = _solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                        time_limit=time_limit, seed=seed, objective=objective, progress=progress)
+        # The checker (forked, lowest priority, on large models) is waited for at the end.
+        prepared = prepare(model, rules, dims=dims, shapes=shapes, objective=objective,
+                           progress=progress, defer_check=True)
+        result = _solve(prepared, engine=engine, time_limit=time_limit, seed=seed,
+                        progress=progress)
     for message in result.warnings:
         warn(message)
     return result
 
 
-def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, progress) -> Result:
+def solve_prepared(prepared: Prepared, *, engine: str = "auto", time_limit: float = 10.0,
+                   seed: int = 0, progress: Progress | None = None) -> Result:
+    """:func:`solve` from what :func:`prepare` returned (``check`` compares a map with the
+    optimum of the problem it compiled once).  ``prepared`` is not changed."""
+    time_limit = _checked(engine, time_limit)
+    with paused_gc():
+        result = _solve(prepared, engine=engine, time_limit=time_limit, seed=seed,
+                        progress=progress)
+    for message in result.warnings:
+        warn(message)
+    return result
+
+
+def _checked(engine: str, time_limit: float) -> float:
+    """The time limit to use; refuses an unknown engine or a negative limit."""
+    check_engine(engine)
+    if not time_limit >= 0:   # NaN too
+        raise ValueError(f"time_limit must be a number of seconds >= 0, not {time_limit!r}")
+    # Infinity means no limit; the engines count conflicts and deadlines in 64-bit integers.
+    return min(time_limit, MAX_TIME_LIMIT)
+
+
+def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
+           progress: Progress | None) -> Result:
     say = progress or (lambda _msg: None)
-    seconds: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def lap(stage: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        seconds[stage] = seconds.get(stage, 0.0) + now - clock
-        clock = now
-
-    say("reading rules")
-    rule_set = rules if isinstance(rules, Rules) else load_rules(rules)
-    lap("rules")
-    if isinstance(model, ModelGraph):
-        mg = model
-    else:
-        say("loading the model and inferring shapes")
-        # The checker (forked, lowest priority, on large models) is waited for at the end.
-        mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims,
-                        defer_check=True)
-    lap("load")
+    clock = _Clock(prepared.seconds)
+    lap = clock.lap
+    mg, rule_set = prepared.model_graph, prepared.rules
+    # the warnings below are this answer's: the prepared problem keeps its own
+    problem = dataclasses.replace(prepared.problem, info=dataclasses.replace(
+        prepared.problem.info, warnings=list(prepared.problem.info.warnings)))
     try:
-        say(f"compiling rules for {len(mg.names)} nodes")
-        problem = compile_problem(mg, rule_set, objective=objective)
-        # Input dims with no value may cost a static-shape device nodes: say which, how many.
-        problem.info.missing_dims = missing_dims(mg, rule_set, problem)
-        problem.info.warnings.extend(map(missing_dims_text, problem.info.missing_dims))
-        lap("compile")
         say("greedy heuristic")
         sol = initial_solution(problem, engine=engine, time_limit=time_limit, seed=seed,
                                progress=say)
@@ -174,7 +251,7 @@ def _solve(model, rules, *, dims, shapes, engine, time_limit, seed, objective, p
     if sol.stats.get("stopped_by"):     # the exact stage's wall-clock guard fired
         from .exact.budget import guard_warning
         warnings.append(guard_warning(time_limit))
-    return Result(mg, rule_set, problem, sol, metrics, seconds, warnings,
+    return Result(mg, rule_set, problem, sol, metrics, clock.seconds, warnings,
                   explanation=sol.stats.pop("explain", None))
 
 

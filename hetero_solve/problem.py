@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .measures.arrays import ProblemArrays
 
 OBJECTIVE_TERMS = ("fallback", "partitions", "transfer")
-#: Terms that need a cost model (``Problem.costs``): SPEC section 6's latency and time per sample.
+#: Terms that need a cost model (``Problem.costs``): latency and time per sample (docs/costs.md).
 COST_TERMS = ("latency", "throughput")
 TERMS = OBJECTIVE_TERMS + COST_TERMS
 
@@ -33,7 +33,7 @@ class Device:
 
 @dataclass(frozen=True)
 class Objective:
-    """SPEC section 6: lexicographic ``order`` (default) or a weighted sum ``weights``."""
+    """docs/problem.md: lexicographic ``order`` (default) or a weighted sum ``weights``."""
     order: tuple[str, ...] = OBJECTIVE_TERMS
     weights: Mapping[str, float] | None = None
 
@@ -158,7 +158,7 @@ class Refusals(MutableMapping):
 
 @dataclass(frozen=True)
 class FoldOption:
-    """A folded node that may be left unfolded (SPEC section 1: foldable nodes *may* be folded).
+    """A folded node that may be left unfolded (docs/problem.md: foldable nodes *may* be folded).
 
     Folding is not free under memory limits: a folded ``Transpose(W)`` is a second constant as
     large as ``W`` in every part that reads it, while unfolded it runs next to the reader of
@@ -180,7 +180,7 @@ class FoldOption:
     outputs : tuple of int
         The constants its outputs are while it is folded (``Problem.const_names`` ids).
     value_readers : tuple of int
-        Placed nodes that read one of its outputs as a value-dependent input (SPEC section 4).
+        Placed nodes that read one of its outputs as a value-dependent input (docs/problem.md).
     requires : tuple of int
         Other options (indices into ``Problem.fold_options``) that read its outputs: unfolding
         this one unfolds them too (their inputs are then no longer constant).
@@ -199,6 +199,44 @@ class FoldOption:
     value_readers: tuple[int, ...] = ()
     requires: tuple[int, ...] = ()
     value_requires: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class MissingDims:
+    """What input dims with no value cost one static-shape device
+    (:func:`hetero_solve.compile.missing_dims`): the nodes it refuses *only* for them.
+
+    Parameters
+    ----------
+    device : str
+    nodes : int
+        How many nodes the device would take with the dims given.
+    dims : list of str
+        The named dims with no value.
+    inputs : list of str
+        Graph inputs with anonymous dims (``?``) with no value.
+    hint : str
+        The flags to pass (``--dim seq=N``, ``--shape x=1,?``).
+    """
+
+    device: str
+    nodes: int
+    dims: list[str]
+    inputs: list[str]
+    hint: str
+
+    def text(self) -> str:
+        """One line for the user."""
+        what = []
+        if self.dims:
+            shown = ", ".join(repr(n) for n in self.dims)
+            what.append(f"dim{'s' if len(self.dims) > 1 else ''} {shown}")
+        if self.inputs:
+            shown = ", ".join(repr(x) for x in self.inputs)
+            what.append(f"anonymous dims of input{'s' if len(self.inputs) > 1 else ''} {shown}")
+        plural = len(self.dims) > 1 or bool(self.inputs)
+        return (f"{self.device} refused {self.nodes} node(s) only because "
+                f"{' and '.join(what)} {'have' if plural else 'has'} no value: pass {self.hint}")
 
 
 @dataclass
@@ -220,7 +258,7 @@ class ProblemInfo:
         one name per unit).
     warnings : list of str
         What compile and the solve noticed, for the user.
-    missing_dims : list of dict
+    missing_dims : list of MissingDims
         What input dims with no value cost each static-shape device
         (:func:`hetero_solve.compile.missing_dims`); empty until the pipeline asks.
     format : str or None
@@ -232,7 +270,7 @@ class ProblemInfo:
     constant_nodes: list[int] = field(default_factory=list)
     member_names: dict[int, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    missing_dims: list[dict] = field(default_factory=list)
+    missing_dims: list[MissingDims] = field(default_factory=list)
     format: str | None = None
 
 
@@ -253,7 +291,7 @@ class Problem:
     succ, pred : list of list of int
         Data edges ``u -> v`` (deduplicated).
     value_pred : list of list of int
-        ``u in value_pred[v]``: ``u`` makes a value-dependent input of ``v`` (SPEC section 4).
+        ``u in value_pred[v]``: ``u`` makes a value-dependent input of ``v`` (docs/problem.md).
     tensor_names, tensor_bytes, tensor_producer, tensor_consumers, tensor_is_output
         Per non-constant tensor: name, bytes, producing node (-1 for a graph input), reading
         nodes, whether it is a graph output.

@@ -1,7 +1,7 @@
 """A partition: part per node, device and instance per part; plus what it costs.
 
 Every algorithm returns a :class:`Solution`; :func:`normalize` renumbers parts in topological
-order (SPEC section 7), :func:`evaluate` gives the objective terms and part memories (the
+order (the README, "Use"), :func:`evaluate` gives the objective terms and part memories (the
 measures of :mod:`hetero_solve.measures`).
 """
 
@@ -73,7 +73,7 @@ class Metrics:
     transfer: int
     part_memory: list[int]
     instance_memory: dict[tuple[int, int], int]   # (device, instance) -> bytes
-    latency: float | None = None          # SPEC 6 cost terms: only with a cost model
+    latency: float | None = None          # cost terms (docs/costs.md): only with a cost model
     throughput: float | None = None       # time per sample
 
     def as_dict(self) -> dict[str, float]:
@@ -110,7 +110,7 @@ def normalize(problem: Problem, sol: Solution) -> Solution:
 
 
 def evaluate(problem: Problem, sol: Solution) -> Metrics:
-    """Objective terms (SPEC section 6) and memory per part and per device instance."""
+    """Objective terms (docs/problem.md) and memory per part and per device instance."""
     mem, transfer = part_memories(problem, sol.part_of, sol.num_parts)
     inst: dict[tuple[int, int], int] = {}
     for p, m in enumerate(mem):
@@ -125,8 +125,8 @@ def evaluate(problem: Problem, sol: Solution) -> Metrics:
 
 
 def objective_term(problem: Problem, sol: Solution, term: str) -> float:
-    """One term of SPEC section 6 alone (what :func:`evaluate` gives, without part memories);
-    ``latency`` and ``throughput`` (time per sample) need ``problem.costs``."""
+    """One objective term (docs/problem.md) alone (what :func:`evaluate` gives, without part
+    memories); ``latency`` and ``throughput`` (time per sample) need ``problem.costs``."""
     if term == "fallback":
         return fallback_count(problem, sol.part_of, sol.part_device)
     if term == "partitions":

@@ -22,7 +22,7 @@ def parse_memory(value: object) -> int:
     """Bytes from an int or a string such as ``"512KiB"``, ``"64MiB"``, ``"1.5GB"``.
 
     ``KB``/``MB``/``GB`` are powers of 1000, ``KiB``/``MiB``/``GiB`` powers of 1024
-    (SPEC section 3).  Raises ``ValueError`` with the reason on anything else.
+    (docs/rules.md).  Raises ``ValueError`` with the reason on anything else.
 
     >>> parse_memory("1.5GB"), parse_memory("64MiB"), parse_memory(4096)
     (1500000000, 67108864, 4096)

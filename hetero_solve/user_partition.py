@@ -42,14 +42,15 @@ from typing import Any, Callable, Mapping
 
 import onnx
 
-from .compile import compile_problem
 from .errors import HeteroSolveError
-from .model import ModelGraph, load_model
-from .pipeline import ENGINES, initial_solution, refine, solve
+from .model import ModelGraph
+from .engines import check_engine
+from .pipeline import initial_solution, prepare, refine, solve_prepared
 from .result import Result
 from .problem import Problem
+from .answer import answer_of
 from .readers import read_json
-from .rules import Rules, load_rules
+from .rules import Rules
 from .algorithms.regions import acyclic_regions, regions
 from .fitting.packing import first_fit
 from .solution import Metrics, Solution, evaluate, normalize, objective_key
@@ -156,7 +157,8 @@ def read_affinity(source: str | os.PathLike | Mapping) -> UserMap:
         data = read_json(source, lambda why: AffinityError(label, why))
     if not isinstance(data, Mapping):
         raise AffinityError(label, "expected a JSON object: node name -> device name or part id")
-    if "partitions" in data and isinstance(data["partitions"], list):
+    # a partition.json: its parts (one written by hetero-solve also says its version)
+    if "partitions" in data and (isinstance(data["partitions"], list) or "version" in data):
         return _from_manifest(label, data)
     entries: dict[str, Entry] = {}
     for name, value in data.items():
@@ -205,29 +207,19 @@ def _entry(label: str, name: str, value: Any) -> Entry:
 
 
 def _from_manifest(label: str, data: Mapping) -> UserMap:
+    """A ``partition.json`` (read by :func:`hetero_solve.answer.answer_of`): its parts by
+    node name, device and instance."""
+    answer = answer_of(data, lambda why: AffinityError(label, why))
+    answer.need_in_parts("node_names")
     entries: dict[str, Entry] = {}
     repeated: dict[str, int] = {}
-    for i, part in enumerate(data["partitions"]):
-        where = f"partitions[{i}]"
-        if not isinstance(part, Mapping):
-            raise AffinityError(label, f"{where}: expected an object")
-        names = part.get("node_names")
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise AffinityError(label, f"{where}.node_names: expected a list of node names")
-        pid = part.get("id", i)
-        if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
-            raise AffinityError(label, f"{where}.id: expected an integer >= 0, got {pid!r}")
-        dev = part.get("device")
-        if dev is not None and not isinstance(dev, str):
-            raise AffinityError(label, f"{where}.device: expected a device name")
-        inst = part.get("instance")
-        if inst is not None and (isinstance(inst, bool) or not isinstance(inst, int) or inst < 0):
-            raise AffinityError(label, f"{where}.instance: expected an integer >= 0")
-        for n in names:
+    for i, part in enumerate(answer.parts):
+        pid = i if part.id is None else part.id
+        for n in part.node_names:
             if n in entries:
                 repeated[n] = pid     # an error unless the model shares it (_resolve)
                 continue
-            entries[n] = Entry(device=dev, part=pid, instance=inst)
+            entries[n] = Entry(device=part.device, part=pid, instance=part.instance)
     return UserMap(label, "part", entries, repeated)
 
 
@@ -285,9 +277,10 @@ def _resolve(umap: UserMap, mg: ModelGraph, problem: Problem,
 
 
 def _check_units(umap: UserMap, mg: ModelGraph, problem: Problem) -> set[str]:
-    """A node of a quantized unit the map names goes where the unit's op goes (SPEC section
-    1: a part boundary never cuts a unit); returns the names of shared DequantizeLinear
-    nodes, copied into each unit that reads them, which may go anywhere their readers go."""
+    """A node of a quantized unit the map names goes where the unit's op goes
+    (docs/problem.md: a part boundary never cuts a unit); returns the names of shared
+    DequantizeLinear nodes, copied into each unit that reads them, which may go anywhere their
+    readers go."""
     if not problem.members:
         return set()
     owners: dict[int, list[int]] = {}
@@ -493,17 +486,11 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    check_engine(engine)
     say = progress or (lambda _msg: None)
     umap = read_affinity(affinity)
-    rule_set = rules if isinstance(rules, Rules) else load_rules(rules)
-    if isinstance(model, ModelGraph):
-        mg = model
-    else:
-        say("loading the model and inferring shapes")
-        mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims)
-    base = compile_problem(mg, rule_set)
+    prepared = prepare(model, rules, dims=dims, shapes=shapes, progress=say)
+    mg, rule_set, base = prepared.model_graph, prepared.rules, prepared.problem
     warnings = list(base.info.warnings)
     say("validating the map")
     problem, resolved, sol, violations = judge(mg, base, umap, split, warnings)
@@ -537,8 +524,8 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     if optimum:
         say("solving for the optimum")
         try:
-            best = solve(mg, rule_set, engine=engine, time_limit=time_limit, seed=seed,
-                         progress=say)
+            best = solve_prepared(prepared, engine=engine, time_limit=time_limit, seed=seed,
+                                  progress=say)
         except HeteroSolveError as e:
             warnings.append(f"hetero-solve found no partition to compare with: {e}")
 

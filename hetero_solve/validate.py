@@ -1,4 +1,4 @@
-"""The one validator: SPEC section 1's five conditions, for every algorithm's answer and for
+"""The one validator: docs/problem.md's five conditions, for every algorithm's answer and for
 user-defined maps alike.
 
 :func:`validate` lists every violation (kind, message naming the nodes and parts);
@@ -37,14 +37,14 @@ class Violation:
 
 def validate(problem: Problem, sol: Solution, *, require_order: bool = True,
              metrics: Metrics | None = None) -> list[Violation]:
-    """Every violation of SPEC section 1's five conditions, for any answer.
+    """Every violation of docs/problem.md's five conditions, for any answer.
 
     Parameters
     ----------
     problem : Problem
     sol : Solution
     require_order : bool
-        Also require part ids in topological order (SPEC section 7).
+        Also require part ids in topological order (the README, "Use").
     metrics : Metrics, optional
         :func:`~hetero_solve.solution.evaluate` of ``sol``, when the caller has it (saves
         recomputing part memories).
@@ -53,7 +53,7 @@ def validate(problem: Problem, sol: Solution, *, require_order: bool = True,
     -------
     list of Violation
         Support, pins, acyclic quotient (one cycle, with the node edges that close it), value
-        inputs, memory per device instance (SPEC section 5), plus structural ones (a node
+        inputs, memory per device instance (docs/problem.md), plus structural ones (a node
         without a valid part, an empty part, an unknown device or instance, ids not
         topological).  At most ``MAX_PER_KIND`` per kind, then a count of the rest.  Empty
         when ``sol`` is valid.

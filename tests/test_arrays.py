@@ -96,7 +96,7 @@ def test_numpy_measures_equal_the_definitions(seed):
     assert p.arrays is not None
     numpy = measures(p, sol)
     assert numpy == python
-    # ... and both are SPEC's definitions, applied part by part.
+    # ... and both are docs/problem.md's definitions, applied part by part.
     mem, transfer = part_memories(p, part_of, k)
     assert mem == [part_memory(p, [v for v in range(n) if part_of[v] == q]) for q in range(k)]
     expected_transfer = sum(p.tensor_bytes[t] * len({part_of[c] for c in p.tensor_consumers[t]}

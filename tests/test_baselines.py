@@ -278,7 +278,7 @@ def test_each_baseline_on_the_examples_is_valid_or_flagged(model_path, rules_pat
     rules = load_rules(rules_path)
     p = compile_problem(load_model(model_path, dims=rules.dims), rules)
     for name, algorithm in BASELINES.items():
-        sol = algorithm(p)
+        sol = algorithm.run(p)
         assert sorted(set(sol.part_of)) == list(range(sol.num_parts)), name
         violations = validate(p, sol)
         # Every node on its preferred device: the priority policy of every source.

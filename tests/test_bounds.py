@@ -10,10 +10,10 @@ import pytest
 from hetero_solve.exact.analysis import device_sets
 from hetero_solve.fitting.floors import binding_devices
 from hetero_solve.exact.bounds import lower_bounds, path_chain
-from hetero_solve.exact.brute import brute_force
+from support.brute import brute_force
 from hetero_solve.exact.explain import explain, explain_text
 from hetero_solve.exact.sequence import search
-from hetero_solve.generators import cnn_like, random_small, transformer_like
+from support.generators import cnn_like, random_small, transformer_like
 from hetero_solve.problem import Device, Objective, make_problem
 
 

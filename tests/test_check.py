@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 import hetero_solve as hs
 from hetero_solve.cli import app
 from hetero_solve.user_partition import AffinityError, check_affinity
-from hetero_solve.verify import verify
+from hetero_solve.run.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "examples" / "seed000.onnx"          # 1->2, 2->3, 2->4, 3->5, 4->5, 5->6, 6->7
@@ -44,6 +44,22 @@ def kinds(report) -> list[str]:
 
 
 # -- one crafted map per violation kind -------------------------------------------------------
+
+def test_check_compiles_the_problem_once_for_the_map_and_the_optimum(monkeypatch):
+    """``check`` judges the map and solves for the optimum on one compiled problem: compile
+    runs once, and the optimum is the one ``solve`` finds on its own."""
+    import hetero_solve.compile as compile_module
+    calls = []
+    check_sizes = compile_module._check_sizes       # once per compile_problem, whoever calls
+    monkeypatch.setattr(compile_module, "_check_sizes",
+                        lambda *a: calls.append(1) or check_sizes(*a))
+    rep = check_affinity(SEED, SEED_RULES, VALID_PARTS, engine="auto", optimum=True)
+    assert len(calls) == 1
+    alone = hs.solve(SEED, SEED_RULES)
+    assert len(calls) == 2
+    assert rep.valid and rep.optimum.metrics.partitions == alone.metrics.partitions
+    assert rep.optimum.solution.part_of == alone.solution.part_of
+
 
 def test_support_names_the_node_and_the_reason():
     report = check(SEED, SEED_RULES, {n: "ACCEL" for n in ACC + ["4"]})

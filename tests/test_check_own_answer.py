@@ -9,7 +9,7 @@ import pytest
 
 import hetero_solve as hs
 from conftest import EXAMPLE_DIMS, EXAMPLES, RULES, example_models, rule_profiles
-from hetero_solve.generators import random_dag
+from support.generators import random_dag
 from hetero_solve.measures import part_order
 from hetero_solve.algorithms.regions import acyclic_regions, regions
 

@@ -1,4 +1,4 @@
-"""The cost terms (SPEC section 6: latency, throughput) and their exact solver.
+"""The cost terms (docs/costs.md: latency, throughput) and their exact solver.
 
 Brute force (this file's oracle) enumerates every set partition with an acyclic quotient and
 every device instance per part, keeps what the one validator accepts (support, pins, values,
@@ -15,9 +15,9 @@ import random
 import pytest
 
 from hetero_solve.costs import CostModel, Link
-from hetero_solve.exact.brute import set_partitions
+from support.brute import set_partitions
 from hetero_solve.exact.costs import refine_costs
-from hetero_solve.generators import random_small
+from support.generators import random_small
 from hetero_solve.measures import part_order
 from hetero_solve.measures.costs import instance_loads, latency, time_per_sample
 from hetero_solve.problem import Device, Objective, make_problem

@@ -1,9 +1,9 @@
 """Every part runs, also a part whose nodes' results nobody reads (issue 16).
 
-SPEC section 5 gives such a part no outputs (its tensors are neither graph outputs nor read
+docs/problem.md gives such a part no outputs (its tensors are neither graph outputs nor read
 by another part), and onnxruntime refuses a model without outputs ("At least one output
 should be requested").  Its model declares those dead-end tensors as outputs; the manifest's
-``outputs`` and ``memory`` stay SPEC's."""
+``outputs`` and ``memory`` stay those docs/problem.md defines."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_a_part_of_dead_ends_runs_and_keeps_spec_outputs(tmp_path):
                         {"x": [2, 3]}, {"w": [2, 3]})
     manifest, out = _solve_and_verify(tmp_path, model)
     cpu = [p for p in manifest["partitions"] if p["device"] == "CPU"]
-    assert len(cpu) == 1 and cpu[0]["outputs"] == []           # SPEC section 5: no outputs
+    assert len(cpu) == 1 and cpu[0]["outputs"] == []           # docs/problem.md: no outputs
     assert [o.name for o in onnx.load(str(out / cpu[0]["file"])).graph.output] == ["z"]
     assert cpu[0]["memory"] == 2 * 3 * 4                         # x only: z is not counted
 

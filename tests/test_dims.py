@@ -22,6 +22,7 @@ from onnx import helper as h
 
 import hetero_solve as hs
 from hetero_solve.errors import HeteroSolveWarning
+from hetero_solve.problem import MissingDims
 
 from conftest import EXAMPLES, ROOT, RULES
 
@@ -120,8 +121,7 @@ def test_a_missing_dim_is_said_in_the_summary_in_explain_and_as_a_warning(tmp_pa
     with pytest.warns(HeteroSolveWarning, match=r"NPU refused 69 node\(s\) only because dim "
                                                 r"'seq' has no value: pass --dim seq=N"):
         r = hs.solve(TRANSFORMER, NPU, engine="heuristic")
-    assert r.problem.info.missing_dims == [
-        {"device": "NPU", "nodes": 69, "dims": ["seq"], "inputs": [], "hint": "--dim seq=N"}]
+    assert r.problem.info.missing_dims == [MissingDims("NPU", 69, ["seq"], [], "--dim seq=N")]
     # The counterfactual: with seq given, those nodes go to the NPU (or fold).
     given = hs.solve(TRANSFORMER, NPU, dims={"seq": 16}, engine="heuristic")
     assert given.problem.info.missing_dims == []

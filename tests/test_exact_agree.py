@@ -15,7 +15,7 @@ import pytest
 
 from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.exact import refine
-from hetero_solve.generators import random_dag
+from support.generators import random_dag
 from hetero_solve.problem import Objective
 from hetero_solve.validate import validate
 

@@ -1,9 +1,9 @@
 """Both exact engines return the brute-force optimum on every small generated problem.
 
-The generator (``hetero_solve.generators.random_small``) draws 2-8 nodes, random DAGs, random
+The generator (``support.generators.random_small``) draws 2-8 nodes, random DAGs, random
 supports and pins (single-device nodes), value edges on enforcing and ignoring devices, memory
-limits with 1 or 2 instances and shared constants, and the objectives of SPEC section 6 in both
-forms.  Brute force enumerates every set partition and device choice (``exact.brute``).
+limits with 1 or 2 instances and shared constants, and the objectives of docs/problem.md in both
+forms.  Brute force enumerates every set partition and device choice (``support.brute``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.exact import refine
 from hetero_solve.exact.analysis import device_sets
 from hetero_solve.fitting.floors import binding_devices
-from hetero_solve.exact.brute import brute_force
-from hetero_solve.generators import random_small
+from support.brute import brute_force
+from support.generators import random_small
 from hetero_solve.solution import evaluate, objective_key
 from hetero_solve.validate import validate
 

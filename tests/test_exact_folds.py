@@ -1,4 +1,4 @@
-"""Optional folds (SPEC section 1: foldable nodes *may* be folded): a tied embedding whose
+"""Optional folds (docs/problem.md: foldable nodes *may* be folded): a tied embedding whose
 ``Transpose(W)`` folds to a second copy of ``W`` fits a small card only unfolded."""
 
 from __future__ import annotations

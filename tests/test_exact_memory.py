@@ -13,10 +13,10 @@ from hetero_solve.errors import InfeasibleError
 from hetero_solve.exact import refine
 from hetero_solve.exact.analysis import device_sets
 from hetero_solve.exact.assign import relaxed_fallback, relaxed_parts
-from hetero_solve.exact.brute import brute_force
+from support.brute import brute_force
 from hetero_solve.fitting.floors import binding_devices
 from hetero_solve.fitting.realize import fit_by_runs, parts_without_memory, realize
-from hetero_solve.generators import random_memory
+from support.generators import random_memory
 from hetero_solve.measures import topological_order
 from hetero_solve.problem import Device, Objective, make_problem
 from hetero_solve.solution import Solution, evaluate, normalize, objective_key

@@ -17,7 +17,7 @@ from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.cli import app
 from hetero_solve.errors import InfeasibleError
 from hetero_solve.exact import refine
-from hetero_solve.generators import cnn_like, greedy_trap, random_dag, transformer_like
+from support.generators import cnn_like, greedy_trap, random_dag, transformer_like
 from hetero_solve.pipeline import solve
 from hetero_solve.problem import Objective, make_problem
 from hetero_solve.solution import Solution, evaluate, normalize, objective_key
@@ -210,13 +210,13 @@ def test_explain_command():
 def test_doctests_of_the_exact_modules():
     import hetero_solve.exact.analysis as m1
     import hetero_solve.exact.bounds as m2
-    import hetero_solve.exact.brute as m3
+    import support.brute as m3
     import hetero_solve.exact.cpsat as m4
     import hetero_solve.exact.encoding as m5
     import hetero_solve.exact.reductions as m6
     import hetero_solve.exact.sat as m7
     import hetero_solve.exact.sequence as m8
-    import hetero_solve.generators as m9
+    import support.generators as m9
     for mod in (exact, m1, m2, m3, m4, m5, m6, m7, m8, m9):
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted > 0, mod.__name__
@@ -226,7 +226,7 @@ def test_doctests_of_the_exact_modules():
 def test_the_explanation_states_the_answers_lower_bound(seed):
     """``explain`` says the bound ``partition.json`` reports, also when a solver proved more
     than the graph's structure shows (then the structural bound is kept beside it)."""
-    from hetero_solve.generators import random_memory
+    from support.generators import random_memory
     p = random_memory(seed)
     try:
         sol = refine(p, heuristic(p), time_limit=2)

@@ -1,5 +1,5 @@
 """CP-SAT (and SAT, and the default engine) find strictly fewer parts than the greedy heuristic
-on the constructed traps of ``hetero_solve.generators`` and prove them optimal.
+on the constructed traps of ``support.generators`` and prove them optimal.
 
 - ``sequence``: three devices; the greedy's device order is not the shortest common
   supersequence of the chains (heuristic ``6k + 1`` parts, optimum ``5k + 1``).
@@ -15,7 +15,7 @@ import pytest
 
 from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.exact import refine
-from hetero_solve.generators import GREEDY_TRAPS, greedy_trap
+from support.generators import GREEDY_TRAPS, greedy_trap
 from hetero_solve.solution import objective_key
 from hetero_solve.validate import validate
 

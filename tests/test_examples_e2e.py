@@ -11,7 +11,8 @@ import onnx
 import pytest
 
 import hetero_solve as hs
-from hetero_solve.runtime import run_original, run_partitioned
+from hetero_solve.run.onnxruntime import run_original
+from hetero_solve.run.session import run_partitioned
 
 from conftest import EXAMPLE_DIMS, example_models, random_feeds, rule_profiles
 

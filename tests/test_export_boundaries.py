@@ -1,4 +1,4 @@
-"""Part inputs and outputs as partition.json lists them (SPEC sections 5 and 7)."""
+"""Part inputs and outputs as partition.json lists them (docs/problem.md and the README, "Use")."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from hetero_solve import make_problem
 
 @pytest.mark.parametrize("seed", range(20))
 def test_part_boundaries_match_the_definition(seed):
-    """partition.json's inputs/outputs per part (one pass over all parts) against SPEC section
-    5 applied to each part alone: an input is read in the part and made outside it (or a graph
-    input), an output is made in the part and is a graph output or read outside it."""
+    """partition.json's inputs/outputs per part (one pass over all parts) against
+    docs/problem.md applied to each part alone: an input is read in the part and made outside
+    it (or a graph input), an output is made in the part and is a graph output or read outside
+    it."""
     from hetero_solve.export.submodels import part_boundary
     from hetero_solve.measures import part_boundaries
     from hetero_solve.solution import Solution

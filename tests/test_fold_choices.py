@@ -13,7 +13,7 @@ import pytest
 
 from hetero_solve.errors import InfeasibleError
 from hetero_solve.exact import refine_with_folds
-from hetero_solve.exact.brute import brute_force
+from support.brute import brute_force
 from hetero_solve.exact.folds import closure, relaxed, restrict, unfold
 from hetero_solve.pipeline import initial_solution
 from hetero_solve.problem import Device, FoldOption, make_problem

@@ -6,7 +6,7 @@ shape and as data, on a memory-limited card that enforces value inputs.
 three fits the card (2 x 8,800 bytes): ``W``, ``E``, the 4 KiB activation between them and
 the 4 KiB output cannot share an instance two at a time; placing ``Shape`` and
 ``Expand`` saves ``E`` but puts a value input (``Expand``'s shape) next to the node making it,
-which SPEC section 4 forbids on this card unless they are in different parts.  The answer must
+which docs/problem.md forbids on this card unless they are in different parts.  The answer must
 be valid, ``check`` of the written ``partition.json`` must accept it, and the parts must
 reproduce the model."""
 

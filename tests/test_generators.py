@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hetero_solve.algorithms.greedy import heuristic
-from hetero_solve.generators import (GREEDY_TRAPS, cnn_like, greedy_trap, random_dag,
+from support.generators import (GREEDY_TRAPS, cnn_like, greedy_trap, random_dag,
                                      random_layered, random_small, transformer_like, wide)
 from hetero_solve.validate import validate
 

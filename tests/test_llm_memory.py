@@ -113,7 +113,7 @@ def test_parts_reproduce_the_original(models):
     """The part files, weights copied file to file, compute what the original does."""
     import onnxruntime as ort
 
-    from hetero_solve.runtime import run_partitioned
+    from hetero_solve.run.session import run_partitioned
     root, _tiny, big, rules = models
     out = root / "reproduce.hetero"
     subprocess.run(hetero(str(big), str(rules), "-o", str(out)), check=True, capture_output=True)

@@ -98,7 +98,7 @@ def test_every_set_partition_of_a_small_dag_agrees_with_networkx():
 def test_fitting_runs_measure_each_run_and_stop_only_when_none_longer_fits(seed):
     """Against the readable definition: every run grown from ``start`` has the memory
     ``part_memory`` gives, and where the growth stops, no longer run fits the room."""
-    from hetero_solve.generators import random_memory
+    from support.generators import random_memory
     from hetero_solve.measures import fitting_runs, topological_order
     p = random_memory(seed)
     order = topological_order(p.succ, p.pred)

@@ -15,7 +15,7 @@ from hetero_solve.exact.analysis import device_sets
 from hetero_solve.exact.bounds import lower_bounds
 from hetero_solve.fitting.bounds import memory_bounds, packing_parts
 from hetero_solve.fitting.floors import binding_devices
-from hetero_solve.exact.brute import brute_force
+from support.brute import brute_force
 from hetero_solve.exact.explain import explain_memory, memory_text
 from hetero_solve.problem import Device, Objective, make_problem
 from hetero_solve.solution import evaluate

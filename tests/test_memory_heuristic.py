@@ -1,4 +1,4 @@
-"""The heuristic under memory limits (SPEC section 5): parts grow over tensors that stay inside,
+"""The heuristic under memory limits (docs/problem.md): parts grow over tensors that stay inside,
 nodes leave a device only when its memory cannot hold them, and the answer is never worse than
 a baseline's or the all-on-preferred map when those are valid."""
 
@@ -13,7 +13,7 @@ import pytest
 import hetero_solve as hs
 from hetero_solve.algorithms.baselines import BASELINES, BaselineSkipped
 from hetero_solve.fitting.network import MemoryNetwork, placeable_nodes, standalone_memory
-from hetero_solve.exact.brute import brute_force
+from support.brute import brute_force
 from hetero_solve.measures import part_memory
 from hetero_solve.problem import Device, make_problem
 from hetero_solve.solution import Solution, evaluate, objective_key
@@ -125,9 +125,9 @@ def preferred_map(problem: hs.Problem) -> Solution:
 def rivals(problem: hs.Problem) -> dict[str, Solution]:
     """The baselines' answers and the all-on-preferred map that the validator accepts."""
     out = {}
-    for name, fn in BASELINES.items():
+    for name, baseline in BASELINES.items():
         try:
-            sol = fn(problem)
+            sol = baseline.run(problem)
         except BaselineSkipped:
             continue
         out[name] = sol

@@ -11,7 +11,8 @@ from onnx import helper as h
 
 import hetero_solve as hs
 from hetero_solve.model import load_model
-from hetero_solve.runtime import run_original, run_partitioned
+from hetero_solve.run.onnxruntime import run_original
+from hetero_solve.run.session import run_partitioned
 
 from conftest import EXAMPLES, random_feeds
 

@@ -107,7 +107,7 @@ def test_open_dims_resolve_every_dimension_the_runtime_fixes():
 
 
 def test_open_dims_count_the_bytes_the_runtime_has_at_one():
-    """SPEC section 5 counts an open dim as 1: each tensor's bytes are the runtime's with
+    """docs/problem.md counts an open dim as 1: each tensor's bytes are the runtime's with
     every dim 1 (the heads counted, not taken for 1)."""
     model = gqa_model()
     mg = hs.load_model(model)

@@ -186,7 +186,7 @@ def test_a_failed_write_leaves_neither_the_folder_nor_the_parents_it_made(tmp_pa
 
 
 def test_a_long_device_name_gives_a_short_file_name(tmp_path):
-    name = "N" * 120        # rule files allow up to 128 characters (rules/definition.py)
+    name = "N" * 120        # rule files allow up to 128 characters (rules/schema.py)
     rules = tmp_path / "r.yaml"
     rules.write_text(f"version: 1\ndevices:\n  - name: {name}\n    ops: {{supported: all}}\n")
     r = outcome([MODEL, rules, "-o", tmp_path / "out", *FAST])
@@ -227,7 +227,8 @@ def test_a_path_too_long_for_its_files_is_refused_before_anything_is_made(tmp_pa
 
 
 def test_run_never_overwrites_a_file_it_did_not_write(tmp_path):
-    from hetero_solve.runtime import RunError, run
+    from hetero_solve.run.common import RunError
+    from hetero_solve.run.session import run
     out = tmp_path / "out"
     hs.solve(MODEL, RULE_FILE, engine="heuristic").write(out)
     mine = tmp_path / "saved"

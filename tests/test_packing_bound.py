@@ -25,9 +25,9 @@ from hetero_solve.exact.bounds import lower_bounds
 from hetero_solve.fitting.bounds import packing
 from hetero_solve.fitting.floors import binding_devices
 from hetero_solve.fitting.packing import bin_packing_bound
-from hetero_solve.exact.brute import brute_force
+from support.brute import brute_force
 from hetero_solve.exact.explain import explain
-from hetero_solve.generators import random_memory
+from support.generators import random_memory
 from hetero_solve.problem import Device, Objective, make_problem
 from hetero_solve.solution import Solution, evaluate
 

@@ -1,4 +1,4 @@
-"""Quantized (QDQ) models stay quantized (issue 21, SPEC section 1).
+"""Quantized (QDQ) models stay quantized (issue 21, docs/problem.md).
 
 On ``corpus/models/resnet-tiny-qdq.onnx`` (onnxruntime's ``quantize_static``, QDQ format,
 per-channel int8 weights, of the corpus's float ResNet), on every shipped profile and on the
@@ -31,8 +31,8 @@ import yaml
 
 import hetero_solve as hs
 from hetero_solve.contract import contract
-from hetero_solve.exact import brute
-from hetero_solve.generators import random_small
+from support import brute
+from support.generators import random_small
 from hetero_solve.measures import topological_order
 from hetero_solve.model.qdq import find_units
 from hetero_solve.problem import Objective

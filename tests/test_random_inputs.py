@@ -16,7 +16,7 @@ from onnx import helper as h
 
 import hetero_solve as hs
 from conftest import ROOT
-from hetero_solve.runtime import model_input_specs, random_inputs
+from hetero_solve.run.inputs import model_input_specs, random_inputs
 
 RULES = {"version": 1, "devices": [
     {"name": "ACC", "ops": {"supported": ["Gather", "Add"]}},

@@ -30,7 +30,8 @@ import onnx
 import pytest
 
 import hetero_solve as hs
-from hetero_solve.runtime import run_original, run_partitioned
+from hetero_solve.run.onnxruntime import run_original
+from hetero_solve.run.session import run_partitioned
 
 from conftest import ROOT, rule_profiles
 from corpus import truth as T
@@ -164,7 +165,7 @@ def test_parts_are_valid_and_reproduce_the_model(name, rules, tmp_path):
 def test_a_declared_minus_one_dim_is_not_static():
     """Paddle exports declare a dynamic batch as ``dim_value: -1``; ONNX shape inference
     copies it along.  It is an unknown dim, not a size: the tensor is not static and an unknown
-    dim counts as 1 in its bytes (SPEC section 5)."""
+    dim counts as 1 in its bytes (docs/problem.md)."""
     from onnx import TensorProto, helper
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 3])

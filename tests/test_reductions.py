@@ -6,10 +6,10 @@ import pytest
 
 from hetero_solve.exact.analysis import device_sets
 from hetero_solve.measures import topological_order
-from hetero_solve.exact.brute import brute_force
+from support.brute import brute_force
 from hetero_solve.exact.reductions import contract_chains
 from hetero_solve.exact.sequence import search
-from hetero_solve.generators import cnn_like, random_small, transformer_like
+from support.generators import cnn_like, random_small, transformer_like
 from hetero_solve.problem import Objective, make_problem
 
 

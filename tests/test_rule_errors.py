@@ -1,4 +1,4 @@
-"""Every rule-file error of SPEC section 3 names the file, the key path and the reason."""
+"""Every rule-file error of docs/rules.md names the file, the key path and the reason."""
 
 from __future__ import annotations
 

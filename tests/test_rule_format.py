@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 import hetero_solve as hs
 from conftest import EXAMPLES, ROOT, RULES
 from hetero_solve.errors import RuleError
-from hetero_solve.rules.definition import RULE_FILE, json_schema, json_schema_text, \
+from hetero_solve.rules.schema import RULE_FILE, json_schema, json_schema_text, \
     markdown_reference
 
 
@@ -102,11 +102,11 @@ def test_catalogs_by_name_and_by_relative_path_give_the_same_values(tmp_path):
 
 
 def test_the_catalog_is_installed_with_the_package():
-    import hetero_solve.rules.schema as schema
-    assert "onnx-value-inputs" in schema.packaged_catalogs()
-    assert schema.CATALOG_DIR.is_relative_to(ROOT / "hetero_solve")
+    import hetero_solve.rules.load as load
+    assert "onnx-value-inputs" in load.packaged_catalogs()
+    assert load.CATALOG_DIR.is_relative_to(ROOT / "hetero_solve")
     assert (ROOT / "constraints" / "onnx-value-inputs.yaml").resolve() == \
-        schema.packaged_catalogs()["onnx-value-inputs"].resolve()       # one copy, not two
+        load.packaged_catalogs()["onnx-value-inputs"].resolve()       # one copy, not two
     text = (ROOT / "pyproject.toml").read_text()
     assert '"catalogs/*.yaml"' in text
 

@@ -1,4 +1,4 @@
-"""``hetero-solve run`` and ``hetero_solve.runtime.run``: parts in id order, per-part counters,
+"""``hetero-solve run`` and ``hetero_solve.run``: parts in id order, per-part counters,
 inputs given or generated, outputs saved; control flow and tensors of several dtypes crossing
 between parts."""
 
@@ -19,8 +19,11 @@ from typer.testing import CliRunner
 import hetero_solve as hs
 from hetero_solve.cli import app
 from hetero_solve.errors import ModelError
-from hetero_solve.runtime import (RunError, output_file_names, random_inputs, run, run_original,
-                                  InputSpec)
+from hetero_solve.run.common import RunError
+from hetero_solve.run.inputs import random_inputs, InputSpec
+from hetero_solve.run.onnxruntime import run_original
+from hetero_solve.run.report import output_file_names
+from hetero_solve.run.session import run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -1,4 +1,4 @@
-"""Issue 13: shapes equal to the runtime's (SPEC section 3).  One tiny model per defect found
+"""Issue 13: shapes equal to the runtime's (docs/rules.md).  One tiny model per defect found
 on real exports, each compared tensor by tensor with onnxruntime: every shape hetero-solve
 calls static is the runtime's, and every tensor whose shape does not depend on input values
 is static."""

@@ -21,11 +21,11 @@ import pytest
 
 from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.exact.analysis import device_sets
-from hetero_solve.exact.brute import brute_force
+from support.brute import brute_force
 from hetero_solve.exact.report import report
 from hetero_solve.exact.search import Search
 from hetero_solve.exact.stages import run_stages
-from hetero_solve.generators import random_memory, random_small
+from support.generators import random_memory, random_small
 from hetero_solve.solution import evaluate, objective_key
 from hetero_solve.validate import validate
 

@@ -74,7 +74,8 @@ def test_small_study_writes_csv_summary_and_plots(tmp_path):
             if not EXACT:
                 assert "not available" in row["reason"]
                 continue
-        fn = heuristic if row["algorithm"] in ("heuristic", "cpsat") else BASELINES[row["algorithm"]]
+        fn = (heuristic if row["algorithm"] in ("heuristic", "cpsat")
+              else BASELINES[row["algorithm"]].run)
         sol = fn(p)
         violations = validate(p, sol)
         if row["algorithm"] != "cpsat":
@@ -104,7 +105,7 @@ def test_small_study_writes_csv_summary_and_plots(tmp_path):
 
 
 def test_restart_recomputes_nothing_already_done(tmp_path):
-    h, g = Counting(heuristic), Counting(BASELINES["glow"])
+    h, g = Counting(heuristic), Counting(BASELINES["glow"].run)
     cfg = config(tmp_path, algorithms=["h", "g"], custom={"h": h, "g": g})
     first = run_study(cfg, progress=False)
     assert (h.calls, g.calls) == (4, 4) and first.computed == 8

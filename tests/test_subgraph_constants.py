@@ -1,5 +1,5 @@
 """Constants held inside ``If``/``Loop``/``Scan`` bodies are constants of the node that owns
-the body (SPEC section 5): they count in its part's memory, and a device too small for them
+the body (docs/problem.md): they count in its part's memory, and a device too small for them
 refuses the part."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Value-dependent inputs (SPEC section 4): Reshape's shape must be known when its part is
+"""Value-dependent inputs (docs/problem.md): Reshape's shape must be known when its part is
 compiled: a constant, a folded value, a graph input, or made in another part."""
 
 from __future__ import annotations

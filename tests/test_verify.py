@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import hetero_solve as hs
 from hetero_solve.cli import app
 from hetero_solve.errors import InfeasibleError
-from hetero_solve.verify import compare, verify
+from hetero_solve.run.verify import compare, verify
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = sorted((ROOT / "examples").glob("*.onnx"))

@@ -14,7 +14,7 @@ import hetero_solve as hs
 from hetero_solve.export import writer
 from hetero_solve.export.annotated import build_annotated_model
 from hetero_solve.export.submodels import build_part_model
-from hetero_solve.verify import verify
+from hetero_solve.run.verify import verify
 
 MODEL, PROFILE, DIMS = EXAMPLES / "transformer_encoder.onnx", RULES / "npu-static.yaml", {"seq": 16}
 

@@ -12,7 +12,7 @@ ties to the device with more ready nodes, then to priority order.
 Acyclic by construction: a node joins a part only when all its predecessors are in that part
 or earlier ones, so every edge goes forward.  No transitive closure is ever built.
 
-Memory limits (SPEC section 5) are met after the parts are built, not node by node: a part's
+Memory limits (docs/problem.md) are met after the parts are built, not node by node: a part's
 memory counts only its constants and the tensors crossing its boundary, so whether a node fits
 depends on what else its part holds (a convolution whose activations fill a card fits inside
 a larger part that keeps them internal).  :func:`heuristic` builds parts as if memory were
@@ -201,11 +201,11 @@ def _rivals(problem: Problem) -> list[Solution]:
     from .baselines import BASELINES, BaselineSkipped
     out = []
     candidates = [_preferred_regions(problem)]
-    for name, fn in BASELINES.items():
+    for name, baseline in BASELINES.items():
         if problem.n > RIVAL_NODES.get(name, problem.n):
             continue
         try:
-            candidates.append(fn(problem))
+            candidates.append(baseline.run(problem))
         except BaselineSkipped:
             continue
     for sol in candidates:

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import List
 
 import typer
 
+from ..engines import ENGINES, EXACT_ENGINES
 from ..exact.explain import explain_text
 from ..pipeline import solve
 from . import app
-from ..compile import missing_dims_text
 from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
                      out_console, parse_dims, parse_shapes, print_json, progress_on_stderr,
                      quiet_option, shape_option, verbose_option)
 
-EXACT_ENGINES = ("auto", "cpsat", "sat")
 
 
 @app.command("explain")
@@ -29,7 +29,8 @@ def explain_command(
     dim: List[str] = dim_option(),
     shape: List[str] = shape_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
-                               help=f"One of {', '.join(EXACT_ENGINES)}."),
+                               help="; ".join(f"{n}: {ENGINES[n].description}" for n in EXACT_ENGINES)
+                                    + "."),
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON (the "
                                                        "'explain' entry of partition.json)."),
@@ -57,10 +58,11 @@ def explain_command(
     if ex is None:
         raise UsageError("no explanation: the exact solver is not available in this build")
     missing = result.problem.info.missing_dims
-    said = [missing_dims_text(entry) for entry in missing]   # printed below, not as warnings
+    said = [entry.text() for entry in missing]   # printed below, not as warnings
     warned.show(result.warnings, skip=said)
     if as_json:
-        print_json({**ex, "missing_dims": missing} if missing else ex)
+        print_json({**ex, "missing_dims": [dataclasses.asdict(m) for m in missing]}
+                   if missing else ex)
         return
     m, sol = result.metrics, result.solution
     out_console.print(f"{Path(result.model_graph.path).name}: {m.partitions} part(s), "

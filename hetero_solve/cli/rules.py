@@ -84,7 +84,7 @@ def schema_command(
     Example:
       hetero-solve rules schema > rules.schema.json
     """
-    from ..rules.definition import json_schema_text
+    from ..rules.schema import json_schema_text
     typer.echo(json_schema_text("catalog" if catalog else "rules"), nl=False)
 
 

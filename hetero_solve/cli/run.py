@@ -15,6 +15,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from ..engines import ENGINES
 from ..errors import HeteroSolveError
 from ..export.writer import check_target
 from ..units import format_bytes, instance_label
@@ -282,7 +283,7 @@ def check_command(
                                   help="Value of a symbolic dimension (beats the rule file's)."),
     shape: List[str] = shape_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
-                               help="Solver for the comparison: auto, heuristic, cpsat, sat."),
+                               help=f"Solver for the comparison: {', '.join(ENGINES)}."),
     time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
                                      help="Seconds for the exact solver."),
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
@@ -304,7 +305,6 @@ def check_command(
     Example:
       hetero-solve check model.onnx rules/npu-static.yaml --affinity my_affinity.json
     """
-    from ..pipeline import ENGINES
     from ..user_partition import SPLITS, check_affinity
     with _errors(), caught_warnings() as warned:
         if split not in SPLITS:

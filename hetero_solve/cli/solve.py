@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 from rich.table import Table
 
+from ..answer import read_answer
+from ..errors import OutputError
 from ..export.dot import check_can_draw
 from ..export.writer import check_target, default_out_dir
-from ..pipeline import ENGINES, solve
+from ..engines import ENGINES
+from ..pipeline import solve
 from ..result import Result
 from ..units import format_bytes, instance_label
 from . import app
-from ..compile import missing_dims_text
 from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
                      json_option, parse_dims, parse_shapes, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, verbose_option)
@@ -42,8 +43,8 @@ def solve_command(
                                      "refuses nodes only because input dims have no value, "
                                      "instead of a warning."),
     engine: str = typer.Option("auto", "--engine", "-e",
-                               help=f"One of {', '.join(ENGINES)}: 'heuristic' = greedy only, "
-                                    "'cpsat'/'sat' = exact refinement, 'auto' = best available."),
+                               help="; ".join(f"{e.name}: {e.description}" for e in ENGINES.values())
+                                    + "."),
     seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Write partition.json, affinity and .dot files only "
@@ -81,15 +82,15 @@ def solve_command(
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
                            time_limit=time_limit, seed=seed, progress=say)
             if strict and result.problem.info.missing_dims:
-                raise UsageError(f"--strict: {missing_dims_text(result.problem.info.missing_dims[0])}")
+                raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
             say(f"writing {target}")
             written = result.write(target, submodels=not no_models, annotated=not no_models,
                                    pictures=pictures, progress=say)
     # The summary says what missing dims cost; JSON has it in its warnings.
-    said = [] if as_json else [missing_dims_text(e) for e in result.problem.info.missing_dims]
+    said = [] if as_json else [e.text() for e in result.problem.info.missing_dims]
     warned.show(result.warnings, skip=said)
     if as_json:
-        manifest = json.loads((written / "partition.json").read_text(encoding="utf-8"))
+        manifest = read_answer(written, lambda why: OutputError(written, why)).data
         print_json({**manifest, "out_dir": str(written)})
         return
     print_summary(result, written)
@@ -128,7 +129,7 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")
     for entry in result.problem.info.missing_dims:
-        print_line(missing_dims_text(entry))
+        print_line(entry.text())
     if out_dir is not None:
         print_line(f"written: {out_dir}/")
 

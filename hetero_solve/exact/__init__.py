@@ -63,7 +63,7 @@ from .stages import run_stages
 
 __all__ = ["refine", "refine_with_folds", "lower_bound", "refuse_unplaceable", "ENGINES"]
 
-ENGINES = ("auto", "cpsat", "sat")
+from ..engines import EXACT_ENGINES as ENGINES   # noqa: E402 - the one list
 
 
 def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,

@@ -7,7 +7,7 @@ asks only that the nodes on each instance, **taken as one set**, fit it:
 
 * ``x[v, (d, i)]``: node ``v`` on instance ``i`` of device ``d`` (``i = 0`` for devices without a
   limit); exactly one per node, only for ``d`` in ``R(v)``;
-* per limited instance ``(d, i)``, SPEC section 5 for the set ``S`` on it: ``z[c]`` for each
+* per limited instance ``(d, i)``, the memory of a part for the set ``S`` on it: ``z[c]`` for each
   constant some member reads, ``in[t]`` for a tensor a member reads that is a graph input or
   made outside ``S``, ``out[t]`` for a tensor a member makes that is a graph output or read
   outside ``S``; each bounded from below by clauses (``x[c] and not x[u] -> in[t]``), which is
@@ -292,27 +292,83 @@ def _cp_model():
     return cp_model
 
 
-def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate: bool):
-    """The relaxed assignment model without its objective: ``(model, x, fallback, order,
-    seen, items, splits)`` with ``x[v][(d, i)]`` the node literals, ``fallback`` the expression counting nodes
-    off their preferred device, ``order`` a topological order and ``seen`` the limited devices
-    (keys) modelled per instance, ``items`` the number of memory literals, ``splits`` the
-    split literals ``(device, u, c) -> [u, c in different parts]`` (see ``split_pairs``)."""
-    n = problem.n
+@dataclass
+class RelaxedModel:
+    """The relaxed assignment model (module doc) built, without its objective: what
+    :func:`relaxed_fallback` and :func:`relaxed_parts` add their objective to, solve and read.
+    Built by :func:`build_model` in named steps: data, variables, constraints."""
+
+    model: object                      # the CP-SAT ``CpModel``
+    #: x[v][(d, i)]: node v on instance i of device d (i = 0 on a device without a limit,
+    #: or in the aggregated model); exactly one per node
+    x: list[dict[tuple[int, int], object]]
+    fallback: object                   # the nodes off their preferred device (an expression)
+    order: list[int]                   # a topological order of the nodes
+    #: the limited devices modelled per instance -> how many nodes may use them
+    per_instance: dict[int, int]
+    memory_items: int                  # memory literals (constants and tensors) in the model
+    #: s[(d, u, c)]: on device d, the edge u -> c is split (its ends in different parts)
+    splits: dict[tuple[int, int, int], object] = field(default_factory=dict)
+
+    def on(self, v: int, d: int, i: int):
+        """The literal of node ``v`` on instance ``i`` of ``d`` (None: not possible)."""
+        return self.x[v].get((d, i))
+
+    def hint_devices(self, hint: Solution | None, n: int) -> None:
+        """Hint the best answer's devices, instances renumbered by their first node."""
+        if hint is None or len(hint.part_of) != n:
+            return
+        relabel: dict[tuple[int, int], int] = {}
+        for v in self.order:
+            p = hint.part_of[v]
+            d = hint.part_device[p]
+            i = relabel.setdefault((d, hint.part_instance[p]),
+                                   sum(1 for key in relabel if key[0] == d)) \
+                if d in self.per_instance else 0
+            for key, lit in self.x[v].items():
+                self.model.AddHint(lit, key == (d, i))
+
+    def devices(self, solver) -> list[int]:
+        """The device of every node in ``solver``'s solution."""
+        return [next(e for (e, _i), lit in xv.items() if solver.BooleanValue(lit))
+                for xv in self.x]
+
+
+def build_model(problem: Problem, R: list[tuple[int, ...]], memory_devices,
+                aggregate: bool) -> RelaxedModel:
+    """The relaxed assignment model without its objective (module doc).  ``aggregate``: every
+    device's instances as one set holding their total memory."""
+    # 1. data: the devices as modelled, the limited ones, the reachability (once for every
+    #    device; none above REACH_NODES)
     devs = problem.devices
     if aggregate:   # one set per device holding memory x instances: weaker, far smaller
         devs = [Device(d.name, None if d.memory is None else d.memory * d.instances, 1,
                        d.enforce_values) for d in devs]
     mem = [d for d in memory_devices if devs[d].memory is not None]
-    cp_model = _cp_model()
-    m = cp_model.CpModel()
+    reach = _reach(problem) if problem.n <= REACH_NODES and mem else None
+    # 2. variables: a device (and instance) per node
+    m = _cp_model().CpModel()
     order = topological_order(problem.succ, problem.pred)
+    x, per_instance = _node_literals(m, problem, R, devs, mem, order)
+    rm = RelaxedModel(m, x, 0, order, per_instance, 0)
+    # 3. constraints: the memory of the set on each limited instance
+    for d in mem:
+        _device_memory(rm, problem, R, d, devs[d], aggregate, reach)
+    # 4. the fallback: nodes off their preferred device
+    off = []
+    for v in range(problem.n):
+        stay = [lit for (d, _i), lit in x[v].items() if d == problem.allowed[v][0]]
+        off.append(1 - sum(stay) if stay else 1)
+    rm.fallback = sum(off)
+    return rm
 
-    # 1. x[v][(d, i)]: node v on instance i of device d; instance i only for the (i+1)-th
-    #    node of the topological order that may use d, or later (instances are identical:
-    #    number them by their first node).
+
+def _node_literals(m, problem: Problem, R, devs, mem: list[int], order: list[int]):
+    """``x[v][(d, i)]``: node ``v`` on instance ``i`` of device ``d``; instance ``i`` only for
+    the (i+1)-th node of the topological order that may use ``d``, or later (instances are
+    identical: number them by their first node).  Exactly one per node."""
     seen = {d: 0 for d in mem}
-    x: list[dict[tuple[int, int], cp_model.IntVar]] = [dict() for _ in range(n)]
+    x: list[dict] = [dict() for _ in range(problem.n)]
     for v in order:
         for d in R[v]:
             if d in seen:
@@ -323,192 +379,175 @@ def _model(problem: Problem, R: list[tuple[int, ...]], memory_devices, aggregate
             else:
                 x[v][(d, 0)] = m.NewBoolVar("")
         m.AddExactlyOne(x[v].values())
+    return x, seen
 
-    def on(v: int, d: int, i: int):
-        return x[v].get((d, i))
 
-    # 2. memory of the set on each limited instance, with forced splits
-    items_total = 0
-    splits: dict[tuple[int, int, int], cp_model.IntVar] = {}
-    # reachability is the same for every device: computed once (none above REACH_NODES)
-    reach = _reach(problem) if problem.n <= REACH_NODES and mem else None
-    for d in mem:
-        split = forced_splits(problem, R, d)
-        witnesses = split_witnesses(problem, R, d, INTERVAL_LIMIT, reach)
-        off_d: dict[int, cp_model.LinearExpr] = {}
+class _DeviceView:
+    """What the memory constraints of one limited device ``d`` read: its forced splits and
+    split witnesses, the ``off(w)`` expressions (1 when ``w`` is not on ``d``) and the split
+    literals ``s[(d, u, c)]``, made when first needed."""
 
-        def off(w: int):
-            """1 when ``w`` is not on ``d``."""
-            e = off_d.get(w)
-            if e is None:
-                e = off_d[w] = 1 - sum(lit for (e_, _i), lit in x[w].items() if e_ == d)
-            return e
+    def __init__(self, rm: RelaxedModel, problem: Problem, R, d: int, aggregate: bool, reach):
+        self.rm, self.d, self.aggregate = rm, d, aggregate
+        self.split = forced_splits(problem, R, d)
+        self.witnesses = split_witnesses(problem, R, d, INTERVAL_LIMIT, reach)
+        self._off: dict[int, object] = {}
 
-        # s[(u, c)]: the edge u -> c is split (its ends are in different parts); 1 when a
-        # witness between them leaves d, and one of two consecutive edges is split when a
-        # witness between their outer ends does (split_pairs)
-        def split_lit(u: int, c: int):
-            key = (d, u, c)
-            z = splits.get(key)
+    def off(self, w: int):
+        e = self._off.get(w)
+        if e is None:
+            e = self._off[w] = 1 - sum(lit for (e_, _i), lit in self.rm.x[w].items()
+                                       if e_ == self.d)
+        return e
+
+    def split_lit(self, u: int, c: int):
+        key = (self.d, u, c)
+        z = self.rm.splits.get(key)
+        if z is None:
+            z = self.rm.splits[key] = self.rm.model.NewBoolVar("")
+        return z
+
+    def witnessed(self, u: int, c: int):
+        """The witnesses of ``u -> c`` that go straight into the memory literals (the
+        aggregated model only)."""
+        return self.witnesses.get((u, c), ()) if self.aggregate else ()
+
+
+def _device_memory(rm: RelaxedModel, problem: Problem, R, d: int, dev: Device,
+                   aggregate: bool, reach) -> None:
+    """The split literals of device ``d`` and the memory of the set on each instance."""
+    m = rm.model
+    view = _DeviceView(rm, problem, R, d, aggregate, reach)
+    # s[(u, c)]: the edge u -> c is split (its ends are in different parts); 1 when a
+    # witness between them leaves d, and one of two consecutive edges is split when a
+    # witness between their outer ends does (split_pairs)
+    for (u, c), ws in view.witnesses.items():
+        if aggregate:
+            continue        # the witnesses go straight into the memory literals below
+        z = view.split_lit(u, c)
+        for w in ws:
+            m.Add(z >= view.off(w))
+    # (the aggregated model keeps its earlier form, witnesses straight into the memory
+    # literals and no pairs: it is a fast first pass whose device choice is a start for
+    # runs, and the stronger form moved its optimum to a choice that realized worse on
+    # cnn-memory-tight 1k, 50 -> 55 fallback; the per-instance model gives the bound)
+    pairs = {} if aggregate else split_pairs(problem, R, d, INTERVAL_LIMIT, reach)
+    for (a, b, c), ws in pairs.items():
+        if b in view.split[a] or c in view.split[b]:
+            continue
+        pair = view.split_lit(a, b) + view.split_lit(b, c)
+        for w in ws:
+            m.Add(pair >= view.off(w))
+    rereads = {} if aggregate else reread_pairs(problem, R, d, INTERVAL_LIMIT, reach)
+    for i in range(dev.instances):
+        terms = _constant_terms(rm, problem, d, i)
+        for t in range(len(problem.tensor_producer)):
+            if problem.tensor_bytes[t]:
+                terms += _tensor_terms(rm, problem, view, i, t, rereads.get(t))
+        rm.memory_items += len(terms)
+        if terms and sum(s for s, _ in terms) > dev.memory:
+            m.Add(sum(s * z for s, z in terms) <= dev.memory)
+
+
+def _constant_terms(rm: RelaxedModel, problem: Problem, d: int, i: int) -> list[tuple]:
+    """``z[c]`` per constant some member of instance ``(d, i)`` reads: ``(bytes, z)``."""
+    terms = []
+    const_lit: dict[int, object] = {}
+    for v in range(problem.n):
+        xv = rm.on(v, d, i)
+        if xv is None:
+            continue
+        for c in problem.node_consts[v]:
+            z = const_lit.get(c)
             if z is None:
-                z = splits[key] = m.NewBoolVar("")
-            return z
+                z = const_lit[c] = rm.model.NewBoolVar("")
+                terms.append((problem.const_bytes[c], z))
+            rm.model.Add(z >= xv)
+    return terms
 
-        for (u, c), ws in witnesses.items():
-            if aggregate:
-                continue        # the witnesses go straight into the memory literals below
-            z = split_lit(u, c)
-            for w in ws:
-                m.Add(z >= off(w))
-        # (the aggregated model keeps its earlier form, witnesses straight into the memory
-        # literals and no pairs: it is a fast first pass whose device choice is a start for
-        # runs, and the stronger form moved its optimum to a choice that realized worse on
-        # cnn-memory-tight 1k, 50 -> 55 fallback; the per-instance model gives the bound)
-        pairs = {} if aggregate else split_pairs(problem, R, d, INTERVAL_LIMIT, reach)
-        for (a, b, c), ws in pairs.items():
-            if b in split[a] or c in split[b]:
-                continue
-            pair = split_lit(a, b) + split_lit(b, c)
-            for w in ws:
-                m.Add(pair >= off(w))
 
-        rereads = {} if aggregate else reread_pairs(problem, R, d, INTERVAL_LIMIT, reach)
-        cap = devs[d].memory
-        for i in range(devs[d].instances):
-            terms = []
-            const_lit: dict[int, cp_model.IntVar] = {}
-            for v in range(n):
-                xv = on(v, d, i)
-                if xv is None:
-                    continue
-                for c in problem.node_consts[v]:
-                    z = const_lit.get(c)
-                    if z is None:
-                        z = const_lit[c] = m.NewBoolVar("")
-                        terms.append((problem.const_bytes[c], z))
-                    m.Add(z >= xv)
-            for t, u in enumerate(problem.tensor_producer):
-                size = problem.tensor_bytes[t]
-                if size == 0:
-                    continue
-                cons = problem.tensor_consumers[t]
-                xu = on(u, d, i) if u >= 0 else None
-                # input of the set: a member reads it, it is made outside (or a graph input)
-                zin = None
-                for c in cons:
-                    xc = on(c, d, i)
-                    if xc is None:
-                        continue
-                    if zin is None:
-                        zin = m.NewBoolVar("")
-                        terms.append((size, zin))
-                    if xu is None or c in split[u]:
-                        m.Add(zin >= xc)
-                    else:
-                        m.Add(zin >= xc - xu)
-                        if (d, u, c) in splits:
-                            m.Add(zin >= xc + splits[(d, u, c)] - 1)
-                        for w in witnesses.get((u, c), ()) if aggregate else ():
-                            m.Add(zin >= xc + off(w) - 1)
-                # read again: two members in different parts each read it from outside
-                if t in rereads:
-                    made_off = 1 if xu is None else 1 - xu
-                    z2 = None
-                    for c1, c2, ws in rereads[t]:
-                        x1, x2 = on(c1, d, i), on(c2, d, i)
-                        if x1 is None or x2 is None:
-                            continue
-                        if z2 is None:
-                            z2 = m.NewBoolVar("")
-                            terms.append((size, z2))
-                        if ws is None:
-                            m.Add(z2 >= x1 + x2 + made_off - 2)
-                        for w in ws or ():
-                            m.Add(z2 >= x1 + x2 + off(w) + made_off - 3)
-                # output of the set: made by a member, read outside (or a graph output)
-                if xu is not None:
-                    zout = m.NewBoolVar("")
-                    terms.append((size, zout))
-                    if problem.tensor_is_output[t] or any(on(c, d, i) is None or c in split[u]
-                                                          for c in cons):
-                        m.Add(zout >= xu)
-                    else:
-                        for c in cons:
-                            m.Add(zout >= xu - on(c, d, i))
-                            if (d, u, c) in splits:
-                                m.Add(zout >= xu + splits[(d, u, c)] - 1)
-                            for w in witnesses.get((u, c), ()) if aggregate else ():
-                                m.Add(zout >= xu + off(w) - 1)
-            items_total += len(terms)
-            if terms and sum(s for s, _ in terms) > cap:
-                m.Add(sum(s * z for s, z in terms) <= cap)
-
-    off = []
-    for v in range(n):
-        pref = problem.allowed[v][0]
-        stay = [lit for (d, _i), lit in x[v].items() if d == pref]
-        if not stay:
-            off.append(1)
+def _tensor_terms(rm: RelaxedModel, problem: Problem, view: _DeviceView, i: int, t: int,
+                  rereads) -> list[tuple]:
+    """The literals of tensor ``t`` on instance ``(d, i)``: an input of the set (a member
+    reads it, it is made outside or is a graph input), read again (two members in different
+    parts each read it from outside), an output (made by a member, read outside or a graph
+    output): ``(bytes, literal)`` each, bounded from below."""
+    m, d, size = rm.model, view.d, problem.tensor_bytes[t]
+    u = problem.tensor_producer[t]
+    cons = problem.tensor_consumers[t]
+    xu = rm.on(u, d, i) if u >= 0 else None
+    terms = []
+    zin = None
+    for c in cons:
+        xc = rm.on(c, d, i)
+        if xc is None:
+            continue
+        if zin is None:
+            zin = m.NewBoolVar("")
+            terms.append((size, zin))
+        if xu is None or c in view.split[u]:
+            m.Add(zin >= xc)
         else:
-            off.append(1 - sum(stay))
-    return m, x, sum(off), order, seen, items_total, splits
+            m.Add(zin >= xc - xu)
+            if (d, u, c) in rm.splits:
+                m.Add(zin >= xc + rm.splits[(d, u, c)] - 1)
+            for w in view.witnessed(u, c):
+                m.Add(zin >= xc + view.off(w) - 1)
+    if rereads:
+        terms += _reread_terms(rm, view, i, size, xu, rereads)
+    if xu is not None:
+        zout = m.NewBoolVar("")
+        terms.append((size, zout))
+        if problem.tensor_is_output[t] or any(rm.on(c, d, i) is None or c in view.split[u]
+                                              for c in cons):
+            m.Add(zout >= xu)
+        else:
+            for c in cons:
+                m.Add(zout >= xu - rm.on(c, d, i))
+                if (d, u, c) in rm.splits:
+                    m.Add(zout >= xu + rm.splits[(d, u, c)] - 1)
+                for w in view.witnessed(u, c):
+                    m.Add(zout >= xu + view.off(w) - 1)
+    return terms
+
+
+def _reread_terms(rm: RelaxedModel, view: _DeviceView, i: int, size: int, xu, rereads):
+    """A tensor made off the instance and read by two members that cannot share a part
+    (:func:`reread_pairs`) is an input of both parts: counted a second time."""
+    m = rm.model
+    made_off = 1 if xu is None else 1 - xu
+    z2 = None
+    terms = []
+    for c1, c2, ws in rereads:
+        x1, x2 = rm.on(c1, view.d, i), rm.on(c2, view.d, i)
+        if x1 is None or x2 is None:
+            continue
+        if z2 is None:
+            z2 = m.NewBoolVar("")
+            terms.append((size, z2))
+        if ws is None:
+            m.Add(z2 >= x1 + x2 + made_off - 2)
+        for w in ws or ():
+            m.Add(z2 >= x1 + x2 + view.off(w) + made_off - 3)
+    return terms
 
 
 def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices, *,
                      hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
-                     guard: Guard | None = None, fallback_cap: int | None = None,
-                     objective: str = "fallback", aggregate: bool = False) -> Assignment:
-    """Solve the relaxed assignment model (module doc) with CP-SAT in deterministic time.
+                     guard: Guard | None = None, aggregate: bool = False) -> Assignment:
+    """Solve the relaxed assignment model (module doc) with CP-SAT in deterministic time,
+    minimising the fallback.
 
     ``aggregate``: every device's instances as one set holding their total memory (still a
     relaxation: the union of a device's parts fits the total; no instance symmetry, so it is
-    solved far faster; the instances returned are all 0).
-    ``objective``: ``"fallback"`` (minimise it), or ``"changes"`` (with ``fallback_cap``: keep
-    fallback at most the cap and minimise the edges whose ends are on different devices, a
-    proxy for parts used to pick among the fallback-optimal device choices)."""
+    solved far faster; the instances returned are all 0)."""
     cp_model = _cp_model()
     n = problem.n
-    m, x, fallback, order, seen, items_total, _splits = _model(problem, R, memory_devices,
-                                                               aggregate)
-    # 3. objective
-    if objective == "fallback":
-        m.Minimize(fallback)
-    else:
-        m.Add(fallback <= fallback_cap)
-        dev_of = []
-        for v in range(n):
-            dev_of.append({d: [lit for (e, _i), lit in x[v].items() if e == d] for d in R[v]})
-        changes = []
-        for u in range(n):
-            for c in problem.succ[u]:
-                common = [d for d in R[u] if d in R[c]]
-                if not common:
-                    continue
-                same = m.NewBoolVar("")
-                # same -> u and c on one common device
-                picks = []
-                for d in common:
-                    both = m.NewBoolVar("")
-                    m.AddBoolOr([both.Not(), *dev_of[u][d]])
-                    m.AddBoolOr([both.Not(), *dev_of[c][d]])
-                    picks.append(both)
-                m.AddBoolOr([same.Not(), *picks])
-                changes.append(same.Not())
-        m.Minimize(sum(changes))
-
-    # 4. hint: the best answer's devices, instances renumbered by their first node
-    if hint is not None and len(hint.part_of) == n:
-        relabel: dict[tuple[int, int], int] = {}
-        for v in order:
-            p = hint.part_of[v]
-            d = hint.part_device[p]
-            i = relabel.setdefault((d, hint.part_instance[p]),
-                                   sum(1 for key in relabel if key[0] == d)) if d in seen else 0
-            for key, lit in x[v].items():
-                m.AddHint(lit, key == (d, i))
-
-    solver, status, stats = _solve(m, time_limit, seed, guard)
-    stats.update(literals=sum(len(a) for a in x), memory_items=items_total)
+    rm = build_model(problem, R, memory_devices, aggregate)
+    rm.model.Minimize(rm.fallback)          # objective
+    rm.hint_devices(hint, n)
+    solver, status, stats = _solve(rm.model, time_limit, seed, guard)
+    stats.update(literals=sum(len(a) for a in rm.x), memory_items=rm.memory_items)
     if status == cp_model.INFEASIBLE:
         # no assignment fits: no partition does (the model is a relaxation)
         return Assignment(None, None, None, n + 1, True, stats)
@@ -516,16 +555,13 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
         return Assignment(None, None, None, 0, False, stats)
     node_device, node_instance = [], []
     for v in range(n):
-        key = next(k for k, lit in x[v].items() if solver.BooleanValue(lit))
+        key = next(k for k, lit in rm.x[v].items() if solver.BooleanValue(lit))
         node_device.append(key[0])
         node_instance.append(key[1])
     value = sum(1 for v in range(n) if node_device[v] != problem.allowed[v][0])
-    if objective == "fallback":
-        bound = int(-(-solver.BestObjectiveBound() // 1))
-        optimal = status == cp_model.OPTIMAL
-    else:
-        bound, optimal = 0, False
-    return Assignment(node_device, node_instance, value, bound, optimal, stats)
+    bound = int(-(-solver.BestObjectiveBound() // 1))
+    return Assignment(node_device, node_instance, value, bound, status == cp_model.OPTIMAL,
+                      stats)
 
 
 @dataclass
@@ -548,16 +584,8 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     which nodes can leave their preferred device.  The bounds of :mod:`.bounds` see every
     device a node may use and collapse (a node that may go to the CPU breaks no path).  Here
     the relaxed assignment model (module doc) picks the devices, with fallback at most the cap,
-    and CP-SAT minimises ``sum_c max_path (c-segments on the path)`` over its choices:
-
-    * ``A[c][v]``: the most ``c``-parts on a path ending at ``v`` (an integer);
-      ``A[c][v] >= A[c][u]`` on an edge ``u -> v``, ``+ 1`` when ``v`` is on ``c`` and ``u``
-      is not, or the ends can never share a part on ``c`` (a value edge on an enforcing
-      device), or the model's split literal of the edge says they do not (both on ``c``),
-      and ``A[c][v] >= [v on c]``;
-    * ``M[c] >= A[c][v]`` at every sink, and ``M[c] >=`` the instances of ``c`` used (parts on
-      different instances are different parts);
-    * minimise ``sum_c M[c]``.
+    and CP-SAT minimises ``sum_c max_path (c-segments on the path)`` over its choices
+    (:func:`_segments`).
 
     Why it is a lower bound: a valid partition with fallback at most the cap gives a device
     choice that satisfies the relaxed model (merging never raises memory, module doc); a part
@@ -577,56 +605,64 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     """
     cp_model = _cp_model()
     n = problem.n
-    m, x, fallback, order, seen, _items, splits = _model(problem, R, memory_devices, False)
-    m.Add(fallback <= fallback_cap)
-    devices = sorted({d for r in R for d in r})
-    sinks = [v for v in range(n) if not problem.succ[v]]
-    total = []
-    for c in devices:
-        on = []
-        for v in range(n):
-            lits = [lit for (e, _i), lit in x[v].items() if e == c]
-            on.append(sum(lits) if lits else 0)
-        # A[v]: the most c-segments on a path ending at v
-        A = [m.NewIntVar(0, n, "") for _ in range(n)]
-        for v in order:
-            if c in R[v]:
-                m.Add(A[v] >= on[v])
-            for u in problem.pred[v]:
-                m.Add(A[v] >= A[u])
-                if c not in R[v]:
-                    continue
-                if c in shared_devices(problem, R, u, v):
-                    m.Add(A[v] >= A[u] + on[v] - on[u])
-                    if (c, u, v) in splits:     # both on c, in different parts
-                        m.Add(A[v] >= A[u] + splits[(c, u, v)] + on[v] + on[u] - 2)
-                else:
-                    m.Add(A[v] >= A[u] + on[v])
-        top = m.NewIntVar(0, n, "")
-        for v in sinks:
-            m.Add(top >= A[v])
-        if seen.get(c) is not None and problem.devices[c].instances > 1:
-            used = []
-            for i in range(problem.devices[c].instances):
-                lits = [x[v][(c, i)] for v in range(n) if (c, i) in x[v]]
-                if lits:
-                    u_i = m.NewBoolVar("")
-                    for lit in lits:
-                        m.AddImplication(lit, u_i)
-                    used.append(u_i)
-            m.Add(top >= sum(used))
-        total.append(top)
-    m.Minimize(sum(total))
+    rm = build_model(problem, R, memory_devices, False)
+    rm.model.Add(rm.fallback <= fallback_cap)
+    total = [_segments(rm, problem, R, c) for c in sorted({d for r in R for d in r})]
+    rm.model.Minimize(sum(total))           # objective
     if hint is not None and len(hint.part_of) == n:
         for v in range(n):
             d = hint.part_device[hint.part_of[v]]
-            for (e, _i), lit in x[v].items():
+            for (e, _i), lit in rm.x[v].items():
                 if e != d:
-                    m.AddHint(lit, False)
-    solver, status, stats = _solve(m, time_limit, seed, guard)
+                    rm.model.AddHint(lit, False)
+    solver, status, stats = _solve(rm.model, time_limit, seed, guard)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         bound = max(1 if n else 0, int(-(-(solver.BestObjectiveBound() - 1e-6) // 1)))
-        devices = [next(e for (e, _i), lit in x[v].items() if solver.BooleanValue(lit))
-                   for v in range(n)]
-        return PartsBound(bound, status == cp_model.OPTIMAL, stats, devices)
+        return PartsBound(bound, status == cp_model.OPTIMAL, stats, rm.devices(solver))
     return PartsBound(1 if n else 0, False, stats)     # infeasible or nothing: no bound
+
+
+def _segments(rm: RelaxedModel, problem: Problem, R, c: int):
+    """``M[c]``, at least the most ``c``-parts on any path and the instances of ``c`` used:
+
+    * ``A[c][v]``: the most ``c``-parts on a path ending at ``v`` (an integer);
+      ``A[c][v] >= A[c][u]`` on an edge ``u -> v``, ``+ 1`` when ``v`` is on ``c`` and ``u``
+      is not, or the ends can never share a part on ``c`` (a value edge on an enforcing
+      device), or the model's split literal of the edge says they do not (both on ``c``),
+      and ``A[c][v] >= [v on c]``;
+    * ``M[c] >= A[c][v]`` at every sink, and ``M[c] >=`` the instances of ``c`` used (parts on
+      different instances are different parts)."""
+    m, x, n = rm.model, rm.x, problem.n
+    on = []
+    for v in range(n):
+        lits = [lit for (e, _i), lit in x[v].items() if e == c]
+        on.append(sum(lits) if lits else 0)
+    A = [m.NewIntVar(0, n, "") for _ in range(n)]
+    for v in rm.order:
+        if c in R[v]:
+            m.Add(A[v] >= on[v])
+        for u in problem.pred[v]:
+            m.Add(A[v] >= A[u])
+            if c not in R[v]:
+                continue
+            if c in shared_devices(problem, R, u, v):
+                m.Add(A[v] >= A[u] + on[v] - on[u])
+                if (c, u, v) in rm.splits:     # both on c, in different parts
+                    m.Add(A[v] >= A[u] + rm.splits[(c, u, v)] + on[v] + on[u] - 2)
+            else:
+                m.Add(A[v] >= A[u] + on[v])
+    top = m.NewIntVar(0, n, "")
+    for v in range(n):
+        if not problem.succ[v]:
+            m.Add(top >= A[v])
+    if rm.per_instance.get(c) is not None and problem.devices[c].instances > 1:
+        used = []
+        for i in range(problem.devices[c].instances):
+            lits = [x[v][(c, i)] for v in range(n) if (c, i) in x[v]]
+            if lits:
+                u_i = m.NewBoolVar("")
+                for lit in lits:
+                    m.AddImplication(lit, u_i)
+                used.append(u_i)
+        m.Add(top >= sum(used))
+    return top

@@ -5,7 +5,7 @@ share a part; so do groups that reach each other (a path from a part back into i
 the quotient cyclic).  :func:`contract_groups` merges each such closed set into one node of a
 smaller problem with the same answers: a node's time is the sum of its members' times on each
 device they all allow, its constants are theirs, every tensor keeps its bytes, its volume and
-its readers outside the merged node.  Memory (SPEC section 5) and every cost term of a
+its readers outside the merged node.  Memory (docs/exact.md) and every cost term of a
 partition are the same on both problems (:mod:`hetero_solve.measures`), so optima and bounds
 carry over; :func:`expand` maps an answer back.
 """

@@ -1,4 +1,4 @@
-"""Exact refinement for SPEC section 6's cost terms (``latency``, ``throughput``), with CP-SAT.
+"""Exact refinement for the cost terms of docs/costs.md (``latency``, ``throughput``), with CP-SAT.
 
 One model, the ordinal one the fewest-parts engine uses (docs/exact.md), grown with device
 instances and times:
@@ -10,8 +10,8 @@ instances and times:
   ``ni[v, g]``: node ``v`` is on instance ``g`` (exactly one, among its allowed devices'),
   tied by ``x[v, j] & b[j, g] -> ni[v, g]``; colocation groups share ``ni``; contiguous stages
   allow one slot per instance;
-* memory (SPEC section 5) per slot from literals bounded from below (a constant read, a
-  tensor entering or leaving), summed per instance where a device's limit can bind;
+* memory (a part's constants and boundary tensors, docs/exact.md) per slot from literals
+  bounded from below (a constant read, a tensor entering or leaving), summed per instance where a device's limit can bind;
 * ``latency``: node times by device, part costs by slot, and per tensor a write-out literal
   (it leaves its part) and read-in literals per slot and device (module
   :mod:`hetero_solve.measures.costs`); ``throughput``: ``T >= load(g)`` for every instance,
@@ -215,7 +215,7 @@ class CostModelCP:
                         m.Add(now == row[g - 1])
                     seen = now
 
-    # -- memory (SPEC section 5) -----------------------------------------------------------
+    # -- memory (docs/exact.md) -------------------------------------------------------------
     def _memory(self) -> None:
         limited = [d for d in range(len(self.p.devices)) if binding(self.p, d)]
         if not limited:

@@ -1,7 +1,7 @@
 """CP-SAT engine: solve one stage of the objective on an :class:`~.encoding.Encoding`.
 
 The model is the encoding's clauses (``AddBoolOr``), one-device-per-slot groups
-(``AddAtMostOne``), and, for memory (SPEC section 5), per device instance ``i`` an integer
+(``AddAtMostOne``), and, for memory (docs/exact.md), per device instance ``i`` an integer
 ``m[j, i] >= memory of slot j`` enforced only when slot ``j`` sits on ``i``, with
 ``sum_j m[j, i] <= capacity``.  Earlier stages of a lexicographic objective become caps
 (``term <= its optimum``), the stage's objective is minimised, and the redundant bounds
@@ -35,7 +35,7 @@ from typing import Callable
 from ..interrupt import run_stoppable
 from ..solution import Solution, objective_term
 from .budget import BUILD_ITEMS_PER_SECOND, Guard
-from .encoding import Encoding
+from .encoding import Encoding, decode, hint_values
 
 
 @dataclass
@@ -133,9 +133,56 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     for g in enc.amo:
         m.AddAtMostOne([lit(x) for x in g])
     # 2. memory capacity per device instance
+    load_defs, built = _capacities(m, enc, lit)
+    built += enc.nv + len(enc.clauses) + sum(map(len, enc.amo))   # the build's work (.budget)
+    # 3. redundant bounds: slots per device
+    for c, k in enumerate(enc.per_device_lb):
+        ys = [yj[c] for yj in enc.y if c in yj]
+        if k > 0 and ys:
+            m.Add(sum(lit(x) for x in ys) >= k)
+    # 4. caps from earlier stages, then the objective
+    for t, cap in (caps or {}).items():
+        lits, const = enc.term(t)
+        m.Add(sum(w * lit(x) for w, x in lits) + const <= cap)
+    obj = []
+    const = 0
+    for t, w in weights.items():
+        lits, c = enc.term(t)
+        obj += [(w * a, x) for a, x in lits]
+        const += w * c
+    m.Minimize(sum(a * lit(x) for a, x in obj) + const)
+    # 5. complete hint
+    hinted = _hint(m, enc, b, load_defs, hint)
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.num_workers = max(1, workers)
+    if workers > 1:
+        prm.interleave_search = True
+    prm.random_seed = seed
+    prm.log_search_progress = False
+    status, run_stats = run(solver, m, time_limit, guard, _progress(progress, label))
+    stats = {"variables": enc.nv, "clauses": len(enc.clauses), "hinted": hinted,
+             "build_items": built, "build_time": round(built / BUILD_ITEMS_PER_SECOND, 3),
+             "status": solver.StatusName(status), **run_stats}
+    if status == cp_model.INFEASIBLE:
+        return EngineResult(None, None, None, True, infeasible=True, stats=stats)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return EngineResult(None, None, None, False, stats=stats)
+    sol = decode(enc, lambda x: solver.BooleanValue(b[x]))
+    value = stage_value(enc, weights, sol)
+    optimal = status == cp_model.OPTIMAL
+    bound = value if optimal else int(-(-solver.BestObjectiveBound() // 1))
+    return EngineResult(sol, value, bound, optimal, stats=stats)
+
+
+def _capacities(m, enc: Encoding, lit) -> tuple[list, int]:
+    """Per device instance, the loads of the slots on it at most the device's memory: a load
+    per slot and instance, at least the slot's items when the slot is on the instance.
+    Returns ``(load variable, instance literal, items)`` per load (for the hint) and the
+    memory items counted (the build's work)."""
     p = enc.problem
-    load_defs = []          # (load variable, instance literal, items) for the hint
-    built = enc.nv + len(enc.clauses) + sum(map(len, enc.amo))   # the build's work (.budget)
+    load_defs = []
+    built = 0
     for d, per_slot in enc.inst.items():
         cap = p.devices[d].memory
         count = p.devices[d].instances
@@ -155,53 +202,22 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         for i in range(count):
             if loads[i]:
                 m.Add(sum(loads[i]) <= cap)
-    # 3. redundant bounds: slots per device
-    for c, k in enumerate(enc.per_device_lb):
-        ys = [yj[c] for yj in enc.y if c in yj]
-        if k > 0 and ys:
-            m.Add(sum(lit(x) for x in ys) >= k)
-    # 4. caps from earlier stages, then the objective
-    for t, cap in (caps or {}).items():
-        lits, const = enc.term(t)
-        m.Add(sum(w * lit(x) for w, x in lits) + const <= cap)
-    obj = []
-    const = 0
-    for t, w in weights.items():
-        lits, c = enc.term(t)
-        obj += [(w * a, x) for a, x in lits]
-        const += w * c
-    m.Minimize(sum(a * lit(x) for a, x in obj) + const)
-    # 5. complete hint
-    hinted = False
-    if hint is not None:
-        val = enc.hint(hint)
-        if val is not None:
-            hinted = True
-            for x in range(1, enc.nv + 1):
-                m.AddHint(b[x], val[x])
+    return load_defs, built
 
-            def truth(x) -> bool:
-                return val[x] if x > 0 else not val[-x]
 
-            for load, ai, items in load_defs:    # complete: the integers too
-                m.AddHint(load, sum(size for size, x in items if truth(x)) if truth(ai) else 0)
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.num_workers = max(1, workers)
-    if workers > 1:
-        prm.interleave_search = True
-    prm.random_seed = seed
-    prm.log_search_progress = False
-    status, run_stats = run(solver, m, time_limit, guard, _progress(progress, label))
-    stats = {"variables": enc.nv, "clauses": len(enc.clauses), "hinted": hinted,
-             "build_items": built, "build_time": round(built / BUILD_ITEMS_PER_SECOND, 3),
-             "status": solver.StatusName(status), **run_stats}
-    if status == cp_model.INFEASIBLE:
-        return EngineResult(None, None, None, True, infeasible=True, stats=stats)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return EngineResult(None, None, None, False, stats=stats)
-    sol = enc.decode(lambda x: solver.BooleanValue(b[x]))
-    value = stage_value(enc, weights, sol)
-    optimal = status == cp_model.OPTIMAL
-    bound = value if optimal else int(-(-solver.BestObjectiveBound() // 1))
-    return EngineResult(sol, value, bound, optimal, stats=stats)
+def _hint(m, enc: Encoding, b: list, load_defs: list, hint: Solution | None) -> bool:
+    """Hint every variable, the loads too, from ``hint`` (True when it fits the encoding)."""
+    if hint is None:
+        return False
+    val = hint_values(enc, hint)
+    if val is None:
+        return False
+    for x in range(1, enc.nv + 1):
+        m.AddHint(b[x], val[x])
+
+    def truth(x) -> bool:
+        return val[x] if x > 0 else not val[-x]
+
+    for load, ai, items in load_defs:    # complete: the integers too
+        m.AddHint(load, sum(size for size, x in items if truth(x)) if truth(ai) else 0)
+    return True

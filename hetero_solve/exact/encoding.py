@@ -16,14 +16,15 @@ small named steps:
    when the device is not the preferred one).
 5. ``_transfer``: a tensor crosses into slot ``j`` when a consumer is in ``j`` and its producer is
    earlier (single-consumer tensors get one literal ``[p(c) > p(u)]``).
-6. ``_memory`` (SPEC section 5): per slot, literals for each distinct constant, input tensor and
-   output tensor of the part, so shared constants count once per part and boundary tensors are
-   exact; slots are assigned to instances (instance ``i`` only from slot ``i`` on: symmetry);
-   the engines add the capacity per instance in their own way.
+6. ``_memory`` (a part's memory, docs/exact.md): per slot, literals for each distinct
+   constant, input tensor and output tensor of the part, so shared constants count once per
+   part and boundary tensors are exact; slots are assigned to instances (instance ``i`` only
+   from slot ``i`` on: symmetry); the engines add the capacity per instance in their own way.
 
 Auxiliary literals are *defined* one-sidedly (``body -> head``): the objective and the
-capacities only ever push them down, so their minimal value is their meaning; :meth:`hint`
-computes exactly that from a solution, giving the solvers a complete warm start.
+capacities only ever push them down, so their minimal value is their meaning; :func:`hint_values`
+computes exactly that from a solution, giving the solvers a complete warm start, and
+:func:`decode` reads a solution back from the solvers' values.
 
 >>> from hetero_solve.problem import make_problem
 >>> from hetero_solve.exact.bounds import lower_bounds
@@ -89,7 +90,7 @@ class Encoding:
         if "transfer" in self.terms:
             self._transfer()
         if self.memory_devices:
-            self._memory()
+            _memory(self)
 
     # -- basics ------------------------------------------------------------------------------
     def var(self) -> int:
@@ -230,61 +231,6 @@ class Encoding:
                 if z is not None:
                     self.transfer.append((size, z))
 
-    def _memory(self) -> None:
-        p, R = self.problem, self.R
-        mem = set(self.memory_devices)
-        self.items = [dict() for _ in range(self.K)]
-        for v in range(self.n):
-            if not mem.intersection(R[v]):
-                continue
-            for j in range(self.lo[v], self.hi[v] + 1):
-                here = self._in(v, j)
-                items = self.items[j]
-                for w in p.node_consts[v]:
-                    key = ("c", w, j)
-                    x = self.aux(key)
-                    items[key] = (p.const_bytes[w], x)
-                    self.define(x, here)
-                for t in p.node_inputs[v]:
-                    u = p.tensor_producer[t]
-                    key = ("in", t, j)
-                    body = here if u < 0 else here + [neg(self.GE(u, j))]
-                    if False in body:
-                        continue
-                    x = self.aux(key)
-                    items[key] = (p.tensor_bytes[t], x)
-                    self.define(x, body)
-                for t in p.node_outputs[v]:
-                    bodies = [here] if p.tensor_is_output[t] else []
-                    bodies += [here + [self.GE(c, j + 1)] for c in p.tensor_consumers[t]]
-                    bodies = [b for b in bodies if False not in b]
-                    if not bodies:
-                        continue
-                    key = ("out", t, j)
-                    x = self.aux(key)
-                    items[key] = (p.tensor_bytes[t], x)
-                    for b in bodies:
-                        self.define(x, b)
-        for d in self.memory_devices:
-            count = p.devices[d].instances
-            per_slot = []
-            for j in range(self.K):
-                yd = self.y[j].get(d)
-                if yd is None:
-                    per_slot.append([])
-                    continue
-                if count == 1:
-                    per_slot.append([yd])
-                    continue
-                a = [self.var() for _ in range(min(count, j + 1))]
-                for x in a:
-                    self.clauses.append([-x, yd])
-                self.clauses.append([-yd] + a)
-                if len(a) > 1:
-                    self.amo.append(a)
-                per_slot.append(a)
-            self.inst[d] = per_slot
-
     # -- terms ---------------------------------------------------------------------------------
     def term(self, name: str) -> tuple[list[tuple[int, int]], int]:
         """``(weighted literals, constant)`` of an objective term."""
@@ -297,68 +243,127 @@ class Encoding:
             return list(self.transfer), 0
         raise ValueError(name)
 
-    # -- solutions -----------------------------------------------------------------------------
-    def hint(self, sol: Solution) -> dict[int, bool] | None:
-        """Every variable's value for ``sol`` (auxiliaries at their minimal value), or None
-        when ``sol`` does not fit the windows."""
-        if self.infeasible or len(sol.part_of) != self.n or sol.num_parts > self.K:
-            return None
-        p = sol.part_of
-        if any(not (self.lo[v] <= p[v] <= self.hi[v]) or sol.part_device[p[v]] not in self.R[v]
-               for v in range(self.n)):
-            return None
-        val: dict[int, bool] = {}
-        for v in range(self.n):
-            for k, x in enumerate(self.ge[v]):
-                val[x] = p[v] >= self.lo[v] + 1 + k
-        k = sol.num_parts
-        for j in range(self.K):
-            for d, x in self.y[j].items():
-                val[x] = j < k and sol.part_device[j] == d
-            if self.used[j] is not True:
-                val[self.used[j]] = j < k
-        for d, per_slot in self.inst.items():
-            relabel: dict[int, int] = {}
-            for j, a in enumerate(per_slot):
-                if len(a) <= 1:
+
+def _memory(enc: Encoding) -> None:
+    """Step 6 of the build (module doc): per slot the memory items of the nodes that may be
+    in it, and per limited device and slot the instance literals."""
+    p, R = enc.problem, enc.R
+    mem = set(enc.memory_devices)
+    enc.items = [dict() for _ in range(enc.K)]
+    for v in range(enc.n):
+        if not mem.intersection(R[v]):
+            continue
+        for j in range(enc.lo[v], enc.hi[v] + 1):
+            here = enc._in(v, j)
+            items = enc.items[j]
+            for w in p.node_consts[v]:
+                key = ("c", w, j)
+                x = enc.aux(key)
+                items[key] = (p.const_bytes[w], x)
+                enc.define(x, here)
+            for t in p.node_inputs[v]:
+                u = p.tensor_producer[t]
+                key = ("in", t, j)
+                body = here if u < 0 else here + [neg(enc.GE(u, j))]
+                if False in body:
                     continue
-                on = j < k and sol.part_device[j] == d
-                i = relabel.setdefault(sol.part_instance[j], len(relabel)) if on else -1
-                for q, x in enumerate(a):
-                    val[x] = on and q == i
-        for x in range(1, self.nv + 1):
-            val.setdefault(x, False)
+                x = enc.aux(key)
+                items[key] = (p.tensor_bytes[t], x)
+                enc.define(x, body)
+            for t in p.node_outputs[v]:
+                bodies = [here] if p.tensor_is_output[t] else []
+                bodies += [here + [enc.GE(c, j + 1)] for c in p.tensor_consumers[t]]
+                bodies = [b for b in bodies if False not in b]
+                if not bodies:
+                    continue
+                key = ("out", t, j)
+                x = enc.aux(key)
+                items[key] = (p.tensor_bytes[t], x)
+                for b in bodies:
+                    enc.define(x, b)
+    for d in enc.memory_devices:
+        count = p.devices[d].instances
+        per_slot = []
+        for j in range(enc.K):
+            yd = enc.y[j].get(d)
+            if yd is None:
+                per_slot.append([])
+                continue
+            if count == 1:
+                per_slot.append([yd])
+                continue
+            a = [enc.var() for _ in range(min(count, j + 1))]
+            for x in a:
+                enc.clauses.append([-x, yd])
+            enc.clauses.append([-yd] + a)
+            if len(a) > 1:
+                enc.amo.append(a)
+            per_slot.append(a)
+        enc.inst[d] = per_slot
 
-        def lit(x) -> bool:
-            return val[x] if x > 0 else not val[-x]
 
-        for head, body in self.defs:
-            if not val[head] and all(lit(x) for x in body):
-                val[head] = True
-        return val
+# -- solutions (reading an encoding) ------------------------------------------------------------
+def hint_values(enc: Encoding, sol: Solution) -> dict[int, bool] | None:
+    """Every variable's value for ``sol`` (auxiliaries at their minimal value), or None
+    when ``sol`` does not fit the windows."""
+    if enc.infeasible or len(sol.part_of) != enc.n or sol.num_parts > enc.K:
+        return None
+    p = sol.part_of
+    if any(not (enc.lo[v] <= p[v] <= enc.hi[v]) or sol.part_device[p[v]] not in enc.R[v]
+           for v in range(enc.n)):
+        return None
+    val: dict[int, bool] = {}
+    for v in range(enc.n):
+        for k, x in enumerate(enc.ge[v]):
+            val[x] = p[v] >= enc.lo[v] + 1 + k
+    k = sol.num_parts
+    for j in range(enc.K):
+        for d, x in enc.y[j].items():
+            val[x] = j < k and sol.part_device[j] == d
+        if enc.used[j] is not True:
+            val[enc.used[j]] = j < k
+    for d, per_slot in enc.inst.items():
+        relabel: dict[int, int] = {}
+        for j, a in enumerate(per_slot):
+            if len(a) <= 1:
+                continue
+            on = j < k and sol.part_device[j] == d
+            i = relabel.setdefault(sol.part_instance[j], len(relabel)) if on else -1
+            for q, x in enumerate(a):
+                val[x] = on and q == i
+    for x in range(1, enc.nv + 1):
+        val.setdefault(x, False)
 
-    def decode(self, value) -> Solution:
-        """A solution from an assignment (``value(var) -> bool``); not normalized."""
-        part_of = []
-        for v in range(self.n):
-            j = self.lo[v]
-            for x in self.ge[v]:
-                if not value(x):
-                    break
-                j += 1
-            part_of.append(j)
-        part_device = []
-        part_instance = []
-        for j in range(self.K):
-            d = next((d for d, x in self.y[j].items() if value(x)), -1)
-            i = 0
-            if d in self.inst:
-                a = self.inst[d][j]
-                if len(a) > 1:
-                    i = next((q for q, x in enumerate(a) if value(x)), 0)
-            part_device.append(d)
-            part_instance.append(i)
-        used = sorted(set(part_of))
-        new = {j: q for q, j in enumerate(used)}
-        return Solution([new[j] for j in part_of], [part_device[j] for j in used],
-                        [part_instance[j] for j in used])
+    def lit(x) -> bool:
+        return val[x] if x > 0 else not val[-x]
+
+    for head, body in enc.defs:
+        if not val[head] and all(lit(x) for x in body):
+            val[head] = True
+    return val
+
+def decode(enc: Encoding, value) -> Solution:
+    """A solution from an assignment (``value(var) -> bool``); not normalized."""
+    part_of = []
+    for v in range(enc.n):
+        j = enc.lo[v]
+        for x in enc.ge[v]:
+            if not value(x):
+                break
+            j += 1
+        part_of.append(j)
+    part_device = []
+    part_instance = []
+    for j in range(enc.K):
+        d = next((d for d, x in enc.y[j].items() if value(x)), -1)
+        i = 0
+        if d in enc.inst:
+            a = enc.inst[d][j]
+            if len(a) > 1:
+                i = next((q for q, x in enumerate(a) if value(x)), 0)
+        part_device.append(d)
+        part_instance.append(i)
+    used = sorted(set(part_of))
+    new = {j: q for q, j in enumerate(used)}
+    return Solution([new[j] for j in part_of], [part_device[j] for j in used],
+                    [part_instance[j] for j in used])

@@ -6,9 +6,9 @@ contiguous stretch, so each *forced break* along it starts a new part:
 * ``device``: the two nodes have no device in common (support, pins, or, when fallback is
   already minimal at 0, their preferred devices differ);
 * ``value``: the second node needs the *value* of the first one's output when its part is
-  compiled, and every device they could share enforces value inputs (SPEC section 4);
+  compiled, and every device they could share enforces value inputs (docs/rules.md);
 * ``memory``: the constants and graph inputs/outputs of the stretch would not fit one instance
-  of the device (SPEC section 5).
+  of the device (docs/exact.md, "Memory").
 
 A device whose memory binds also needs as many parts as the constants of the nodes that must
 be on it take to pack into its instances (``packing``: a constant whose readers cannot share a
@@ -322,7 +322,7 @@ def _least(problem: Problem, d: int) -> dict[int, int]:
 
 
 def _largest_items(problem: Problem, sol: Solution, parts: list[int], k: int = 5) -> list[dict]:
-    """The largest constants and boundary tensors held by ``parts`` (SPEC section 5's items),
+    """The largest constants and boundary tensors held by ``parts`` (what a part's memory counts),
     largest first."""
     items: dict[tuple[str, int, int], int] = {}
     part_of = sol.part_of

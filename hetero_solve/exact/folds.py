@@ -1,4 +1,4 @@
-"""Optional folds: which foldable nodes to place instead (SPEC section 1: they *may* be folded).
+"""Optional folds: which foldable nodes to place instead (docs/exact.md, "Optional folds").
 
 Compile folds every foldable node and lists in ``Problem.fold_options`` the ones whose folding
 can cost memory (:class:`~hetero_solve.problem.FoldOption`).  :func:`unfold` is the problem
@@ -101,15 +101,8 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
             if v is None or v == r:
                 keep.append(c)
                 continue
-            t = tensor_of[c]
-            if t not in node_inputs[r]:
-                node_inputs[r].append(t)
-                t_cons[t].append(r)
-            if r not in succ[v]:
-                succ[v].append(r)
-                pred[r].append(v)
-            if r in value_of.get(v, ()) and v not in value_pred[r]:
-                value_pred[r].append(v)
+            _wire(r, tensor_of[c], v, succ, pred, value_pred, node_inputs, t_cons,
+                  value_of[v])
         node_consts[r] = keep
     # constant inputs of new nodes that are outputs of other new nodes
     for k, o in zip(ks, opts):
@@ -118,15 +111,8 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
             v = made.get(c)
             if v is None:
                 continue
-            t = tensor_of[c]
-            if t not in node_inputs[r]:
-                node_inputs[r].append(t)
-                t_cons[t].append(r)
-            if r not in succ[v]:
-                succ[v].append(r)
-                pred[r].append(v)
-            if r in value_of[v] and v not in value_pred[r]:
-                value_pred[r].append(v)
+            _wire(r, tensor_of[c], v, succ, pred, value_pred, node_inputs, t_cons,
+                  value_of[v])
     placed = {o.graph_index for o in opts}
     info = dataclasses.replace(problem.info, unfolded=sorted(placed),
                                folded=[g for g in problem.info.folded if g not in placed])
@@ -136,6 +122,20 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
         tensor_producer=t_prod, tensor_consumers=t_cons, tensor_is_output=t_out,
         node_inputs=node_inputs, node_outputs=node_outputs, node_consts=node_consts,
         pinned=pinned, graph_index=graph_index, info=info, arrays=None, fold_options=[])
+
+
+def _wire(r: int, t: int, v: int, succ, pred, value_pred, node_inputs, t_cons,
+          value_readers) -> None:
+    """Node ``r`` reads tensor ``t`` made by the placed option's node ``v``: the input, the
+    edge, and a value edge when ``r`` reads it as a value input."""
+    if t not in node_inputs[r]:
+        node_inputs[r].append(t)
+        t_cons[t].append(r)
+    if r not in succ[v]:
+        succ[v].append(r)
+        pred[r].append(v)
+    if r in value_readers and v not in value_pred[r]:
+        value_pred[r].append(v)
 
 
 def candidates(problem: Problem, memory_devices: Iterable[int]) -> list[int]:
@@ -205,26 +205,8 @@ def relaxed(problem: Problem) -> Problem:
     out_of = {c: k for k, o in enumerate(opts) for c in o.outputs}
     cb = list(problem.const_bytes)
     names = list(problem.const_names)
-    readers: dict[int, int] = {}        # constant -> options and nodes reading it
-    for o in opts:
-        for c in o.const_inputs:
-            readers[c] = readers.get(c, 0) + 1
-    for consts in problem.node_consts:
-        for c in consts:
-            if c in readers or c in out_of:
-                readers[c] = readers.get(c, 0) + 1
-    least: list[int] = []               # per option: what its inputs cost nothing else reads
-    for o in opts:                      # compile lists options in graph order
-        total = 0
-        for x in o.const_inputs:
-            if readers[x] != 1:
-                continue
-            k = out_of.get(x)
-            if k is None:
-                total += cb[x]
-            elif len(opts[k].outputs) == 1:
-                total += min(cb[x], least[k])
-        least.append(total)
+    readers = _readers(problem, out_of)
+    least = _least(opts, out_of, cb, readers)
     repl: dict[int, tuple[int, ...]] = {}
     for k, o in enumerate(opts):       # graph order: an option's inputs are replaced first
         plain = all(c not in out_of for c in o.const_inputs)
@@ -258,6 +240,37 @@ def relaxed(problem: Problem) -> Problem:
         from ..measures import problem_arrays
         out.arrays = problem_arrays(out)
     return out
+
+
+def _readers(problem: Problem, out_of: dict[int, int]) -> dict[int, int]:
+    """Constant -> how many options and nodes read it (options' inputs and outputs only)."""
+    readers: dict[int, int] = {}
+    for o in problem.fold_options:
+        for c in o.const_inputs:
+            readers[c] = readers.get(c, 0) + 1
+    for consts in problem.node_consts:
+        for c in consts:
+            if c in readers or c in out_of:
+                readers[c] = readers.get(c, 0) + 1
+    return readers
+
+
+def _least(opts, out_of: dict[int, int], cb: list[int], readers: dict[int, int]) -> list[int]:
+    """Per option: what its inputs cost that nothing else reads (each a plain constant's
+    bytes, or the same least for an option's single output)."""
+    least: list[int] = []
+    for o in opts:                      # compile lists options in graph order
+        total = 0
+        for x in o.const_inputs:
+            if readers[x] != 1:
+                continue
+            k = out_of.get(x)
+            if k is None:
+                total += cb[x]
+            elif len(opts[k].outputs) == 1:
+                total += min(cb[x], least[k])
+        least.append(total)
+    return least
 
 
 def restrict(problem: Problem, answered: Problem, sol: Solution) -> Solution:

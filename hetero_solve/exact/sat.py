@@ -43,7 +43,7 @@ from ..interrupt import run_stoppable
 from ..solution import Solution
 from .budget import CLAUSES_PER_SECOND, Guard
 from .cpsat import EngineResult, stage_value
-from .encoding import Encoding
+from .encoding import Encoding, decode, hint_values
 
 CONFLICTS_PER_SECOND = 10000   # about what Glucose does here on mid-sized models
 PROPAGATIONS_PER_SECOND = 20_000_000   # ... and propagations (Glucose: 10-50 million a second)
@@ -167,6 +167,65 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     say = progress or (lambda _m: None)
     solver = Solver(name="g4")
     cnf = _CNF(enc, solver)
+    only_parts = set(weights) == {"partitions"}
+    bits, obj_const = _encode(cnf, enc, weights, caps, only_parts)
+    built = cnf.added
+    t0 = time.perf_counter()
+    seconds = max(0.05, time_limit)
+    budget = max(1000, int(CONFLICTS_PER_SECOND * seconds))
+    props = max(100_000, int(PROPAGATIONS_PER_SECOND * seconds))
+    guard = guard or Guard(time_limit)
+    timer = threading.Timer(max(0.05, guard.wall_left()), solver.interrupt)   # the backstop
+    timer.daemon = True
+    timer.start()
+    interrupted = [False]
+
+    def call(assumptions: list[int]):
+        done = solver.accum_stats()
+        left = budget - done.get("conflicts", 0)
+        left_props = props - done.get("propagations", 0)
+        if left <= 0 or left_props <= 0:
+            return None
+        solver.conf_budget(left)
+        solver.prop_budget(left_props)
+        res = run_stoppable(lambda: solver.solve_limited(assumptions=assumptions,
+                                                         expect_interrupt=True),
+                            solver.interrupt, watch=guard.passed)
+        if res is None and guard.passed():
+            interrupted[0] = True
+        return res
+
+    val = hint_values(enc, hint) if hint is not None else None
+    if val is not None:
+        solver.set_phases([x if val[x] else -x for x in range(1, enc.nv + 1)])
+    try:
+        best, best_val, proven, infeasible = _descend(
+            solver, cnf, enc, weights, call, bits, obj_const, only_parts, say, label)
+    finally:
+        timer.cancel()
+    acc = solver.accum_stats()
+    stats = {"variables": cnf.nv, "clauses": len(enc.clauses), "hinted": val is not None,
+             "conflicts": acc.get("conflicts", 0),
+             "wall": round(time.perf_counter() - t0, 3),
+             "propagations": acc.get("propagations", 0),
+             "build_clauses": built, "build_time": round(built / CLAUSES_PER_SECOND, 3),
+             "deterministic_time": round(max(
+                 acc.get("conflicts", 0) / CONFLICTS_PER_SECOND,
+                 acc.get("propagations", 0) / PROPAGATIONS_PER_SECOND), 3),
+             "deterministic": not interrupted[0]}
+    solver.delete()
+    if infeasible:
+        return EngineResult(None, None, None, True, infeasible=True, stats=stats)
+    if best is None:
+        return EngineResult(None, None, None, False, stats=stats)
+    return EngineResult(best, best_val, best_val if proven else None, proven, stats=stats)
+
+
+def _encode(cnf: _CNF, enc: Encoding, weights: dict[str, int], caps: dict[str, int] | None,
+            only_parts: bool):
+    """The clauses: the encoding's, one device per slot (pairwise), memory per device
+    instance, the caps of earlier stages; and the objective's adder (``None`` when it is
+    the parts alone, asked through ``used`` literals).  Returns ``(bits, constant)``."""
     for c in enc.clauses:
         cnf.add(c)
     for g in enc.amo:
@@ -201,91 +260,48 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         terms = [(w, x) for w, x in lits if w]
         if terms and sum(w for w, _ in terms) + const > cap:
             cnf.at_most(cnf.sum_bits(terms), cap - const)
-    only_parts = set(weights) == {"partitions"}
     obj: list[tuple[int, int]] = []
     obj_const = 0
     for t, w in weights.items():
         lits, c = enc.term(t)
         obj += [(w * a, x) for a, x in lits if w * a]
         obj_const += w * c
-    bits = None if only_parts else cnf.sum_bits(obj)
+    return (None if only_parts else cnf.sum_bits(obj)), obj_const
 
-    built = cnf.added
-    t0 = time.perf_counter()
-    seconds = max(0.05, time_limit)
-    budget = max(1000, int(CONFLICTS_PER_SECOND * seconds))
-    props = max(100_000, int(PROPAGATIONS_PER_SECOND * seconds))
-    guard = guard or Guard(time_limit)
-    timer = threading.Timer(max(0.05, guard.wall_left()), solver.interrupt)   # the backstop
-    timer.daemon = True
-    timer.start()
-    interrupted = [False]
 
-    def call(assumptions: list[int]):
-        done = solver.accum_stats()
-        left = budget - done.get("conflicts", 0)
-        left_props = props - done.get("propagations", 0)
-        if left <= 0 or left_props <= 0:
-            return None
-        solver.conf_budget(left)
-        solver.prop_budget(left_props)
-        res = run_stoppable(lambda: solver.solve_limited(assumptions=assumptions,
-                                                         expect_interrupt=True),
-                            solver.interrupt, watch=guard.passed)
-        if res is None and guard.passed():
-            interrupted[0] = True
-        return res
-
+def _descend(solver, cnf: _CNF, enc: Encoding, weights, call, bits, obj_const: int,
+             only_parts: bool, say, label: str):
+    """Solve, then ask for a strictly better answer until the solver says there is none
+    (proven) or the budget ends.  Returns ``(best, best value, proven, infeasible)``."""
     best: Solution | None = None
     best_val: int | None = None
-    val = enc.hint(hint) if hint is not None else None
-    if val is not None:
-        solver.set_phases([x if val[x] else -x for x in range(1, enc.nv + 1)])
     proven = False
     infeasible = False
-    lower = None
-    try:
-        res = call([])
-        if res is False:
-            infeasible = True
-        while res:
-            model = solver.get_model()
-            truth = set(x for x in model if x > 0)
-            sol = enc.decode(lambda x: x in truth)
-            value = stage_value(enc, weights, sol)
-            if best_val is None or value < best_val:
-                best, best_val = sol, value
-                say(f"{label}: best {best_val}")
-            solver.set_phases(model[:enc.nv])
-            # ask for better
-            if only_parts:
-                k = sol.num_parts
-                if k - 1 < enc.lb or enc.used[k - 1] is True:
-                    proven = True
-                    break
-                res = call([-enc.used[k - 1]])
-            else:
-                act = cnf.var()
-                cnf.at_most(bits, best_val - 1 - obj_const, act)
-                res = call([act])
-                if res is not True:
-                    cnf.add([-act])
-            if res is False:
+    res = call([])
+    if res is False:
+        infeasible = True
+    while res:
+        model = solver.get_model()
+        truth = set(x for x in model if x > 0)
+        sol = decode(enc, lambda x: x in truth)
+        value = stage_value(enc, weights, sol)
+        if best_val is None or value < best_val:
+            best, best_val = sol, value
+            say(f"{label}: best {best_val}")
+        solver.set_phases(model[:enc.nv])
+        # ask for better
+        if only_parts:
+            k = sol.num_parts
+            if k - 1 < enc.lb or enc.used[k - 1] is True:
                 proven = True
-    finally:
-        timer.cancel()
-    stats = {"variables": cnf.nv, "clauses": len(enc.clauses), "hinted": val is not None,
-             "conflicts": solver.accum_stats().get("conflicts", 0),
-             "wall": round(time.perf_counter() - t0, 3),
-             "propagations": solver.accum_stats().get("propagations", 0),
-             "build_clauses": built, "build_time": round(built / CLAUSES_PER_SECOND, 3),
-             "deterministic_time": round(max(
-                 solver.accum_stats().get("conflicts", 0) / CONFLICTS_PER_SECOND,
-                 solver.accum_stats().get("propagations", 0) / PROPAGATIONS_PER_SECOND), 3),
-             "deterministic": not interrupted[0]}
-    solver.delete()
-    if infeasible:
-        return EngineResult(None, None, None, True, infeasible=True, stats=stats)
-    if best is None:
-        return EngineResult(None, None, lower, False, stats=stats)
-    return EngineResult(best, best_val, best_val if proven else None, proven, stats=stats)
+                break
+            res = call([-enc.used[k - 1]])
+        else:
+            act = cnf.var()
+            cnf.at_most(bits, best_val - 1 - obj_const, act)
+            res = call([act])
+            if res is not True:
+                cnf.add([-act])
+        if res is False:
+            proven = True
+    return best, best_val, proven, infeasible

@@ -55,8 +55,9 @@ class StageRecord:
     ``parts_bound`` (a lower bound on the parts of every answer as good on the earlier terms,
     0 for none), ``fallback_bound`` (no answer as good on the earlier terms has less
     fallback), ``parts_view`` (the device sets and bounds the parts bound was computed in),
-    ``parts_proof`` (how the number of parts was proven), ``units`` (nodes after contracting chains, when it did).  ``runs``:
-    one JSON-able entry per solver run or construction, in order."""
+    ``parts_proof`` (how the number of parts was proven), ``units`` (nodes after contracting
+    chains, when it did).  ``runs``: one JSON-able entry per solver run or construction, in
+    order."""
 
     stage: str
     proven: bool = False

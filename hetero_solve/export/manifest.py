@@ -1,4 +1,4 @@
-"""``partition.json`` (SPEC section 7) and ``affinity.json``, as Python values."""
+"""``partition.json`` (the README, "Use") and ``affinity.json``, as Python values."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import HeteroSolveError, one_line
-from ..readers import read_json
+from ..answer import ANSWER_NAME, read_answer
 
 FOLDER = "openvino"
 FILES = ("model.xml", "model.bin", "export.json")
@@ -104,17 +104,15 @@ def parse_device_map(items: Sequence[str] | Mapping[str, str] | None,
 
 # -- the answer -------------------------------------------------------------------------------
 
-def read_answer(out_dir: str | os.PathLike) -> dict:
-    """``OUT_DIR/partition.json`` with the keys the export reads."""
-    path = Path(out_dir) / "partition.json"
+def answer_data(out_dir: str | os.PathLike) -> dict:
+    """``OUT_DIR/partition.json`` (:func:`hetero_solve.answer.read_answer`) with the keys the
+    export reads."""
+    path = Path(out_dir) / ANSWER_NAME
     if not path.is_file():
         raise ExportError(f"{out_dir}: no partition.json here: pass the OUT_DIR hetero-solve "
                           "wrote")
-    manifest = read_json(path, lambda why: ExportError(f"{path}: {why}"))
-    for key in ("partitions", "devices", "graph_inputs", "model"):
-        if not isinstance(manifest, dict) or key not in manifest:
-            raise ExportError(f"{path}: missing key {key!r}: not an answer of hetero-solve")
-    return manifest
+    answer = read_answer(path, lambda why: ExportError(f"{path}: {why}"))
+    return answer.need("partitions", "devices", "graph_inputs", "model").data
 
 
 def find_model(out_dir: Path, manifest: Mapping, model: str | os.PathLike | None) -> Path:
@@ -359,7 +357,7 @@ def export_openvino(out_dir: str | os.PathLike,
     """
     ov = import_openvino()
     out = Path(out_dir)
-    manifest = read_answer(out)
+    manifest = answer_data(out)
     devices = [d["name"] for d in manifest["devices"]]
     mapping = parse_device_map(device_map, devices)
     onnx_path = find_model(out, manifest, model)

@@ -1,4 +1,4 @@
-"""One ONNX model per part (SPEC section 7).
+"""One ONNX model per part (the README, "Use").
 
 Built directly from the part's node list rather than with ``onnx.utils.Extractor``: the
 extractor selects nodes by walking back from the outputs, which would pull folded shape chains
@@ -21,7 +21,7 @@ from ..solution import Solution
 
 
 def part_boundary(problem: Problem, sol: Solution, p: int, nodes: list[int]) -> tuple[list[str], list[str]]:
-    """Input and output tensor names of part ``p`` (SPEC section 5's definitions)."""
+    """Input and output tensor names of part ``p`` (docs/problem.md's definitions)."""
     return part_boundaries(problem, sol.part_of, nodes).get(p, ([], []))
 
 
@@ -68,7 +68,7 @@ def build_part_model(mg: ModelGraph, problem: Problem, sol: Solution, p: int, no
     device = problem.devices[sol.part_device[p]].name
     if not outputs:
         # Every result of this part is a dead end (read by nothing, not a graph output), so
-        # SPEC section 5 gives it no outputs; a model without outputs cannot run.
+        # docs/problem.md gives it no outputs; a model without outputs cannot run.
         # (A result read only by folded nodes is no dead end, but nothing here reads it.)
         outputs = unread_outputs(mg, order) or [x for g in order for x in mg.outputs[g] if x]
     graph = helper.make_graph(
@@ -88,9 +88,9 @@ def unread_outputs(mg: ModelGraph, graph_nodes: Iterable[int]) -> list[str]:
     """The outputs of the nodes ``graph_nodes`` (indices into ``graph.node``) that no node
     reads (in the main graph or from a subgraph) and that are not graph outputs.
 
-    They are the outputs of the model of a part that has no outputs by SPEC section 5 (its
+    They are the outputs of the model of a part that has no outputs by docs/problem.md (its
     nodes are dead ends: the original model computes and discards them too).  The manifest
-    keeps SPEC's outputs, and a part's ``memory`` does not count them."""
+    keeps the outputs docs/problem.md defines, and a part's ``memory`` does not count them."""
     read = set(mg.graph_outputs)
     read.update(chain.from_iterable(mg.inputs))
     read.update(chain.from_iterable(mg.outer_inputs))

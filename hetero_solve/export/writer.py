@@ -1,4 +1,4 @@
-"""Write a result to OUT_DIR (SPEC section 7) without ever losing a file the tool did not write.
+"""Write a result to OUT_DIR (the README, "Use") without ever losing a file the tool did not write.
 
 How OUT_DIR is treated (:func:`check_target` decides, before anything is written):
 
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import onnx
 from google.protobuf.message import DecodeError, EncodeError
 
+from ..answer import ANSWER_NAME, read_answer
 from ..errors import OutputError, warn
 from ..gcpause import paused_gc
 from ..model.weights import copy_external, external_tensors
@@ -46,11 +47,9 @@ if TYPE_CHECKING:   # export reads a Result; it never needs the class at run tim
 __all__ = ["write_result", "default_out_dir", "part_file", "check_target", "answer_files"]
 
 EXTERNAL_DATA_BYTES = 1_800_000_000   # protobuf's 2 GiB limit, with margin
-MANIFEST = "partition.json"
+MANIFEST = ANSWER_NAME
 #: Files every answer may hold besides the part models (older answers are read by these names).
 FIXED_FILES = (MANIFEST, "affinity.json", "model.annotated.onnx", "affinity.dot", "partitions.dot")
-#: partition.json is read to recognise a previous answer; one larger than this is not ours.
-MANIFEST_MAX_BYTES = 1 << 30
 TMP_PREFIX = ".hetero-solve-tmp-"
 NAME_MAX = 255   #: bytes in one file name (Linux, macOS, Windows)
 PATH_MAX = 4096  #: bytes in a path (Linux)
@@ -116,19 +115,18 @@ def _check_parents(out: Path) -> None:
         raise OutputError(out, f"cannot create it: {parent} is not writable")
 
 
+class _NotAnAnswer(Exception):
+    """``partition.json`` is not one hetero-solve wrote (unreadable, or not its format)."""
+
+
 def answer_files(out_dir: str | os.PathLike) -> list[str] | None:
     """The file names of the previous answer in ``out_dir`` (see the module docstring), or
     None when ``out_dir/partition.json`` is absent or not one hetero-solve wrote."""
-    path = Path(out_dir) / MANIFEST
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MANIFEST_MAX_BYTES:
-            return None
-        with open(path, "rb") as f:
-            data = json.loads(f.read())
-    except (OSError, ValueError, RecursionError):
+    try:   # a regular file, bounded, JSON, the keys typed (hetero_solve.answer)
+        data = read_answer(Path(out_dir) / MANIFEST, _NotAnAnswer).data
+    except _NotAnAnswer:
         return None
-    if not isinstance(data, dict) or data.get("version") != 1:
+    if data.get("version") != 1:
         return None
     files = data.get("files")
     if files is not None:
@@ -235,6 +233,9 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
     what was written."""
     manifest = build_manifest(result, files=submodels, annotated=annotated)
     mg, problem, solution = result.model_graph, result.problem, result.solution
+    # Where the source had no external data, no model built from it has any: every save
+    # skips the walk over all its tensors looking for some.
+    weights = None if mg.weights_inline else mg.weights_dir
     if submodels:
         mg.prefetch_folded(problem.const_names)
         nodes_of = solution.parts()   # one scan, not one per part
@@ -243,17 +244,17 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
                 progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
             model = build_part_model(mg, problem, solution, part["id"],
                                      nodes_of[part["id"]], part["inputs"], part["outputs"])
-            _save(model, tmp / part["file"], mg.weights_dir)
+            _save(model, tmp / part["file"], weights)
         if "direct_outputs" in manifest:
             names, inputs = direct_outputs(mg)
             _save(build_direct_model(mg, names, inputs), tmp / manifest["direct_outputs"]["file"],
-                  mg.weights_dir)
+                  weights)
     _write_names(tmp / "affinity.json", affinity_map(problem, solution))
     if annotated:
         if progress:
             progress("writing the annotated model")
         _save(build_annotated_model(mg, problem, solution), tmp / "model.annotated.onnx",
-              mg.weights_dir)
+              weights)
     if dots:
         title = Path(mg.path).stem
         (tmp / "affinity.dot").write_text(affinity_dot(problem, solution, title))

@@ -8,7 +8,7 @@ nodes stays inside), so its runs, numbered in that order, keep every edge going 
 partition stays acyclic, and value inputs stay separated (runs are subsets of parts that
 separate them).
 
-Only the run's boundary and constants count (docs/ARCHITECTURE.md, "Fitting into memory"): a run
+Only the run's boundary and constants count (docs/problem.md, "Memory of a part"): a run
 may hold nodes whose activations would not fit on their own, as long as the tensors between them
 stay inside.  A run is extended node by node while its constants and inputs fit (both only grow
 as a run grows in topological order; its outputs can shrink), and the longest stretch that fits

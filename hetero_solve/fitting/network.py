@@ -1,7 +1,7 @@
 """The memory of a node set as a minimum cut: which nodes can ever share a device, and which
 to keep on a device whose memory is too small for all of them.
 
-A part's memory (docs/ARCHITECTURE.md, "Fitting into memory") counts, for a part ``S``, the
+A part's memory (docs/problem.md, "Memory of a part") counts, for a part ``S``, the
 distinct constants its nodes read and the tensors that cross its boundary.  Both are *cut
 functions* of ``S`` (Lawler's hypergraph cuts), so ``min {w(V \\ S) + lam * memory(S)}`` over
 every set ``S`` of candidate nodes is one s-t minimum cut (source side = ``S``) in a network

@@ -8,7 +8,7 @@ with a memory limit:
 1. nodes no part on one instance can hold (:func:`.network.placeable_nodes`, a minimum
    cut iterated to a fixed point) move on: that is fallback no partition avoids;
 2. with a byte *target* for the device (at most ``memory x instances``: the union of the parts
-   on a device needs no more than their sum), the parametric minimum cut
+   on a device needs no more than their sum, docs/problem.md), the parametric minimum cut
    (:func:`.network.keep_within`) keeps the arriving nodes whose loss would cost most per
    byte they need, counting the tensors a split makes cross (which a choice by constants
    alone would not see).  A node on its preferred device weighs ``n + 1`` (fallback is what

@@ -1,4 +1,4 @@
-"""What a partition measures (SPEC sections 5 and 6), in one place.
+"""What a partition measures (docs/problem.md), in one place.
 
 * :mod:`.definitions`: the readable definitions: memory of a part, every part's memory and
   the transfer, fallback, quotient edges, part boundaries.

@@ -7,7 +7,7 @@ the validator and the manifest read the answer).  Here the problem's lists are t
 into flat pair arrays ("node v reads tensor t", "u -> v", ...) and each walk becomes a
 gather, a compare and a sort over those pairs: a few milliseconds.
 
-The definitions stay :mod:`.definitions`' (SPEC sections 5 and 6) and the validator's; they
+The definitions stay :mod:`.definitions`' (docs/problem.md) and the validator's; they
 call in here when the problem carries arrays (``Problem.arrays``, which
 :func:`problem_arrays` builds: compile does it for problems of at least :data:`MIN_NODES`
 nodes; below that size the Python loops are faster than building arrays).  The tests hold

@@ -1,4 +1,4 @@
-"""SPEC section 6's cost terms, defined once: ``latency`` and ``throughput`` (time per sample).
+"""The cost terms of docs/costs.md, defined once: ``latency`` and ``throughput`` (time per sample).
 
 Both read the problem's cost model (:class:`hetero_solve.costs.CostModel`: node times per
 device, a fixed cost per part, each device's link to host memory) and a partition given as
@@ -7,7 +7,7 @@ device, a fixed cost per part, each device's link to host memory) and a partitio
 * :func:`latency`: one inference, parts run one after another: every node's time on its
   device + every part's fixed cost + every transfer.  A tensor read by parts other than its
   producer's is written once over the producer's link, and read once per such part over that
-  part's link (SPEC section 6's counting: once per consuming part other than the producer's).
+  part's link (the counting of docs/problem.md: once per consuming part other than the producer's).
 * :func:`instance_loads` and :func:`time_per_sample`: a pipeline over device instances: each
   instance's load is its nodes' times + its parts' fixed costs + its transfers out (each
   tensor it makes that another instance reads, once) and in (each tensor it reads that

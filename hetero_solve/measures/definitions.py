@@ -1,18 +1,18 @@
-"""SPEC sections 5 and 6, defined once: what a partition costs and where its parts meet.
+"""docs/problem.md, defined once: what a partition costs and where its parts meet.
 
 A partition is given as ``part_of`` (node -> part id) and, where devices matter,
 ``part_device`` (part -> device index).  Each function here is the readable definition; when
 the problem carries numpy arrays (``problem.arrays``, large compiled problems) the same
 measure is computed by :class:`~.arrays.ProblemArrays`, which the tests hold to these loops.
 
-* :func:`part_memory`: memory of one part (SPEC 5): the distinct constants it reads, plus its
-  input tensors (read inside, made outside or a graph input), plus its output tensors (made
-  inside, read outside or a graph output).  Tensors made and read inside cost nothing.
+* :func:`part_memory`: memory of one part (docs/problem.md): the distinct constants it reads,
+  plus its input tensors (read inside, made outside or a graph input), plus its output tensors
+  (made inside, read outside or a graph output).  Tensors made and read inside cost nothing.
 * :func:`part_memories`: every part's memory and the transfer, in one pass.
-* :func:`transfer_bytes` (SPEC 6): each produced tensor once per consuming part other than
+* :func:`transfer_bytes` (docs/problem.md): each produced tensor once per consuming part other than
   its producer's; graph inputs and constants do not count.
-* :func:`fallback_count` (SPEC 6): nodes not on their preferred device.
-* :func:`quotient_edges` (SPEC 1, condition 3): part pairs joined by a data edge.
+* :func:`fallback_count` (docs/problem.md): nodes not on their preferred device.
+* :func:`quotient_edges` (docs/problem.md, condition 3): part pairs joined by a data edge.
 * :func:`part_boundaries`: the input and output tensor names of each part (the tensors
   :func:`part_memory` counts; the sub-models' inputs and outputs).
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 def part_memory(problem: "Problem", nodes: Iterable[int], member: Sequence[int] | None = None,
                 part: int | None = None) -> int:
-    """SPEC section 5: distinct constants + input tensors + output tensors of one part.
+    """docs/problem.md: distinct constants + input tensors + output tensors of one part.
 
     Parameters
     ----------
@@ -132,7 +132,7 @@ def part_memories(problem: "Problem", part_of: Sequence[int], num_parts: int) ->
 
 
 def transfer_bytes(problem: "Problem", part_of: Sequence[int]) -> int:
-    """SPEC section 6: each produced tensor counts once per consuming part other than its
+    """docs/problem.md: each produced tensor counts once per consuming part other than its
     producer's; graph inputs and constants do not count."""
     if problem.arrays is not None:
         return problem.arrays.transfer(part_of)
@@ -155,7 +155,7 @@ def transfer_bytes(problem: "Problem", part_of: Sequence[int]) -> int:
 
 
 def fallback_count(problem: "Problem", part_of: Sequence[int], part_device: Sequence[int]) -> int:
-    """SPEC section 6: nodes not on their preferred device (``allowed[v][0]``)."""
+    """docs/problem.md: nodes not on their preferred device (``allowed[v][0]``)."""
     if problem.arrays is not None:
         return problem.arrays.fallback(part_of, part_device, problem.allowed)
     return sum(1 for v, p in enumerate(part_of) if part_device[p] != problem.allowed[v][0])
@@ -170,7 +170,7 @@ def off_preferred(problem: "Problem", part_of: Sequence[int], part_device: Seque
 
 def quotient_edges(problem: "Problem", part_of: Sequence[int]) -> set[tuple[int, int]]:
     """Edges ``P -> Q`` between different parts: a node of ``P`` makes a tensor a node of
-    ``Q`` reads (SPEC section 1, condition 3)."""
+    ``Q`` reads (docs/problem.md, condition 3)."""
     if problem.arrays is not None:
         return problem.arrays.quotient_edges(part_of)
     edges = set()

@@ -1,4 +1,4 @@
-"""Topological orders: of the nodes, and of the parts (the quotient graph, SPEC section 1).
+"""Topological orders: of the nodes, and of the parts (the quotient graph, docs/problem.md).
 
 * :func:`topological_order`: Kahn's order of the nodes.
 * :func:`part_order`: the one order of parts every module uses (the normaliser numbers parts

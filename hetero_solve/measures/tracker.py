@@ -1,5 +1,5 @@
-"""The memory of a part being built node by node (docs/ARCHITECTURE.md, "Fitting into
-memory"), in O(degree) per step.
+"""The memory of a part being built node by node (docs/problem.md, "Memory of
+a part"), in O(degree) per step.
 
 One tracker for every algorithm that grows parts (the heuristic, Glow's memory cuts): it holds
 exactly :func:`~.definitions.part_memory` of the nodes added so far.

@@ -1,4 +1,4 @@
-"""Folding (SPEC section 1): nodes whose outputs are known before running become constants.
+"""Folding (docs/problem.md): nodes whose outputs are known before running become constants.
 
 A node folds when every input is constant (an initializer, a ``Constant`` output or an output
 of a folded node), or when it is a ``Shape`` of a tensor whose shape is static.  Folded nodes
@@ -8,7 +8,7 @@ exports in every layer cost no split once shapes are static.
 Not folded, by choice: nodes with subgraphs, non-deterministic ops, ops outside the standard
 domains, nodes that produce a graph output, non-tensor outputs, and outputs larger than
 ``FOLD_LIMIT_BYTES`` (a huge ``ConstantOfShape`` would be copied into every consuming part).
-Never folded, by SPEC section 1: ``DequantizeLinear`` (of any domain).  Folding it would turn
+Never folded, by docs/problem.md: ``DequantizeLinear`` (of any domain).  Folding it would turn
 a quantized weight into a float constant four times its size, with other numerics than the
 integer kernels a runtime fuses the quantized unit into; it stays a node of its unit
 (:mod:`.qdq`), and its int8/uint8/int4 input is the constant memory counts.

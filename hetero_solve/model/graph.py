@@ -166,8 +166,9 @@ class GraphLists:
 
 @dataclass
 class ModelGraph(GraphLists):
-    """A loaded model: its :class:`GraphLists` and what shape analysis found (SPEC sections 1
-    and 3).  Built once by :func:`~hetero_solve.model.load_model`; read it, do not write it."""
+    """A loaded model: its :class:`GraphLists` and what shape analysis found
+    (docs/problem.md, docs/rules.md).  Built once by :func:`~hetero_solve.model.load_model`;
+    read it, do not write it."""
 
     #: The symbolic dims of the graph inputs and the values they were given.
     input_dims: list[InputDim] = field(default_factory=list)
@@ -193,6 +194,10 @@ class ModelGraph(GraphLists):
     refs: Any = None
     #: A checker still running in a forked process (``load_model(defer_check=True)``).
     checking: Any = field(default=None, repr=False)
+    #: The file held every tensor's data (read whole, no ``location`` in it): nothing of
+    #: this model lives in another file, so writing a model built from it need not look
+    #: for external tensors.  False when not known.
+    weights_inline: bool = False
 
     @classmethod
     def of(cls, graph: GraphLists, **found: Any) -> "ModelGraph":
@@ -251,7 +256,7 @@ class ModelGraph(GraphLists):
         return self.subgraph_nodes.get(i) or self.model.graph.node[i]
 
     def tensor_bytes(self, name: str) -> int:
-        """Element count x element size; an unknown dimension counts as 1 (SPEC section 5)."""
+        """Element count x element size; an unknown dimension counts as 1 (docs/problem.md)."""
         return self.bytes_of([name])[0]
 
     def bytes_of(self, names: list[str]) -> list[int]:
@@ -263,7 +268,7 @@ class ModelGraph(GraphLists):
         return list(map(size.__getitem__, ids))
 
     def open_sizes(self, names: list[str]) -> list[str]:
-        """The ``names`` whose size counts an unknown dimension or type as 1 (SPEC section 5
+        """The ``names`` whose size counts an unknown dimension or type as 1 (docs/problem.md
         says so with a warning)."""
         found = list(map(self.types.__getitem__, names))
         ids = list(map(id, found))
@@ -321,7 +326,7 @@ def _single_node_model(node: onnx.NodeProto) -> onnx.ModelProto:
 
 def subgraph_outer_inputs(node: onnx.NodeProto) -> tuple[str, ...]:
     """Names a node's subgraphs (``If``/``Loop``/``Scan`` bodies, recursively) read from the
-    enclosing scope.  SPEC section 1 treats them as inputs of the node."""
+    enclosing scope.  docs/problem.md treats them as inputs of the node."""
     found: list[str] = []
     own = set(node.input)
     for g in _graph_attributes(node):
@@ -341,7 +346,7 @@ def _graph_attributes(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
 
 def subgraph_constants(node: onnx.NodeProto, owner: str) -> list[tuple[str, int]]:
     """The constants a node's subgraphs hold (their initializers, sparse initializers and
-    ``Constant`` nodes, nested bodies included), each as ``(name, bytes)``.  SPEC section 5
+    ``Constant`` nodes, nested bodies included), each as ``(name, bytes)``.  docs/problem.md
     counts them as constants the node consumes: they live on the device that runs it.
 
     Names are qualified by the owning node and the attribute path

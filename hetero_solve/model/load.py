@@ -174,7 +174,7 @@ def load_model(source: str | os.PathLike | onnx.ModelProto, dims: Mapping[str, i
                rule_dims: Mapping[str, int] | None = None, check: bool = True,
                fold: bool = True, defer_check: bool = False) -> ModelGraph:
     """Read, check and analyse a model: its graph as per-node lists, every tensor's type, the
-    folded nodes (SPEC sections 1 and 3).
+    folded nodes (docs/problem.md, docs/rules.md).
 
     Parameters
     ----------
@@ -301,7 +301,8 @@ def analyse_model(model: onnx.ModelProto, path: str, data: bytes | None,
                          declared=found.declared, folded=found.folded,
                          constant_tensors=found.constant_tensors, nonstatic=found.nonstatic,
                          folded_values=found.folded_values, subgraph_nodes=found.subgraph_nodes,
-                         warnings=warnings, refs=refs, checking=pending)
+                         warnings=warnings, refs=refs, checking=pending,
+                         weights_inline=data is not None)
 
 
 def _unused_dims(dims: Mapping[str, int], listed: list[InputDim]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Quantized units (SPEC section 1): the ``DequantizeLinear -> op -> QuantizeLinear`` groups
+"""Quantized units (docs/problem.md): the ``DequantizeLinear -> op -> QuantizeLinear`` groups
 a part boundary never cuts.
 
 NPU toolchains, and onnxruntime itself (its ``NodeUnit``), read a QDQ model as units: an op

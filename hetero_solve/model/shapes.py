@@ -1,4 +1,4 @@
-"""Shapes as SPEC section 3 defines them: ONNX shape inference with data propagation after the
+"""Shapes as docs/rules.md defines them: ONNX shape inference with data propagation after the
 graph inputs get their dims, and foldable nodes folded, repeated until nothing changes.
 
 Step by step (:func:`analyse_shapes`):

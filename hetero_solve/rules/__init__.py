@@ -1,5 +1,5 @@
-"""Rule files (SPEC section 3): schema, includes, value-input catalogs, support conditions."""
+"""Rule files (docs/rules.md): schema, includes, value-input catalogs, support conditions."""
 
-from .schema import DeviceRules, OpCondition, Rules, load_rules
+from .load import DeviceRules, OpCondition, Rules, load_rules
 
 __all__ = ["DeviceRules", "OpCondition", "Rules", "load_rules"]

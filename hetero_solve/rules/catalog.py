@@ -1,4 +1,4 @@
-"""The value-input catalog against the ONNX schemas (SPEC section 4).
+"""The value-input catalog against the ONNX schemas (docs/problem.md).
 
 A *value input* is an input whose value (not just its shape) must be known to compile the op for
 a static-shape device: it sets an output shape (Reshape's ``shape``, Resize's ``sizes``,
@@ -257,7 +257,7 @@ def resolve(steps: Iterable[tuple[int, Iterable[int]]], opset: int) -> tuple[int
 
 def read_catalog(path: str | Path) -> tuple[dict[str, list[tuple[int, tuple[int, ...]]]], dict[str, str]]:
     """A catalog file's value inputs and notes, validated the way rule files include it."""
-    from .schema import load_rules
+    from .load import load_rules
     rules = load_rules({"version": 1, "include": [str(Path(path).resolve())],
                         "devices": [{"name": "CPU", "ops": {"supported": "all"}}]})
     return rules.value_inputs, rules.value_input_notes
@@ -343,7 +343,7 @@ def to_yaml() -> str:
     """The derived catalog as the commented YAML committed in ``constraints/``."""
     history = schema_history()
     lines = [
-        "# Value-dependent inputs of the standard ONNX ops (SPEC section 4).",
+        "# Value-dependent inputs of the standard ONNX ops (docs/problem.md).",
         "#",
         "# op type -> indices of the inputs whose VALUE must be known to compile the op for a",
         "# static-shape device (they set an output shape, or the axes the kernel works on).  A list",

@@ -23,7 +23,7 @@ from typing import Any
 from ..model.graph import ModelGraph
 from ..units import format_bytes
 from .conditions import SupportChecker
-from .schema import DeviceRules, OpCondition, Rules
+from .load import DeviceRules, OpCondition, Rules
 
 EXAMPLES_PER_REASON = 3
 # Tensor names in refusal reasons: replaced by '…' so that one condition is one line per op.

@@ -1,4 +1,4 @@
-"""Does a device take a node?  SPEC section 3: op lists, ``when`` conditions, static shapes,
+"""Does a device take a node?  docs/rules.md: op lists, ``when`` conditions, static shapes,
 and subgraph bodies (``If``/``Loop``/``Scan`` are atomic: every op inside must be taken too).
 
 :func:`refusal` returns ``None`` when the device takes the node, else the reason as a sentence
@@ -20,7 +20,7 @@ from ..model.graph import ModelGraph, TensorType, UNKNOWN_TYPE, type_of_value_in
 from ..problem import NamedReason, NonStaticShape, Reason, reason_text
 from ..units import dtype_name
 from .ops import is_onnx_domain, rule_op_name
-from .schema import DeviceRules, OpCondition, Rules
+from .load import DeviceRules, OpCondition, Rules
 
 _MISSING = object()
 

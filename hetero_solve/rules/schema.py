@@ -1,314 +1,705 @@
-"""Rule files, schema version 1 (SPEC section 3): YAML -> :class:`Rules`.
+"""The rule-file format (schema version 1), defined once.
 
-Every problem is a :class:`~hetero_solve.errors.RuleError` naming the file, the key path
-(``devices[0].ops.when.Conv.attributes.group``) and the reason.  Checks that need the model
-(a pin by exact name that matches no node) happen when rules are compiled against a model.
+:data:`RULE_FILE` and :data:`CATALOG_FILE` describe every key: its type, allowed values and
+ranges, default, meaning and an example.  Three things are generated from them, so that they
+cannot disagree:
+
+- the loader's structural checks (:func:`check`: unknown keys, types, ranges, enums, with the
+  key path in every message); :mod:`hetero_solve.rules.load` then builds :class:`Rules` and
+  checks what needs more than the file (op names against the installed onnx, device names
+  used by pins, includes);
+- the JSON Schema (:func:`json_schema`, ``hetero-solve rules schema``, published as
+  ``schemas/rules.schema.json`` and ``schemas/catalog.schema.json``) that editors use to
+  validate and complete rule files;
+- the key reference of ``docs/rules.md`` (:func:`markdown_reference`).
+
+No library: a few node classes (mapping with known keys, mapping of names, list, string,
+number, memory size, one-of) are all rule files need, and each knows how to check a value and
+how to describe itself in JSON Schema (draft-07, which YAML editors support).
 """
 
 from __future__ import annotations
 
-import fnmatch
-import os
+import difflib
+import json
+import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-import onnx.defs
+from ..problem import OBJECTIVE_TERMS
+from ..units import MEMORY_PATTERN, parse_memory
 
-from ..errors import RuleError
-from ..filekind import content_kind
-from ..readers import check_regular, read_yaml
-from ..problem import Objective
-from ..units import dtype_from_name
-from .definition import CATALOG_FILE, RULE_FILE, DefinitionError, check
-
-GLOB_CHARS = re.compile(r"[*?\[]")
-#: An include that is a bare name (no path, no suffix) names a catalog installed with the tool.
-CATALOG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-#: The catalogs installed with hetero-solve (``include: [onnx-value-inputs]``).
-CATALOG_DIR = Path(__file__).resolve().parents[1] / "catalogs"
+#: Largest memory a device may declare (bytes): sizes are 64-bit signed integers.
+MAX_MEMORY = 2**63 - 1
+#: Most identical instances of one device (the solver builds per-instance variables).
+MAX_INSTANCES = 4096
+#: Longest device name (it becomes part of file names).
+MAX_NAME = 128
+#: Largest input index and opset a catalog may name.
+MAX_INDEX = 1024
+MAX_OPSET = 1000
 
 
-def packaged_catalogs() -> dict[str, Path]:
-    """Name -> file of every catalog installed with hetero-solve."""
-    return {p.stem: p for p in sorted(CATALOG_DIR.glob("*.yaml"))}
+class DefinitionError(Exception):
+    """A value does not fit the definition: ``key`` is its path, ``reason`` says why."""
+
+    def __init__(self, key: str, reason: str):
+        self.key, self.reason = key, reason
+        super().__init__(f"{key}: {reason}")
+
+
+MISSING = object()
+
+
+# -- node types ------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Node:
+    """One kind of value.  ``doc``: what it means; ``default``: what absence means (shown in
+    the docs and the JSON Schema; the loader applies it); ``example``: a YAML snippet."""
+    doc: str = ""
+    default: Any = MISSING
+    example: str = ""
+
+    def check(self, value: Any, key: str) -> Any:
+        raise NotImplementedError
+
+    def schema(self) -> dict:
+        raise NotImplementedError
+
+    def type_text(self) -> str:
+        raise NotImplementedError
+
+    def _with_doc(self, out: dict) -> dict:
+        if self.doc:
+            out["description"] = self.doc
+        if self.default is not MISSING:
+            out["default"] = self.default
+        return out
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "true/false",
+            type(None): "nothing (null)"}.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True)
-class OpCondition:
-    """A ``when`` entry: all must hold for the device to take the op."""
-    attributes: dict[str, Any] = field(default_factory=dict)
-    dtypes: frozenset[int] | None = None
-    dtype_names: tuple[str, ...] = ()
-    max_rank: int | None = None
-    quantized: bool | None = None      # in (True) or outside (False) a quantized unit's centre
+class Str(Node):
+    """A string; ``choices`` (with ``unknown``, the word for a wrong one), ``max_length``,
+    ``pattern`` (for the JSON Schema; ``check_fn`` does the loader's finer check)."""
+    choices: tuple[str, ...] = ()
+    unknown: str = "value"
+    min_length: int = 0
+    max_length: int | None = None
+    pattern: str | None = None
+    hint: str = ""                       # what to write, in errors
+
+    def check(self, value: Any, key: str) -> Any:
+        if not isinstance(value, str):
+            raise DefinitionError(key, f"expected {self.hint or 'a string'}, got {_show(value)}")
+        if self.choices and value not in self.choices:
+            close = difflib.get_close_matches(value, self.choices, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise DefinitionError(key, f"unknown {self.unknown} {value!r}{hint} "
+                                       f"(expected one of: {', '.join(self.choices)})")
+        if len(value.strip()) < self.min_length:
+            raise DefinitionError(key, f"expected {self.hint or 'a non-empty string'}")
+        if self.max_length is not None and len(value) > self.max_length:
+            raise DefinitionError(key, f"too long ({len(value)} characters; at most "
+                                       f"{self.max_length})")
+        if "\0" in value:
+            raise DefinitionError(key, "a string with a NUL character")
+        return value
+
+    def schema(self) -> dict:
+        out: dict = {"type": "string"}
+        if self.choices:
+            out["enum"] = list(self.choices)
+        if self.min_length:
+            out["minLength"] = self.min_length
+        if self.max_length is not None:
+            out["maxLength"] = self.max_length
+        if self.pattern:
+            out["pattern"] = self.pattern
+        return self._with_doc(out)
+
+    def type_text(self) -> str:
+        if self.choices:
+            return " | ".join(f"`{c}`" for c in self.choices)
+        return "string"
 
 
 @dataclass(frozen=True)
-class DeviceRules:
-    name: str
-    memory: int | None = None          # bytes per instance; None = unlimited
-    instances: int = 1
-    enforce_values: bool = True
-    supported: frozenset[str] | None = None   # None = all ops
-    unsupported: frozenset[str] = frozenset()
-    when: dict[str, OpCondition] = field(default_factory=dict)
-    static_shapes: bool = False
-    runtime: dict[str, Any] = field(default_factory=dict)
-    description: str = ""
+class Int(Node):
+    """A whole number in ``[minimum, maximum]`` (booleans are not numbers)."""
+    minimum: int | None = None
+    maximum: int | None = None
+
+    def check(self, value: Any, key: str) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                (self.minimum is not None and value < self.minimum) or \
+                (self.maximum is not None and value > self.maximum):
+            raise DefinitionError(key, f"expected a whole number {self.range_text()}, "
+                                       f"got {_show(value)}")
+        return value
+
+    def range_text(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f"from {self.minimum} to {self.maximum}"
+        if self.minimum is not None:
+            return f">= {self.minimum}"
+        return f"<= {self.maximum}" if self.maximum is not None else ""
+
+    def schema(self) -> dict:
+        out: dict = {"type": "integer"}
+        if self.minimum is not None:
+            out["minimum"] = self.minimum
+        if self.maximum is not None:
+            out["maximum"] = self.maximum
+        return self._with_doc(out)
+
+    def type_text(self) -> str:
+        return f"integer {self.range_text()}".strip()
 
 
 @dataclass(frozen=True)
-class Pin:
-    pattern: str
-    device: str
-    is_glob: bool
-    key: str                            # key path for messages: affinity["/decoder/*"]
+class Number(Node):
+    """A finite number ``>= minimum`` (int or float)."""
+    minimum: float = 0
+
+    def check(self, value: Any, key: str) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value) or value < self.minimum:
+            raise DefinitionError(key, f"expected a finite number >= {self.minimum:g}, "
+                                       f"got {_show(value)}")
+        return value
+
+    def schema(self) -> dict:
+        return self._with_doc({"type": "number", "minimum": self.minimum})
+
+    def type_text(self) -> str:
+        return f"finite number >= {self.minimum:g}"
 
 
-@dataclass
-class Rules:
-    """A validated rule file with its includes merged."""
-    path: str
-    devices: list[DeviceRules]
-    value_inputs: dict[str, list[tuple[int, tuple[int, ...]]]]  # op -> [(since opset, indices)]
-    value_input_notes: dict[str, str] = field(default_factory=dict)
-    affinity: list[Pin] = field(default_factory=list)
-    dims: dict[str, int] = field(default_factory=dict)
-    objective: Objective = field(default_factory=Objective)
-    description: str = ""
+@dataclass(frozen=True)
+class Bool(Node):
+    def check(self, value: Any, key: str) -> Any:
+        if not isinstance(value, bool):
+            raise DefinitionError(key, f"expected true or false, got {_show(value)}")
+        return value
 
-    def device_index(self, name: str) -> int:
-        for i, d in enumerate(self.devices):
-            if d.name == name:
-                return i
-        raise KeyError(name)
+    def schema(self) -> dict:
+        return self._with_doc({"type": "boolean"})
 
-    def value_input_indices(self, op_type: str, opset: int) -> tuple[int, ...]:
-        """Inputs of ``op_type`` whose value must be known, at the model's opset."""
-        found: tuple[int, ...] = ()
-        for since, idx in self.value_inputs.get(op_type, ()):
-            if since <= opset:
-                found = idx
-        return found
+    def type_text(self) -> str:
+        return "`true` | `false`"
 
 
-# -- loading ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Memory(Node):
+    """Bytes: a whole number, or a string with a unit (``KB``/``MB``/``GB``/``TB``: powers of
+    1000; ``KiB``/``MiB``/``GiB``/``TiB``: powers of 1024); at most :data:`MAX_MEMORY`."""
 
-def load_rules(source: str | Path | dict, *, base_dir: str | Path | None = None) -> Rules:
-    """Read and validate a rule file (a path, or an already parsed mapping).
-
-    >>> r = load_rules({"version": 1, "devices": [{"name": "NPU", "ops": {"supported": ["Conv"]}},
-    ...                                           {"name": "CPU", "ops": {"supported": "all"}}]})
-    >>> [d.name for d in r.devices], r.objective.order
-    (['NPU', 'CPU'], ('fallback', 'partitions', 'transfer'))
-    """
-    if isinstance(source, dict):
-        path, data = "<rules>", source
-        base = Path(base_dir or ".")
-    else:
-        path = str(source)
-        data = _read_yaml(Path(source), path, "")
-        base = Path(source).parent
-    return _Parser(path, base).parse(data)
-
-
-def _read_yaml(file: Path, shown: str, key: str) -> Any:
-    """A rule file or catalog: a regular file, bounded in size, UTF-8 (or UTF-16/32 with a
-    byte-order mark), YAML with bounded nesting and aliases (:mod:`hetero_solve.readers`).
-    An ONNX model given instead (arguments swapped) is named as such."""
-    if content_kind(file) == "model":
-        raise RuleError(shown, key, "this is an ONNX model, not a rule file (a model goes "
-                                    "first, its rule file second)")
-    return read_yaml(file, lambda reason: RuleError(shown, key, reason))
-
-
-class _Parser:
-    """Checks a parsed file against the one definition of the format
-    (:mod:`hetero_solve.rules.definition`: keys, types, ranges, op names), then builds
-    :class:`Rules` and checks what needs more than one value (includes, pins naming devices,
-    duplicate devices, attributes the op has)."""
-
-    def __init__(self, path: str, base: Path):
-        self.path = path
-        self.base = base
-
-    def fail(self, key: str, reason: str) -> RuleError:
-        return RuleError(self.path, key, reason)
-
-    def checked(self, definition, data: Any) -> dict:
-        self.version(data)
+    def check(self, value: Any, key: str) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise DefinitionError(key, f"memory must be a finite number of bytes, got {value!r}")
         try:
-            return check(definition, data)
-        except DefinitionError as e:
-            raise self.fail(e.key, e.reason) from None
+            parsed = parse_memory(value)
+        except (ValueError, OverflowError) as e:
+            raise DefinitionError(key, str(e)) from None
+        if parsed > MAX_MEMORY:
+            raise DefinitionError(key, f"memory {value!r} is too large (at most 2^63 - 1 bytes)")
+        return parsed
 
-    # top level
-    def parse(self, data: Any) -> Rules:
-        data = self.checked(RULE_FILE, data)
-        value_inputs, notes = self.catalogs(data, {str(Path(self.path).resolve())})
-        # Top-level entries replace included ones op by op (SPEC section 3).
-        value_inputs.update(self.value_inputs(data.get("value_inputs")))
-        devices = self.devices(data["devices"])
-        names = [d.name for d in devices]
-        return Rules(
-            path=self.path, devices=devices, value_inputs=value_inputs, value_input_notes=notes,
-            affinity=self.affinity(data.get("affinity"), names),
-            dims={str(a): int(b) for a, b in (data.get("dims") or {}).items()},
-            objective=self.objective(data["objective"]),
-            description=str(data.get("description") or ""))
+    def schema(self) -> dict:
+        return self._with_doc({"oneOf": [
+            {"type": "integer", "minimum": 0, "maximum": MAX_MEMORY},
+            {"type": "string", "pattern": MEMORY_PATTERN}]})
 
-    def version(self, data: Any) -> None:
-        if not isinstance(data, dict):
-            return      # the definition names what was expected
-        if "version" not in data:
-            raise self.fail("version", "missing: rule files start with 'version: 1'")
-        if data["version"] != 1 or isinstance(data["version"], bool):
-            raise self.fail("version", f"unsupported schema version {data['version']!r} (this "
-                                       "hetero-solve reads version 1)")
+    def type_text(self) -> str:
+        return "bytes: integer, or string with a unit (`512KiB`, `64MiB`, `1.5GB`)"
 
-    def catalogs(self, data: dict, seen: set[str]) -> tuple[dict, dict]:
-        """Value inputs and notes of the included catalogs, depth first, later ones winning."""
-        value_inputs: dict = {}
-        notes: dict = {}
-        for inc_path, inc in self.includes(data, "include", seen):
-            sub = _Parser(inc_path, Path(inc_path).parent)
-            inc = sub.checked(CATALOG_FILE, inc)
-            nested_values, nested_notes = sub.catalogs(inc, seen | {inc_path})
-            value_inputs.update(nested_values)
-            notes.update(nested_notes)
-            value_inputs.update(sub.value_inputs(inc.get("value_inputs")))
-            notes.update({str(a): str(b) for a, b in (inc.get("notes") or {}).items()})
-        return value_inputs, notes
 
-    def includes(self, data: dict, key: str, seen: set[str]) -> list[tuple[str, dict]]:
-        raw = data.get(key)
-        if raw is None:
-            return []
-        if isinstance(raw, str):
-            raw = [raw]
-        found = []
-        for i, item in enumerate(raw):
-            k = f"{key}[{i}]"
-            file = self.include_path(item, k)
-            check_regular(file, lambda why: self.fail(k, f"{item}: {why}"))   # FIFOs, devices
-            if str(file) in seen:
-                raise self.fail(k, f"include cycle: {item} includes itself")
-            content = _read_yaml(file, str(file), "")
-            if not isinstance(content, dict):
-                raise RuleError(str(file), "", "expected a mapping (a catalog with value_inputs)")
-            found.append((str(file), content))
-        return found
+@dataclass(frozen=True)
+class Const(Node):
+    """Exactly one value (``supported: all``)."""
+    value: Any = None
 
-    def include_path(self, item: str, k: str) -> Path:
-        """A packaged catalog by name (``onnx-value-inputs``), else a path relative to this
-        file."""
-        try:
-            file = (self.base / item).resolve()
-        except (OSError, RuntimeError) as e:   # a symbolic link loop
-            raise self.fail(k, f"{item}: cannot follow the path: {e}") from None
-        exists = os.path.exists(file)   # False, not an error, for a name too long
-        if exists or not CATALOG_NAME.fullmatch(item):
-            if not exists:
-                raise self.fail(k, f"included file does not exist: {item} (looked for {file}; "
-                                   f"catalogs installed with hetero-solve: "
-                                   f"{', '.join(packaged_catalogs())})")
-            return file
-        packaged = packaged_catalogs().get(item)
-        if packaged is None:
-            raise self.fail(k, f"no catalog named {item!r} is installed with hetero-solve "
-                               f"(installed: {', '.join(packaged_catalogs())}) and no file "
-                               f"{file} exists")
-        return packaged
+    def check(self, value: Any, key: str) -> Any:
+        if value != self.value:
+            raise DefinitionError(key, f"expected {self.value!r}, got {_show(value)}")
+        return value
 
-    # devices
-    def devices(self, raw: list[dict]) -> list[DeviceRules]:
-        out = [self.device(d, f"devices[{i}]") for i, d in enumerate(raw)]
-        seen: set[str] = set()
-        for i, d in enumerate(out):
-            if d.name in seen:
-                raise self.fail(f"devices[{i}].name", f"duplicate device name {d.name!r}")
-            seen.add(d.name)
+    def schema(self) -> dict:
+        return self._with_doc({"const": self.value})
+
+    def type_text(self) -> str:
+        return f"`{self.value}`"
+
+
+@dataclass(frozen=True)
+class AnyValue(Node):
+    def check(self, value: Any, key: str) -> Any:
+        return value
+
+    def schema(self) -> dict:
+        return self._with_doc({})
+
+    def type_text(self) -> str:
+        return "any value"
+
+
+@dataclass(frozen=True)
+class ListOf(Node):
+    item: Node = field(default_factory=AnyValue)
+    min_items: int = 0
+    unique: bool = False
+    what: str = "a list"
+
+    def check(self, value: Any, key: str) -> Any:
+        if not isinstance(value, list):
+            raise DefinitionError(key, f"expected {self.what}, got {_show(value)}")
+        if len(value) < self.min_items:
+            raise DefinitionError(key, f"expected {self.what} (at least {self.min_items} "
+                                       f"item{'s' if self.min_items > 1 else ''})")
+        out = [self.item.check(v, f"{key}[{i}]") for i, v in enumerate(value)]
+        if self.unique:
+            seen = set()
+            for i, v in enumerate(out):
+                marker = json.dumps(v, sort_keys=True, default=str)
+                if marker in seen:
+                    raise DefinitionError(f"{key}[{i}]", f"{_show(v)} appears twice")
+                seen.add(marker)
         return out
 
-    def device(self, d: dict, k: str) -> DeviceRules:
-        ops = d["ops"]
-        supported = ops["supported"]
-        runtime = dict(d.get("runtime") or {})
-        return DeviceRules(
-            name=d["name"], memory=d.get("memory"), instances=d["instances"],
-            enforce_values=(d["value_inputs"] == "enforce"),
-            supported=None if supported == "all" else frozenset(supported),
-            unsupported=frozenset(ops.get("unsupported") or ()),
-            when=self.when(ops.get("when"), f"{k}.ops.when"),
-            static_shapes=ops["static_shapes"], runtime=runtime,
-            description=str(d.get("description") or ""))
+    def schema(self) -> dict:
+        out: dict = {"type": "array", "items": self.item.schema()}
+        if self.min_items:
+            out["minItems"] = self.min_items
+        if self.unique:
+            out["uniqueItems"] = True
+        return self._with_doc(out)
 
-    def when(self, raw: dict | None, k: str) -> dict[str, OpCondition]:
+    def type_text(self) -> str:
+        return f"list of {self.item.type_text()}"
+
+
+@dataclass(frozen=True)
+class MapOf(Node):
+    """A mapping from names (``keys``) to values (``values``): op type -> ..., node -> device."""
+    keys: Node = field(default_factory=Str)
+    values: Node = field(default_factory=AnyValue)
+    what: str = "a mapping"
+    key_text: str = "name"
+
+    def check(self, value: Any, key: str) -> Any:
+        if not isinstance(value, dict):
+            raise DefinitionError(key, f"expected {self.what}, got {_show(value)}")
         out = {}
-        for op, cond in (raw or {}).items():
-            ck = _join(k, str(op))
-            attrs = cond.get("attributes") or {}
-            known = _schema_attributes(str(op))
-            for a in attrs:
-                if known is not None and a not in known:
-                    raise self.fail(_join(_join(ck, "attributes"), str(a)),
-                                    f"op {op} has no attribute {a!r} (it has: "
-                                    f"{', '.join(sorted(known)) or 'none'})")
-            dtypes = None
-            names: tuple[str, ...] = ()
-            if cond.get("dtypes") is not None:
-                dtypes = frozenset(dtype_from_name(str(x)) for x in cond["dtypes"])
-                names = tuple(str(x) for x in cond["dtypes"])
-            out[str(op)] = OpCondition(attributes=dict(attrs), dtypes=dtypes, dtype_names=names,
-                                       max_rank=cond.get("max_rank"),
-                                       quantized=cond.get("quantized"))
+        for k, v in value.items():
+            where = _join(key, k)
+            # YAML reads `4: CPU` with an int key; names are strings (a node may be named 4).
+            self.keys.check(k if isinstance(self.keys, Int) else str(k), where)
+            out[k] = self.values.check(v, where)
         return out
 
-    # value inputs
-    def value_inputs(self, raw: dict | None) -> dict[str, list[tuple[int, tuple[int, ...]]]]:
-        out = {}
-        for op, spec in (raw or {}).items():
-            if isinstance(spec, list):
-                out[str(op)] = [(1, tuple(sorted(set(spec))))]
-            else:
-                out[str(op)] = sorted((since, tuple(sorted(set(idx))))
-                                      for since, idx in spec.items())
+    def schema(self) -> dict:
+        out: dict = {"type": "object", "additionalProperties": self.values.schema()}
+        names = self.keys.schema()
+        names.pop("description", None)
+        names.pop("default", None)
+        if isinstance(self.keys, Int):   # JSON keys are strings: digits
+            names = {"pattern": "^[0-9]+$"}
+        else:
+            names.pop("type", None)
+        if names:
+            out["propertyNames"] = names
+        return self._with_doc(out)
+
+    def type_text(self) -> str:
+        return f"mapping {self.key_text} → {self.values.type_text()}"
+
+
+@dataclass(frozen=True)
+class Key:
+    """A known key of a :class:`Record`."""
+    node: Node
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Record(Node):
+    """A mapping with known keys (any other key is an error naming the closest known one;
+    with ``extra``, other keys are kept unchecked: a file read back that holds more than its
+    reader needs, like ``partition.json``)."""
+    keys: dict[str, Key] = field(default_factory=dict)
+    what: str = "a mapping"
+    title: str = ""
+    extra: bool = False
+
+    def check(self, value: Any, key: str) -> Any:
+        if not isinstance(value, dict):
+            raise DefinitionError(key, f"expected {self.what}, got {_type_name(value)}")
+        known = tuple(self.keys)
+        for k in value:
+            if k not in self.keys and not self.extra:
+                close = difflib.get_close_matches(str(k), known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise DefinitionError(_join(key, str(k)), f"unknown key{hint} (expected one "
+                                                          f"of: {', '.join(known)})")
+        out = {k: v for k, v in value.items() if k not in self.keys} if self.extra else {}
+        for name, spec in self.keys.items():
+            if name in value and value[name] is not None:
+                out[name] = spec.node.check(value[name], _join(key, name))
+            elif spec.required:
+                raise DefinitionError(_join(key, name), f"missing: {spec.node.doc.split('.')[0]}")
+            elif spec.node.default is not MISSING:
+                out[name] = spec.node.default
         return out
 
-    # pins, objective
-    def affinity(self, raw: dict | None, devices: list[str]) -> list[Pin]:
-        pins = []
-        for pattern, device in (raw or {}).items():
-            pattern = str(pattern)
-            k = f'affinity["{pattern}"]'
-            if device not in devices:
-                raise self.fail(k, f"unknown device {device!r} (devices: {', '.join(devices)})")
-            pins.append(Pin(pattern, device, bool(GLOB_CHARS.search(pattern)), k))
-        return pins
+    def schema(self) -> dict:
+        out: dict = {"type": "object",
+                     "properties": {k: s.node.schema() for k, s in self.keys.items()},
+                     "additionalProperties": self.extra}
+        required = [k for k, s in self.keys.items() if s.required]
+        if required:
+            out["required"] = required
+        if self.title:
+            out["title"] = self.title
+        return self._with_doc(out)
 
-    def objective(self, raw: list | dict) -> Objective:
-        if isinstance(raw, list):
-            return Objective(order=tuple(raw))
-        if not any(raw.values()):
-            raise self.fail("objective", "every weight is 0: nothing to minimise")
-        return Objective(weights=dict(raw))
+    def type_text(self) -> str:
+        return self.what
 
 
-def _schema_attributes(op: str) -> set[str] | None:
-    """Every attribute the op has had at any opset in any domain onnx knows, or None for an op
-    onnx does not know (another domain's: its attributes cannot be checked)."""
-    found = [s for s in onnx.defs.get_all_schemas_with_history() if s.name == op]
-    if not found:
-        return None
-    return {a for s in found for a in s.attributes}
+@dataclass(frozen=True)
+class OneOf(Node):
+    """One of several kinds, told apart by the value's Python type (first that fits)."""
+    options: tuple[Node, ...] = ()
+    what: str = ""
+
+    def check(self, value: Any, key: str) -> Any:
+        for option in self.options:
+            if _fits(option, value):
+                return option.check(value, key)
+        raise DefinitionError(key, f"expected {self.what}, got {_show(value)}")
+
+    def schema(self) -> dict:
+        return self._with_doc({"oneOf": [o.schema() for o in self.options]})
+
+    def type_text(self) -> str:
+        return " or ".join(o.type_text() for o in self.options)
 
 
-def pin_matches(pin: Pin, name: str) -> bool:
-    return fnmatch.fnmatchcase(name, pin.pattern) if pin.is_glob else name == pin.pattern
+def _fits(node: Node, value: Any) -> bool:
+    """Whether ``value`` is the kind of thing ``node`` describes (its checks aside)."""
+    if isinstance(node, (Record, MapOf)):
+        return isinstance(value, dict)
+    if isinstance(node, ListOf):
+        return isinstance(value, list)
+    if isinstance(node, Const):
+        return value == node.value
+    if isinstance(node, (Str,)):
+        return isinstance(value, str)
+    if isinstance(node, Memory):
+        return isinstance(value, (int, float, str)) and not isinstance(value, bool)
+    if isinstance(node, (Int, Number)):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(node, Bool):
+        return isinstance(value, bool)
+    return True
 
 
-def _join(a: str, b: str) -> str:
-    return f"{a}.{b}" if a else b
+@dataclass(frozen=True)
+class OpName(Str):
+    """An op type: one the installed onnx knows (any domain it knows, any opset), or
+    ``domain.Op`` for an op of another domain (``com.microsoft.FusedConv``).  The loader checks
+    it (:func:`hetero_solve.rules.ops.check_op_name`); the JSON Schema lists the known names
+    and accepts any ``domain.Op``."""
 
+    def check(self, value: Any, key: str) -> Any:
+        from .ops import check_op_name
+        value = super().check(value, key)
+        reason = check_op_name(value)
+        if reason:
+            raise DefinitionError(key, reason)
+        return value
+
+    def schema(self) -> dict:
+        from .ops import known_op_names
+        return self._with_doc({"anyOf": [
+            {"enum": sorted(known_op_names())},
+            {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+                                          r"\.[A-Za-z_][A-Za-z0-9_]*$"}]})
+
+    def type_text(self) -> str:
+        return "op type (`Conv`, or `com.microsoft.FusedConv` for other domains)"
+
+
+def _join(a: str, b: Any) -> str:
+    return f"{a}.{b}" if a else str(b)
+
+
+# -- the format ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DtypeName(Str):
+    """An element type: ``float32`` style (numpy's names) or ONNX's (``FLOAT``)."""
+
+    def check(self, value: Any, key: str) -> Any:
+        from ..units import dtype_from_name
+        value = super().check(value, key)
+        if dtype_from_name(value) is None:
+            raise DefinitionError(key, f"unknown dtype {value!r}")
+        return value
+
+    def schema(self) -> dict:
+        from ..units import dtype_names
+        return self._with_doc({"enum": dtype_names()})
+
+    def type_text(self) -> str:
+        return "dtype (`float32`, `float16`, `int8`, ... or ONNX's `FLOAT`)"
+
+
+DTYPE = DtypeName(hint="a dtype name such as float32")
+
+CONDITION = Record(
+    what="a mapping with attributes, dtypes, max_rank, quantized",
+    doc="Conditions under which the device takes the op; a node failing one is refused.",
+    keys={
+        "attributes": Key(MapOf(
+            keys=Str(), values=AnyValue(), what="a mapping attribute -> value",
+            key_text="attribute", doc=(
+                "Attribute values the device needs. A node's value is compared, or the "
+                "op's schema default at the model's opset when the node does not set it; an "
+                "unset attribute without a default fails."),
+            example="{group: 1, kernel_shape: [3, 3]}")),
+        "dtypes": Key(ListOf(DTYPE, min_items=1, what="a list such as [float32, float16]",
+                             doc=("Element types every input and output must have (the op's "
+                                  "value inputs excepted); an unknown type fails."),
+                             example="[float32, float16]")),
+        "max_rank": Key(Int(minimum=0, maximum=64,
+                            doc="Highest rank of any input or output; an unknown rank fails.",
+                            example="4")),
+        "quantized": Key(Bool(doc=(
+            "`true`: the device takes the op only in quantized form, the centre of a QDQ "
+            "unit: every floating-point input comes through a `DequantizeLinear` and every "
+            "floating-point output goes only to `QuantizeLinear` nodes (what an int8 NPU "
+            "compiles into one integer kernel). `false`: only outside such a unit (float "
+            "form). A quantized unit is placed whole: a device takes it only if it takes each "
+            "of its nodes, so list `DequantizeLinear` and `QuantizeLinear` too."),
+            example="true")),
+    })
+
+OP_LIST = ListOf(OpName(min_length=1), what="a list of op type names", unique=False)
+
+OPS = Record(
+    what="a mapping with supported, unsupported, when, static_shapes",
+    doc="Which ops the device takes.",
+    keys={
+        "supported": Key(OneOf((Const(value="all"), OP_LIST),
+                               what="'all' or a list of op type names",
+                               doc="The ops the device takes: `all`, or a list of op types.",
+                               example="[Conv, Relu, Add]"), required=True),
+        "unsupported": Key(ListOf(OpName(min_length=1), what="a list of op type names",
+                                  doc="Ops subtracted from `supported`.", default=[],
+                                  example="[Softmax]")),
+        "when": Key(MapOf(keys=OpName(min_length=1), values=CONDITION, key_text="op type",
+                          what="a mapping op type -> {attributes, dtypes, max_rank, quantized}",
+                          doc="Per-op conditions; failing one makes the node unsupported.",
+                          example="{Conv: {attributes: {group: 1}, dtypes: [float32], "
+                                  "max_rank: 4}}")),
+        "static_shapes": Key(Bool(doc="Every input and output shape of a node must be static "
+                                      "(all dimensions known integers).", default=False,
+                                  example="true")),
+    })
+
+PROVIDERS = OneOf((Str(min_length=1, hint="an execution provider name"),
+                   ListOf(Str(min_length=1), min_items=1,
+                          what="a list of execution provider names")),
+                  what="an execution provider name or a list of them",
+                  doc="onnxruntime execution providers, in preference order; those this "
+                      "onnxruntime lacks are skipped, CPU is always last.",
+                  example="[CUDAExecutionProvider, CPUExecutionProvider]")
+
+PROVIDER_OPTIONS = MapOf(
+    keys=Str(min_length=1, hint="an execution provider name"),
+    values=MapOf(keys=Str(min_length=1),
+                 values=OneOf((Str(), Bool(), Number()),
+                              what="a string, number or true/false"),
+                 key_text="option", what="a mapping option -> value"),
+    key_text="execution provider", what="a mapping execution provider -> {option: value}",
+    doc="onnxruntime provider options of the providers in `onnxruntime` (passed as strings, "
+        "as onnxruntime takes them; a provider not used ignores its entry).",
+    example="{CUDAExecutionProvider: {device_id: 1, arena_extend_strategy: "
+            "kSameAsRequested}}")
+
+DEVICE = Record(
+    what="a mapping with name, ops, ...",
+    title="device",
+    doc="A device; list order is priority (first = most preferred).",
+    keys={
+        "name": Key(Str(min_length=1, max_length=MAX_NAME, pattern=r"\S",
+                        hint="a device name",
+                        doc=f"Device name (at most {MAX_NAME} characters; pins and maps use "
+                            "it; part files are named after it).", example="NPU"),
+                    required=True),
+        "description": Key(Str(doc="Free text.", example="Edge NPU, 8 MiB SRAM")),
+        "memory": Key(Memory(doc="Bytes per instance; absent = unlimited.",
+                             example="64MiB")),
+        "instances": Key(Int(minimum=1, maximum=MAX_INSTANCES, default=1,
+                             doc="Identical instances of the device (each with `memory`).",
+                             example="4")),
+        "value_inputs": Key(Str(choices=("enforce", "ignore"), default="enforce",
+                                doc="Whether value-dependent inputs bind on this device: a "
+                                    "value input of a node here must be a constant, a graph "
+                                    "input or made in another part.", example="ignore")),
+        "ops": Key(OPS, required=True),
+        "runtime": Key(Record(
+            what="a mapping such as {onnxruntime: CPUExecutionProvider}",
+            doc="How `hetero-solve run` runs the device's parts.",
+            keys={"onnxruntime": Key(PROVIDERS),
+                  "onnxruntime_options": Key(PROVIDER_OPTIONS)})),
+    })
+
+INDICES = ListOf(Int(minimum=0, maximum=MAX_INDEX), what="a list of input indices (whole "
+                 "numbers >= 0)")
+
+VALUE_INPUTS = MapOf(
+    keys=Str(min_length=1), key_text="op type",
+    values=OneOf((INDICES, MapOf(keys=Int(minimum=1, maximum=MAX_OPSET), values=INDICES,
+                                 key_text="since-opset", what="a mapping since-opset -> list "
+                                 "of input indices")),
+                 what="a list of input indices, or a mapping since-opset -> list of input "
+                      "indices"),
+    what="a mapping op type -> input indices",
+    doc=("Op type -> indices of inputs whose value must be known (every opset), or since-"
+         "opset -> indices (the largest since-opset not above the model's applies). Entries "
+         "here replace included ones op by op."),
+    example="{Reshape: [1], Squeeze: {1: [], 13: [1]}}")
+
+INCLUDE = OneOf((Str(min_length=1, hint="a catalog name or file path"),
+                 ListOf(Str(min_length=1, hint="a catalog name or file path"),
+                        what="a list of catalog names or file paths")),
+                what="a list of catalog names or file paths",
+                doc=("Catalogs of value inputs: the name of a catalog installed with "
+                     "hetero-solve (`onnx-value-inputs`), or a path relative to this file."),
+                example="[onnx-value-inputs]")
+
+VERSION = Const(value=1, doc="Schema version: 1.", example="1")
+
+RULE_FILE = Record(
+    what="a mapping with keys version, devices, ...",
+    title="hetero-solve rule file",
+    doc="Devices in priority order, what each takes, memory, pins and the objective.",
+    keys={
+        "version": Key(VERSION, required=True),
+        "description": Key(Str(doc="Free text.")),
+        "include": Key(INCLUDE),
+        "devices": Key(ListOf(DEVICE, min_items=1, what="a non-empty list of devices (first = "
+                              "most preferred)", doc="Devices, most preferred first."),
+                       required=True),
+        "value_inputs": Key(VALUE_INPUTS),
+        "affinity": Key(MapOf(keys=Str(min_length=1), values=Str(min_length=1, hint="a device "
+                              "name"), key_text="node name or glob",
+                              what="a mapping node name or glob -> device name",
+                              doc=("Pins: a node name, or an fnmatch glob (`*` also matches "
+                                   "`/`), -> device name. An exact name beats globs; among "
+                                   "globs the first in file order wins."),
+                              example='{"/decoder/*": CPU, conv1: NPU}')),
+        "dims": Key(MapOf(keys=Str(min_length=1), values=Int(minimum=1, maximum=2**31 - 1),
+                          key_text="dimension name",
+                          what="a mapping dimension name -> value",
+                          doc=("Values of symbolic dimensions of the graph inputs, by "
+                               "their `dim_param` (`?` too: every dim so spelled takes the "
+                               "value; `--dim` wins)."), example="{batch: 1, seq: 128}")),
+        "objective": Key(OneOf((
+            ListOf(Str(choices=OBJECTIVE_TERMS, unknown="term"), min_items=1, unique=True,
+                   what="a non-empty list of terms"),
+            MapOf(keys=Str(choices=OBJECTIVE_TERMS, unknown="term"), values=Number(minimum=0),
+                  key_text="term", what="a mapping term -> weight")),
+            what="a list of terms (lexicographic) or a mapping term -> weight",
+            default=["fallback", "partitions", "transfer"],
+            doc=("A list is lexicographic; a mapping is a weighted sum (weights finite, "
+                 ">= 0, not all 0). Terms: fallback, partitions, transfer."),
+            example="{fallback: 1, partitions: 20}")),
+    })
+
+CATALOG_FILE = Record(
+    what="a mapping (a catalog with value_inputs)",
+    title="hetero-solve value-input catalog",
+    doc="Value-dependent inputs, included by rule files.",
+    keys={
+        "version": Key(VERSION, required=True),
+        "description": Key(Str(doc="Free text.")),
+        "include": Key(INCLUDE),
+        "value_inputs": Key(VALUE_INPUTS),
+        "notes": Key(MapOf(keys=Str(), values=Str(), key_text="op type", what="a mapping op "
+                           "type -> text", doc="Why an entry is there.")),
+    })
+
+
+def check(definition: Record, data: Any) -> dict:
+    """``data`` checked against ``definition``: defaults filled in, memory sizes parsed.
+    Raises :class:`DefinitionError` with the key path of the first problem."""
+    return definition.check(data, "")
+
+
+# -- generated outputs -----------------------------------------------------------------------
+
+def json_schema(which: str = "rules") -> dict:
+    """The JSON Schema (draft-07) of a rule file (``"rules"``) or a catalog (``"catalog"``)."""
+    definition = {"rules": RULE_FILE, "catalog": CATALOG_FILE}[which]
+    import onnx
+    return {"$schema": "http://json-schema.org/draft-07/schema#",
+            "$comment": f"generated by 'hetero-solve rules schema' (onnx {onnx.__version__}: "
+                        "the op names it knows); do not edit",
+            **definition.schema()}
+
+
+def json_schema_text(which: str = "rules") -> str:
+    return json.dumps(json_schema(which), indent=1, ensure_ascii=False) + "\n"
+
+
+def markdown_reference() -> str:
+    """The key reference of ``docs/rules.md``: one row per key path."""
+    rows = ["| key | type | default | meaning | example |", "| --- | --- | --- | --- | --- |"]
+
+    def walk(node: Node, path: str) -> None:
+        if isinstance(node, Record):
+            for name, spec in node.keys.items():
+                sub = spec.node
+                where = f"{path}.{name}" if path else name
+                default = ("required" if spec.required else
+                           "" if sub.default is MISSING else f"`{json.dumps(sub.default)}`")
+                rows.append(f"| `{where}` | {_cell(sub.type_text())} | {default} | "
+                            f"{_cell(sub.doc)} | {_code(sub.example)} |")
+                walk(sub, where)
+        elif isinstance(node, ListOf):
+            walk(node.item, path + "[]")
+        elif isinstance(node, MapOf):
+            walk(node.values, f"{path}.<{node.key_text}>")
+        elif isinstance(node, OneOf):
+            for option in node.options:
+                walk(option, path)
+
+    walk(RULE_FILE, "")
+    return "\n".join(rows) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if text else ""
+
+
+__all__ = ["RULE_FILE", "CATALOG_FILE", "DefinitionError", "check", "json_schema",
+           "json_schema_text", "markdown_reference", "MAX_MEMORY", "MAX_INSTANCES", "MAX_NAME"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import onnx
 
+from ..answer import ANSWER_NAME, read_answer
 from ..errors import ModelError
-from ..readers import read_json
 from .backend import PartSpec
 from .common import RunError, ort_line
 
@@ -19,24 +19,18 @@ PART_KEYS = ("id", "device", "inputs", "outputs", "file")
 
 def load_manifest(out_dir: str | os.PathLike) -> dict:
     """``OUT_DIR/partition.json``, checked for the keys running needs."""
-    path = Path(out_dir) / "partition.json"
+    path = Path(out_dir) / ANSWER_NAME
     if not Path(out_dir).is_dir():
         raise ModelError(out_dir, "no such directory: pass the OUT_DIR hetero-solve wrote")
     if not path.exists():
         raise ModelError(out_dir, "no partition.json here: pass the OUT_DIR hetero-solve wrote")
     # A regular file (a FIFO would block), bounded; JSON errors with line and column.
-    manifest = read_json(path, lambda why: ModelError(path, f"cannot read partition.json: {why}"))
-    if not isinstance(manifest, dict):
-        raise ModelError(path, "expected a JSON object")
-    for key in MANIFEST_KEYS:
-        if key not in manifest:
-            raise ModelError(path, f"missing key {key!r}")
-    for i, part in enumerate(manifest["partitions"]):
-        missing = [k for k in PART_KEYS if k not in part]
-        if missing:
-            raise ModelError(path, f"partitions[{i}] misses {', '.join(missing)}")
-        if not part["file"]:
-            raise ModelError(path, f"part {part['id']} has no model file (written with "
+    answer = read_answer(path, lambda why: ModelError(path, f"cannot read partition.json: {why}"))
+    answer.need(*MANIFEST_KEYS).need_in_parts(*(k for k in PART_KEYS if k != "file"))
+    manifest = answer.data
+    for part in answer.parts:
+        if not part.file:
+            raise ModelError(path, f"part {part.id} has no model file (written with "
                                    "--no-models?): solve again without --no-models to run it")
     direct = manifest.get("direct_outputs")
     files = [p["file"] for p in manifest["partitions"]]

@@ -1,7 +1,7 @@
 """:class:`Session`: an exported partition loaded once and run like an onnxruntime
 ``InferenceSession``; :func:`run_partitioned` and :func:`run` (``hetero-solve run``) on top.
 
-The parts run in id order (a topological order, SPEC section 7) and pass tensors by name.
+The parts run in id order (a topological order, the README, "Use") and pass tensors by name.
 Each part is loaded once by its backend (:mod:`hetero_solve.run.backend`); a value goes from
 one part to the next as the backend returned it when both run in the same place (onnxruntime
 ``OrtValue`` objects on one provider's device: no copy), through ``to_numpy`` otherwise.

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..algorithms.baselines import glow, graphcycles, longest_path, openvino
+from ..algorithms.baselines import BASELINES
 from ..algorithms.greedy import heuristic
+from ..engines import ENGINES
 from ..problem import Problem
 from ..solution import Solution
 
@@ -58,15 +59,9 @@ def _exact(engine: str) -> Runner:
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
     Algorithm("heuristic", _plain(heuristic), False,
               "ours: greedy closure, best of forward and backward passes"),
-    Algorithm("cpsat", _exact("cpsat"), True, "ours: heuristic, then CP-SAT refinement"),
-    Algorithm("sat", _exact("sat"), True, "ours: heuristic, then SAT refinement"),
-    Algorithm("openvino", _plain(openvino), False,
-              "OpenVINO HETERO subgraph selection (seed 000)"),
-    Algorithm("graphcycles", _plain(graphcycles), False,
-              "XLA-style edge contraction with GraphCycles (seed 002)"),
-    Algorithm("longest-path", _plain(longest_path), False,
-              "longest-path clustering, 0/1 edge weights (seed 002)"),
-    Algorithm("glow", _plain(glow), False,
-              "Glow backend-then-memory partitioning (seed 003)"),
+    # the engines that pick one solver (``auto`` mixes them), then every baseline
+    *(Algorithm(e.name, _exact(e.name), True, f"ours: heuristic, then {e.description}")
+      for e in ENGINES.values() if e.name in ("cpsat", "sat")),
+    *(Algorithm(b.name, _plain(b.run), False, b.description) for b in BASELINES.values()),
 ]}
 

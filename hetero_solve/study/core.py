@@ -18,11 +18,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-from ..compile import compile_problem, missing_dims, missing_dims_text
 from ..errors import HeteroSolveError
-from ..model import load_model
 from ..problem import Problem
-from ..rules import load_rules
 from .algorithms import ALGORITHMS
 from .executors import EXECUTORS, execute
 from .runner import MEMORY_METHODS, Job, rss_source
@@ -136,8 +133,7 @@ def run_study(config: StudyConfig, *, progress: bool = True,
                         bar.advance()
                     continue
                 base.update(nodes=problem.n, edges=sum(len(s) for s in problem.succ),
-                            missing_dims="; ".join(map(missing_dims_text,
-                                                       problem.info.missing_dims)))
+                            missing_dims="; ".join(m.text() for m in problem.info.missing_dims))
                 for alg, key in runs:
                     uses_limit = alg in config.custom or ALGORITHMS[alg].uses_time_limit
                     meta[key] = {**base, "time_limit": config.time_limit if uses_limit else None,
@@ -167,15 +163,12 @@ def compile_pair(model: Path, rules: Path, dims: dict[str, int],
     whole input shapes, applied to the inputs this model has), with
     ``info.missing_dims`` as ``solve`` finds them (a static-shape device refusing nodes
     only because input dims have no value)."""
-    rule_set = load_rules(rules)
     if shapes:
         import onnx
         names = {x.name for x in onnx.load(str(model), load_external_data=False).graph.input}
         shapes = {k: v for k, v in shapes.items() if k in names}
-    mg = load_model(model, dims=dims, shapes=shapes or None, rule_dims=rule_set.dims)
-    problem = compile_problem(mg, rule_set)
-    problem.info.missing_dims = missing_dims(mg, rule_set, problem)
-    return problem
+    from ..pipeline import prepare
+    return prepare(model, rules, dims=dims, shapes=shapes or None).problem
 
 
 def write_outputs(out: Path, records: list[dict], algorithms: list[str],

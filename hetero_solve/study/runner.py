@@ -64,7 +64,7 @@ def judge(problem: Problem, sol: Solution) -> dict:
     return {
         "status": sol.status, "parts": m.partitions, "fallback": m.fallback,
         "transfer": m.transfer, "lower_bound": sol.lower_bound,
-        # The rule file's objective (SPEC section 6) as a sort key: smaller is better.
+        # The rule file's objective (docs/problem.md) as a sort key: smaller is better.
         "objective": list(problem.objective.key(m.as_dict())),
         "objective_spec": problem.objective.describe(),
         # Terms ranked before the number of parts (what a lower bound on parts assumes).

@@ -6,7 +6,7 @@ Definitions (also written into the summary):
 
 - *solved*: the algorithm returned a partition (status ``optimal`` or ``feasible``);
 - *valid*: the validator found no violation;
-- *objective*: the rule file's objective (SPEC section 6) of the answer, compared as its sort
+- *objective*: the rule file's objective (docs/problem.md) of the answer, compared as its sort
   key (lexicographic terms, or the weighted sum);
 - *proven optimum* of a problem: the objective of a valid answer whose status is ``optimal``
   (the exact engines prove it for the rule file's objective);
@@ -153,7 +153,7 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
             f"{_num(s['max_gap'])} | {_num(s['mean_seconds'], 4)} | {_num(s['max_seconds'], 4)} | "
             f"{_bytes(s['max_peak'])} | {other} |")
     lines += ["", "*solved*: returned a partition; *valid*: no violation found by the validator; "
-              "*optimal*: valid, and its objective (the rule file's, SPEC section 6) equals a "
+              "*optimal*: valid, and its objective (the rule file's, docs/problem.md) equals a "
               "proven optimum (a valid answer with status `optimal`); *proved*: the algorithm "
               "proved it itself; *parts proven*: valid, and its parts meet a proven lower bound "
               "that covers it (at least as good on the objective's terms before `partitions`), "

@@ -10,17 +10,36 @@ every answer and reports the violation instead of hiding it.
 - :func:`glow`: Glow's backend-based then memory-based partitioning (seed 003).
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ...problem import Problem
+from ...solution import Solution
 from ._common import BaselineSkipped
 from .glow import glow
 from .graphcycles import graphcycles
 from .longest_path import longest_path
 from .openvino import openvino
 
-BASELINES = {
-    "openvino": openvino,
-    "graphcycles": graphcycles,
-    "longest-path": longest_path,
-    "glow": glow,
-}
 
-__all__ = ["BASELINES", "BaselineSkipped", "glow", "graphcycles", "longest_path", "openvino"]
+@dataclass(frozen=True)
+class Baseline:
+    """A baseline by name: what the heuristic compares itself with and ``study`` runs."""
+
+    name: str
+    run: Callable[[Problem], Solution]
+    description: str
+
+
+#: The one list of baselines (a new one: its module here, and a row).
+BASELINES: dict[str, Baseline] = {b.name: b for b in (
+    Baseline("openvino", openvino, "OpenVINO HETERO subgraph selection (seed 000)"),
+    Baseline("graphcycles", graphcycles, "XLA-style edge contraction with GraphCycles (seed 002)"),
+    Baseline("longest-path", longest_path, "longest-path clustering, 0/1 edge weights (seed 002)"),
+    Baseline("glow", glow, "Glow backend-then-memory partitioning (seed 003)"),
+)}
+
+__all__ = ["BASELINES", "Baseline", "BaselineSkipped", "glow", "graphcycles", "longest_path",
+           "openvino"]

@@ -16,7 +16,7 @@ repository) and the code it describes (pytorch/glow ``lib/Partitioner/Partitione
    highest first): nodes are added while the part's memory, (inputs + outputs) + constants
    (one execution context), stays within the device's memory; the node that would exceed it
    starts a new part.  The memory estimate is :class:`~hetero_solve.measures.MemoryTracker`,
-   i.e. SPEC section 5 and :func:`hetero_solve.measures.part_memory`, which counts what Glow's
+   i.e. docs/problem.md and :func:`hetero_solve.measures.part_memory`, which counts what Glow's
    ``updateGraphMemInfoByAddingNode`` counts.  A device without a memory limit is not cut.
 4. *Devices*: per device, when there are no more parts than instances each part gets its own
    instance; otherwise parts sorted by memory (smallest first) are packed by Glow's pigeonhole

@@ -18,7 +18,7 @@ is on its preferred device, and the cluster is the pair (longest-path level, dev
 seed's "same number, same cluster" would mix devices whenever two independent regions of
 different devices reach the same level; the pair keeps each cluster on one device.  Nodes of
 the same device in independent regions at the same level do share a cluster: parts need not be
-connected (SPEC section 1).  Edges between two CPU (or any same-device) nodes weigh 0: the seed
+connected (docs/problem.md).  Edges between two CPU (or any same-device) nodes weigh 0: the seed
 would leave unsupported nodes unclustered, which here would make each a part of its own.
 
 Why the answer is always acyclic and honours value inputs: for every edge u -> v,

@@ -33,7 +33,7 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from .problem import Device, Objective, Problem, make_problem
+from hetero_solve.problem import Device, Objective, Problem, make_problem
 
 __all__ = ["random_small", "random_dag", "random_memory", "cnn_like", "transformer_like", "random_layered",
            "wide", "greedy_trap", "greedy_traps", "GREEDY_TRAPS"]

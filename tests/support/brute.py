@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import itertools
 
-from ..measures import part_memory, part_order
-from ..problem import Problem
-from ..solution import Solution, normalize, objective_key
+from hetero_solve.measures import part_memory, part_order
+from hetero_solve.problem import Problem
+from hetero_solve.solution import Solution, normalize, objective_key
 
 
 def set_partitions(n: int):
