@@ -113,7 +113,8 @@ def run_real(name: str, time_limit: float, seed: int) -> list[dict]:
     from hetero_solve.compile import compile_problem
     from hetero_solve.errors import InfeasibleError
     from hetero_solve.exact import refine
-    from hetero_solve.exact.analysis import binding_devices, device_sets
+    from hetero_solve.exact.analysis import device_sets
+    from hetero_solve.fitting.floors import binding_devices
     from hetero_solve.model.load import load_model
     from hetero_solve.rules import load_rules
     from hetero_solve.solution import evaluate

@@ -7,7 +7,7 @@ generated graphs.
 
 Per case: the heuristic's fallback, parts and seconds (``hetero_solve.algorithms.greedy.
 heuristic``, no exact solver), and the solver-free lower bounds: fallback
-(:func:`hetero_solve.exact.bounds.memory_bounds`) and parts (:func:`hetero_solve.exact.
+(:func:`hetero_solve.fitting.bounds.memory_bounds`) and parts (:func:`hetero_solve.exact.
 bounds.lower_bounds`, on the preferred devices when the answer has no fallback).
 
 Real models: every model of ``corpus/corpus.yaml`` present (committed or in the cache, see
@@ -53,8 +53,10 @@ def _row(key: tuple, p, hs) -> dict:
     row = {"case": key, "nodes": p.n, "fallback": m.fallback, "parts": m.partitions,
            "valid": not hs.validate(p, sol), "heuristic_s": round(seconds, 2)}
     try:
-        from hetero_solve.exact.analysis import binding_devices, device_sets
-        from hetero_solve.exact.bounds import lower_bounds, memory_bounds
+        from hetero_solve.exact.analysis import device_sets
+        from hetero_solve.exact.bounds import lower_bounds
+        from hetero_solve.fitting.bounds import memory_bounds
+        from hetero_solve.fitting.floors import binding_devices
     except ImportError:
         return row
     t0 = time.perf_counter()

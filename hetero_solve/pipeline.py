@@ -327,8 +327,9 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
         rel = relaxed(problem)
         start.lower_bound = lower_bound(rel, start)
         if problem.has_memory_limits():
-            from .exact.analysis import binding_devices, device_sets
-            from .exact.bounds import memory_bounds
+            from .exact.analysis import device_sets
+            from .fitting.bounds import memory_bounds
+            from .fitting.floors import binding_devices
             R = device_sets(rel, fixed=False)
             if binding_devices(rel, R):
                 start.stats.setdefault("bounds", {})["fallback"] = memory_bounds(rel, R).fallback

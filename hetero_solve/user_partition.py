@@ -52,6 +52,7 @@ from .answer import answer_of
 from .readers import read_json
 from .rules import Rules
 from .algorithms.regions import acyclic_regions, regions
+from .fitting.packing import first_fit
 from .solution import Metrics, Solution, evaluate, normalize, objective_key
 from .validate import Violation, validate
 
@@ -333,23 +334,24 @@ def _part_devices(problem: Problem, part_of: list[int], k: int,
 def _instances(problem: Problem, part_of: list[int], part_device: list[int],
                given: dict[int, int]) -> list[int]:
     """Instance per part: the given one; else first-fit decreasing by part memory over the
-    device's instances (the least loaded when none fits); instance 0 without memory limits."""
+    device's instances (the least loaded when none fits: the validator then names the
+    overflow); instance 0 without memory limits."""
     k = len(part_device)
     tmp = Solution(part_of, part_device, [0] * k)
     mem = evaluate(problem, tmp).part_memory
-    load: dict[tuple[int, int], int] = {}
-    for p, i in given.items():
-        load[(part_device[p], i)] = load.get((part_device[p], i), 0) + mem[p]
     out = [given.get(p, 0) for p in range(k)]
-    for p in sorted((p for p in range(k) if p not in given), key=lambda p: -mem[p]):
-        dev = problem.devices[part_device[p]]
-        if dev.instances == 1 or dev.memory is None:
-            out[p] = 0
-        else:
-            loads = [load.get((part_device[p], i), 0) for i in range(dev.instances)]
-            fits = [i for i in range(dev.instances) if loads[i] + mem[p] <= dev.memory]
-            out[p] = fits[0] if fits else min(range(dev.instances), key=loads.__getitem__)
-        load[(part_device[p], out[p])] = load.get((part_device[p], out[p]), 0) + mem[p]
+    for d, dev in enumerate(problem.devices):
+        if dev.memory is None or dev.instances == 1:
+            continue
+        loads = [0] * dev.instances
+        for p, i in given.items():
+            if part_device[p] == d and 0 <= i < dev.instances:    # else a violation later
+                loads[i] += mem[p]
+        qs = [p for p in range(k) if part_device[p] == d and p not in given]
+        where, _ = first_fit([mem[p] for p in qs], dev.memory, dev.instances, full="least",
+                             loads=loads)
+        for p, i in zip(qs, where):
+            out[p] = i
     return out
 
 

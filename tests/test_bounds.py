@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from hetero_solve.exact.analysis import binding_devices, device_sets
+from hetero_solve.exact.analysis import device_sets
+from hetero_solve.fitting.floors import binding_devices
 from hetero_solve.exact.bounds import lower_bounds, path_chain
 from support.brute import brute_force
 from hetero_solve.exact.explain import explain, explain_text

@@ -14,7 +14,8 @@ import pytest
 
 from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.exact import refine
-from hetero_solve.exact.analysis import binding_devices, device_sets
+from hetero_solve.exact.analysis import device_sets
+from hetero_solve.fitting.floors import binding_devices
 from support.brute import brute_force
 from support.generators import random_small
 from hetero_solve.solution import evaluate, objective_key

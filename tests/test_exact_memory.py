@@ -11,10 +11,11 @@ import pytest
 from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.errors import InfeasibleError
 from hetero_solve.exact import refine
-from hetero_solve.exact.analysis import binding_devices, device_sets
+from hetero_solve.exact.analysis import device_sets
 from hetero_solve.exact.assign import relaxed_fallback, relaxed_parts
 from support.brute import brute_force
-from hetero_solve.exact.runs import fit_by_runs, parts_without_memory, realize
+from hetero_solve.fitting.floors import binding_devices
+from hetero_solve.fitting.realize import fit_by_runs, parts_without_memory, realize
 from support.generators import random_memory
 from hetero_solve.measures import topological_order
 from hetero_solve.problem import Device, Objective, make_problem
@@ -241,7 +242,7 @@ def test_explain_states_the_fallback_bound_the_engine_proved():
     p = random_memory(7)
     p.objective = Objective()
     R = device_sets(p, fixed=False)
-    from hetero_solve.exact.bounds import memory_bounds
+    from hetero_solve.fitting.bounds import memory_bounds
     assert memory_bounds(p, R).fallback == 0
     assert evaluate(p, brute_force(p)).fallback == 1
     sol = refine(p, _start(p), time_limit=5)

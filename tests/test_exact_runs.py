@@ -1,4 +1,4 @@
-"""The runs' dynamic programme (exact/runs.py ``_SlotRuns.cut``) against the plain one."""
+"""The runs' dynamic programme (fitting/cuts.py ``SlotRuns.cut``) against the plain one."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from hetero_solve.exact.runs import _SlotRuns
+from hetero_solve.fitting.cuts import SlotRuns
 
 
-def plain_cut(sr: _SlotRuns, lam: float, part_cost: float) -> list[tuple[int, int, int, int]]:
+def plain_cut(sr: SlotRuns, lam: float, part_cost: float) -> list[tuple[int, int, int, int]]:
     """Every start relaxes every end it reaches, kept or dropped: O(m^2), the definition."""
     m = len(sr.nodes)
     INF = float("inf")
@@ -35,9 +35,9 @@ def plain_cut(sr: _SlotRuns, lam: float, part_cost: float) -> list[tuple[int, in
     return runs[::-1]
 
 
-def random_slot(rng: random.Random) -> _SlotRuns:
+def random_slot(rng: random.Random) -> SlotRuns:
     m = rng.randint(1, 14)
-    sr = _SlotRuns.__new__(_SlotRuns)       # the fields cut() reads, drawn at random
+    sr = SlotRuns.__new__(SlotRuns)       # the fields cut() reads, drawn at random
     sr.nodes, sr.d = list(range(m)), 0
     sr.keep = [[(j, rng.randint(0, 6)) for j in sorted(rng.sample(range(i + 1, m + 1),
                                                                   rng.randint(0, m - i)))]

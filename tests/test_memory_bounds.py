@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 import hetero_solve as hs
-from hetero_solve.exact.analysis import binding_devices, device_sets
-from hetero_solve.exact.bounds import lower_bounds, memory_bounds, packing_parts
+from hetero_solve.exact.analysis import device_sets
+from hetero_solve.exact.bounds import lower_bounds
+from hetero_solve.fitting.bounds import memory_bounds, packing_parts
+from hetero_solve.fitting.floors import binding_devices
 from support.brute import brute_force
 from hetero_solve.exact.explain import explain_memory, memory_text
 from hetero_solve.problem import Device, Objective, make_problem

@@ -12,7 +12,7 @@ import pytest
 
 import hetero_solve as hs
 from hetero_solve.algorithms.baselines import BASELINES, BaselineSkipped
-from hetero_solve.algorithms.memory_cut import MemoryNetwork, placeable_nodes, standalone_memory
+from hetero_solve.fitting.network import MemoryNetwork, placeable_nodes, standalone_memory
 from support.brute import brute_force
 from hetero_solve.measures import part_memory
 from hetero_solve.problem import Device, make_problem

@@ -20,8 +20,11 @@ import random
 import pytest
 
 from hetero_solve.exact import refine
-from hetero_solve.exact.analysis import binding_devices, device_sets
-from hetero_solve.exact.bounds import bin_packing_bound, lower_bounds, packing
+from hetero_solve.exact.analysis import device_sets
+from hetero_solve.exact.bounds import lower_bounds
+from hetero_solve.fitting.bounds import packing
+from hetero_solve.fitting.floors import binding_devices
+from hetero_solve.fitting.packing import bin_packing_bound
 from support.brute import brute_force
 from hetero_solve.exact.explain import explain
 from support.generators import random_memory

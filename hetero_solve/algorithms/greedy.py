@@ -16,9 +16,9 @@ Memory limits (docs/problem.md) are met after the parts are built, not node by n
 memory counts only its constants and the tensors crossing its boundary, so whether a node fits
 depends on what else its part holds (a convolution whose activations fill a card fits inside
 a larger part that keeps them internal).  :func:`heuristic` builds parts as if memory were
-unlimited, cuts and places them on device instances (:mod:`.memory_fit`), and when a device
+unlimited, cuts and places them on device instances (:mod:`hetero_solve.fitting.fit`), and when a device
 cannot hold its nodes, moves the nodes that cost it most memory per node to their next device
-(:mod:`.placement`) and builds again.
+(:mod:`hetero_solve.fitting.placement`) and builds again.
 
 Reference: the maximal-extension step is the ``grow`` of OpenVINO's subgraph selection (seed
 000) without its roll-backs, and the list-scheduling order follows Graham's list scheduling.
@@ -35,11 +35,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import InfeasibleError
+from ..fitting.fit import fit_memory
+from ..fitting.packing import first_fit
+from ..fitting.placement import Placement
 from ..measures import part_memories, topological_order
 from ..problem import Problem
 from ..solution import Solution, normalize, objective_term
-from .memory_fit import fit_memory
-from .placement import Placement
 from .regions import regions
 
 MAX_ROUNDS = 24        # device choices tried when memory binds (each lowers a byte target)
@@ -226,21 +227,17 @@ def _preferred_regions(problem: Problem) -> Solution:
 
 
 def _instances_first_fit(problem: Problem, sol: Solution) -> Solution:
-    """``sol`` with its parts on instances first-fit decreasing by memory."""
+    """``sol`` with its parts on instances first-fit decreasing by memory, per device (a part
+    no instance has room for goes to instance 0: the validator then rejects the candidate)."""
     mems, _ = part_memories(problem, sol.part_of, sol.num_parts)
-    load: dict[tuple[int, int], int] = {}
     inst = [0] * sol.num_parts
-    for q in sorted(range(sol.num_parts), key=lambda q: -mems[q]):
-        dev = problem.devices[sol.part_device[q]]
+    for d, dev in enumerate(problem.devices):
         if dev.memory is None:
             continue
-        for i in range(dev.instances):
-            if load.get((sol.part_device[q], i), 0) + mems[q] <= dev.memory:
-                break
-        else:
-            i = 0
-        inst[q] = i
-        load[(sol.part_device[q], i)] = load.get((sol.part_device[q], i), 0) + mems[q]
+        qs = [q for q in range(sol.num_parts) if sol.part_device[q] == d]
+        where, _ = first_fit([mems[q] for q in qs], dev.memory, dev.instances, full="first")
+        for q, i in zip(qs, where):
+            inst[q] = i
     return Solution(sol.part_of, sol.part_device, inst, algorithm=sol.algorithm)
 
 

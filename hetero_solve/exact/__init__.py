@@ -53,7 +53,8 @@ from ..problem import Problem
 from ..solution import Solution, evaluate, objective_key
 from ..units import format_bytes
 from ..validate import validate
-from .analysis import binding_devices, device_sets, min_part_memory
+from ..fitting.floors import binding_devices, min_part_memory
+from .analysis import device_sets
 from .bounds import lower_bounds
 from .folds import candidates, over_every_choice, unfold
 from .report import report

@@ -594,8 +594,8 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     CP-SAT's proven bound on the objective is kept even when the budget ends first.
 
     The device choice behind the best value (``node_device``) is also a good start for an
-    answer: few device changes along paths is what lets the parts fit (:func:`.runs.realize`
-    turned it into the optimum on several real models where the greedy's choice did not).
+    answer: few device changes along paths is what lets the parts fit
+    (:func:`~hetero_solve.fitting.realize.realize` turned it into the optimum on several real models where the greedy's choice did not).
 
     >>> from hetero_solve.problem import Device, make_problem
     >>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1]] * 3, [Device("NPU", memory=10), "CPU"],

@@ -37,8 +37,10 @@ from ..measures import part_memories
 from ..problem import Problem
 from ..solution import Solution
 from ..units import format_bytes
-from .analysis import binding_devices, device_sets, shared_devices
-from .bounds import Bounds, MemoryBounds, memory_bounds, path_chain, run_chain
+from ..fitting.bounds import MemoryBounds, memory_bounds
+from ..fitting.floors import binding_devices
+from .analysis import device_sets, shared_devices
+from .bounds import Bounds, path_chain, run_chain
 
 MAX_LISTED = 20         # nodes, tensors or constants listed per entry of the memory section
 
@@ -302,8 +304,8 @@ def _least(problem: Problem, d: int) -> dict[int, int]:
     """Per node that no part on ``d`` can hold: the least memory of a part holding it, as
     :func:`~.analysis.device_sets` found it (what any part holds for it, then the minimum
     cut of the fixed point)."""
-    from ..algorithms.memory_cut import placeable_nodes
-    from .analysis import min_part_memory
+    from ..fitting.floors import min_part_memory
+    from ..fitting.network import placeable_nodes
     cap = problem.devices[d].memory
     out: dict[int, int] = {}
     candidates = []

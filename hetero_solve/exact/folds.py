@@ -328,11 +328,12 @@ def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, bud
 
 def _relaxed_fallback_bound(rel: Problem, r: Solution | None) -> int:
     """No answer under any fold choice has less fallback (the relaxed problem's bound: its
-    refinement's when it ran, else :func:`~.bounds.memory_bounds`)."""
+    refinement's when it ran, else :func:`~hetero_solve.fitting.bounds.memory_bounds`)."""
     if r is not None and "fallback" in r.stats.get("bounds", {}):
         return r.stats["bounds"]["fallback"]
-    from .analysis import binding_devices, device_sets
-    from .bounds import memory_bounds
+    from ..fitting.bounds import memory_bounds
+    from ..fitting.floors import binding_devices
+    from .analysis import device_sets
     R = device_sets(rel, fixed=False)
     return memory_bounds(rel, R).fallback if binding_devices(rel, R) else 0
 
@@ -344,7 +345,8 @@ def _relaxed_lower_bound(rel: Problem, start: Solution, fallback: int, bound) ->
     from ..solution import evaluate
     if fallback == 0 or evaluate(rel, start).fallback > 0:
         return bound(rel, start)
-    from .analysis import binding_devices, device_sets
+    from ..fitting.floors import binding_devices
+    from .analysis import device_sets
     from .bounds import lower_bounds
     R = device_sets(rel, fixed=False)
     return lower_bounds(rel, R, binding_devices(rel, R)).lb

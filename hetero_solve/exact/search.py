@@ -19,8 +19,10 @@ from typing import Callable
 from ..problem import Problem
 from ..solution import Solution, evaluate, normalize, objective_key
 from ..validate import validate
-from .analysis import binding_devices, device_sets
-from .bounds import Bounds, MemoryBounds, lower_bounds, memory_bounds
+from ..fitting.bounds import MemoryBounds, memory_bounds
+from ..fitting.floors import binding_devices
+from .analysis import device_sets
+from .bounds import Bounds, lower_bounds
 from .budget import Guard, Steps, work_seconds
 
 FULL_K_NODES = 100         # up to this many nodes, stages that may need more parts use K = n
@@ -171,7 +173,8 @@ class Search:
         self.deterministic &= stats.get("deterministic", True)
 
     def counted(self, build, *args, **kw):
-        """``build(*args, **kw)`` (:func:`.runs.realize`, :func:`.runs.fit_by_runs`) with its
+        """``build(*args, **kw)`` (:func:`~hetero_solve.fitting.realize.realize`,
+        :func:`~hetero_solve.fitting.realize.fit_by_runs`) with its
         steps counted against the budget (:class:`.budget.Steps`)."""
         steps = Steps()
         try:
@@ -207,7 +210,7 @@ class Search:
         return (*self.sets(fixed), self.bounds(fixed))
 
     def memory_bounds(self) -> MemoryBounds:
-        """:func:`.bounds.memory_bounds` for the device sets of every answer (computed once)."""
+        """:func:`~hetero_solve.fitting.bounds.memory_bounds` for the device sets of every answer (computed once)."""
         if self._memory_bounds is None:
             self._memory_bounds = memory_bounds(self.p, self.sets(fixed=False)[0])
         return self._memory_bounds

@@ -1,4 +1,5 @@
-"""The memory of a part being built node by node (SPEC section 5), in O(degree) per step.
+"""The memory of a part being built node by node (docs/problem.md, "Memory of
+a part"), in O(degree) per step.
 
 One tracker for every algorithm that grows parts (the heuristic, Glow's memory cuts): it holds
 exactly :func:`~.definitions.part_memory` of the nodes added so far.
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class MemoryTracker:
-    """SPEC section 5 memory of the nodes added so far (``used``, bytes)."""
+    """The memory of the nodes added so far (``used``, bytes)."""
 
     __slots__ = ("p", "used", "inside_consumers", "produced", "consts")
 
@@ -127,9 +128,9 @@ class RunInputs:
 def fitting_runs(problem: "Problem", order: Sequence[int], start: int, cap: int,
                  stop: int | None = None) -> Iterator[tuple[int, int]]:
     """Grow the run ``order[start:end]`` one node at a time (``order`` topological, ``end``
-    up to ``stop``) and yield ``(end, memory)`` after each node: the run's SPEC section 5
-    memory, which may be above ``cap`` (a later node can make an output internal and bring it
-    back under).  Stops once the run's constants and inputs (:class:`RunInputs`) exceed
+    up to ``stop``) and yield ``(end, memory)`` after each node: the run's memory,
+    which may be above ``cap`` (a later node can make an output internal and bring it back
+    under).  Stops once the run's constants and inputs (:class:`RunInputs`) exceed
     ``cap``: no longer run can fit then.
 
     >>> from hetero_solve.problem import make_problem

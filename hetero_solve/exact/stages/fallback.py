@@ -2,7 +2,7 @@
 and "Memory: device choice first, then parts").
 
 Cheapest proof first: the nodes no instance of their preferred device can hold (and, when
-memory binds, what memory forces off each device: :func:`.bounds.memory_bounds`) bound the
+memory binds, what memory forces off each device: :func:`~hetero_solve.fitting.bounds.memory_bounds`) bound the
 fallback from below.  With binding memory the device choice comes first: the relaxed
 assignment model (:mod:`..assign`) bounds the fallback and proposes devices, runs
 (:mod:`..runs`) turn device choices into partitions that fit, and the segment model tries the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...errors import InfeasibleError
 from ..assign import relaxed_fallback
 from ..runner import engines, solve, take, window_search
-from ..runs import fit_by_runs, parts_without_memory
+from ...fitting.realize import fit_by_runs, parts_without_memory
 from ..search import FULL_K_NODES, Search, StageRecord, unbounded_K
 from .segments import segment_devices
 

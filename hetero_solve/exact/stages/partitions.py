@@ -2,7 +2,7 @@
 
 Cheapest proof first: one part (every problem with a node needs one), or the lower bound of
 :mod:`..bounds`.  With binding memory the best answer's devices are regrouped into runs
-(:func:`..runs.realize`) and, the earlier terms proven, the segment model bounds the parts
+(:func:`~hetero_solve.fitting.realize.realize`) and, the earlier terms proven, the segment model bounds the parts
 (:func:`.segments.segment_devices`).  Without memory or other caps, the search over device
 sequences on the chain-contracted graph (:mod:`..sequence`, :mod:`..reductions`).  Then the
 full model (:func:`..runner.solve`).
@@ -18,7 +18,7 @@ from .. import sequence
 from ..bounds import Bounds, lower_bounds
 from ..reductions import Reduced, contract_chains
 from ..runner import engines, solve, take
-from ..runs import realize
+from ...fitting.realize import realize
 from ..search import PartsView, Search, StageRecord
 from .segments import segment_devices
 
@@ -107,7 +107,7 @@ def unit_hint(best: Solution, red: Reduced | None) -> Solution | None:
 
 def _regroup(ctx: Search, rec: StageRecord) -> None:
     """Fewer parts with the same devices: the best answer's device per node, parts
-    rebuilt without memory and cut into runs that fit (:func:`..runs.realize`); the
+    rebuilt without memory and cut into runs that fit (:func:`~hetero_solve.fitting.realize.realize`); the
     fallback does not change."""
     sol = ctx.counted(realize, ctx.p, ctx.best.node_device())
     kept = ctx.accept(sol, "exact-runs", rec.runs)

@@ -3,20 +3,20 @@
 
 The fallback and partitions stages both ask the segment model (:func:`..assign.relaxed_parts`)
 for the device choice with the fewest device segments under a fallback cap, and turn it into
-parts: regrouped (:func:`..runs.realize`), cut into runs kept or dropped
-(:func:`..runs.fit_by_runs`), and, when those miss, the full model with every device fixed
+parts: regrouped (:func:`~hetero_solve.fitting.realize.realize`), cut into runs kept or dropped
+(:func:`~hetero_solve.fitting.realize.fit_by_runs`), and, when those miss, the full model with every device fixed
 (:func:`fixed_devices`).
 """
 
 from __future__ import annotations
 
 from .. import cpsat
-from ..analysis import binding_devices
+from ...fitting.floors import binding_devices
 from ..assign import relaxed_parts
 from ..bounds import lower_bounds
 from ..encoding import Encoding
 from ..runner import model_size
-from ..runs import fit_by_runs, parts_without_memory, realize
+from ...fitting.realize import fit_by_runs, parts_without_memory, realize
 from ..search import Search
 from ...solution import objective_key
 
@@ -29,7 +29,7 @@ def segment_devices(ctx: Search, runs: list[dict], R, mem, cap: int, budget: flo
                     label: str):
     """:func:`..assign.relaxed_parts` with fallback at most ``cap``: its bound (returned, a
     :class:`..assign.PartsBound`), and its device choice turned into parts
-    (:func:`..runs.realize`, and runs kept or dropped) as candidate answers: few device
+    (:func:`~hetero_solve.fitting.realize.realize`, and runs kept or dropped) as candidate answers: few device
     changes along paths is what lets the parts fit (ddddocr-det on the 3 MiB NPU:
     [215, 9] -> [213, 6], both at their bounds)."""
     ctx.say(f"{label}: relaxed assignment model, fewest device segments with "

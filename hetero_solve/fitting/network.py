@@ -1,10 +1,11 @@
 """The memory of a node set as a minimum cut: which nodes can ever share a device, and which
 to keep on a device whose memory is too small for all of them.
 
-SPEC section 5 counts, for a part ``S``, the distinct constants its nodes read and the tensors
-that cross its boundary.  Both are *cut functions* of ``S`` (Lawler's hypergraph cuts), so
-``min {w(V \\ S) + lam * memory(S)}`` over every set ``S`` of candidate nodes is one s-t
-minimum cut (source side = ``S``) in a network with
+A part's memory (docs/problem.md, "Memory of a part") counts, for a part ``S``, the
+distinct constants its nodes read and the tensors that cross its boundary.  Both are *cut
+functions* of ``S`` (Lawler's hypergraph cuts), so ``min {w(V \\ S) + lam * memory(S)}`` over
+every set ``S`` of candidate nodes is one s-t minimum cut (source side = ``S``) in a network
+with
 
 * a node arc ``s -> v`` of capacity ``w(v)``: cut when ``v`` is left out of ``S``;
 * per constant, and per graph input, an *any member* gadget: readers ``-> a`` (infinite),
@@ -60,7 +61,7 @@ SCALE = 1 << 16        # node weights are multiplied by this: lam x bytes is rou
 
 
 class MemoryNetwork:
-    """The cut network of SPEC section 5's memory over node sets of ``candidates``.
+    """The cut network of a part's memory over node sets of ``candidates``.
 
     Parameters
     ----------
@@ -142,6 +143,11 @@ class MemoryNetwork:
                 any_member(inside, size)
             else:
                 split(inside, size)
+        self._make_flow(tails, heads, infinite)
+
+    def _make_flow(self, tails: list[int], heads: list[int], infinite: list[int]) -> None:
+        """The OR-Tools network of these arcs (capacities set per solve; ``infinite`` arcs
+        are never cut)."""
         self.flow = max_flow.SimpleMaxFlow()
         self.flow.add_arcs_with_capacity(np.array(tails, dtype=np.int32),
                                          np.array(heads, dtype=np.int32),
@@ -207,7 +213,7 @@ class MemoryNetwork:
 
 
 def standalone_memory(problem: Problem, v: int) -> int:
-    """Memory of ``v`` alone in a part (SPEC section 5): an upper bound on the least memory of a
+    """Memory of ``v`` alone in a part: an upper bound on the least memory of a
     part holding it."""
     return MemoryTracker(problem).delta(v)
 

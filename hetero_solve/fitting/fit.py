@@ -8,10 +8,11 @@ nodes stays inside), so its runs, numbered in that order, keep every edge going 
 partition stays acyclic, and value inputs stay separated (runs are subsets of parts that
 separate them).
 
-Only the run's boundary and constants count (SPEC section 5): a run may hold nodes whose
-activations would not fit on their own, as long as the tensors between them stay inside.  A
-run is extended node by node while its constants and inputs fit (both only grow as a run grows
-in topological order; its outputs can shrink), and the longest stretch that fits is taken.
+Only the run's boundary and constants count (docs/problem.md, "Memory of a part"): a run
+may hold nodes whose activations would not fit on their own, as long as the tensors between them
+stay inside.  A run is extended node by node while its constants and inputs fit (both only grow
+as a run grows in topological order; its outputs can shrink), and the longest stretch that fits
+is taken.
 
 Instances, per device, tried in turn (the first that places every part wins):
 
@@ -23,7 +24,7 @@ Instances, per device, tried in turn (the first that places every part wins):
    card becomes consecutive runs on consecutive cards;
 4. *cut to the capacity, then first-fit decreasing* over every run of the device.
 
-Strategies 3 and 4 cut runs two ways (:class:`_Cutter`): along a branch-by-branch order, then
+Strategies 3 and 4 cut runs two ways (:class:`~.cuts.Cutter`): along a branch-by-branch order, then
 growing each run by the node that raises its memory least.  Consecutive runs of one part on
 one instance merge again (merging never raises memory).
 
@@ -41,143 +42,11 @@ moves nodes off that device (:mod:`.placement`).
 
 from __future__ import annotations
 
-from typing import Sequence
-
-from ..measures import MemoryTracker, RunInputs, fitting_runs, part_memories, part_memory
+from ..measures import part_memories, part_memory
 from ..problem import Problem
 from ..solution import Solution, normalize
-
-
-def run_order(problem: Problem, nodes: Sequence[int], inside: set[int]) -> list[int]:
-    """A topological order of the part ``nodes`` that finishes a branch before starting the
-    next (Kahn's algorithm with a stack), so that few tensors are open between two runs."""
-    indeg = {v: sum(1 for u in problem.pred[v] if u in inside) for v in nodes}
-    stack = sorted((v for v in nodes if indeg[v] == 0), reverse=True)
-    order: list[int] = []
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        ready = []
-        for w in problem.succ[v]:
-            if w in inside:
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    ready.append(w)
-        stack.extend(sorted(ready, reverse=True))
-    return order
-
-
-def longest_run(problem: Problem, order: Sequence[int], start: int, cap: int) -> tuple[int, int]:
-    """The longest run ``order[start:end]`` whose memory fits ``cap``: ``(end, memory)``, with
-    ``end == start`` when none fits."""
-    best, best_mem = start, 0
-    for end, used in fitting_runs(problem, order, start, cap):
-        if used <= cap:
-            best, best_mem = end, used
-    return best, best_mem
-
-
-class _Cutter:
-    """Cuts one part into runs, front to back: each run is a prefix of a topological order of
-    what is left of the part, so what is left stays convex and the runs keep edges forward.
-
-    ``pick="order"``: the runs follow :func:`run_order` (branch by branch) and each is the
-    longest prefix that fits.  ``pick="smallest"``: a run grows by the ready node that raises
-    its memory least (a node that brings in the last reader of a large tensor lowers it),
-    for parts where branch order strands a large tensor's readers in different runs."""
-
-    MAX_READY = 64      # ready nodes compared per step ("smallest")
-
-    def __init__(self, problem: Problem, nodes: list[int], pick: str):
-        self.p = problem
-        self.pick = pick
-        self.left = set(nodes)
-        if pick == "order":
-            self.order = run_order(problem, nodes, self.left)
-            self.pos = 0
-        else:
-            self.indeg = {v: sum(1 for u in problem.pred[v] if u in self.left) for v in nodes}
-            self.ready = {v for v in nodes if self.indeg[v] == 0}   # left, nothing left before
-
-    def done(self) -> bool:
-        return not self.left
-
-    def drop_front(self) -> int:
-        """Remove the node the next run would start with (and return it)."""
-        if self.pick == "order":
-            v = self.order[self.pos]
-            self.pos += 1
-        else:
-            v = min(self.ready)
-            self._remove([v])
-        self.left.discard(v)
-        return v
-
-    def take(self, cap: int) -> tuple[list[int], int] | None:
-        """The next run that fits ``cap`` bytes and its memory, or None when none does."""
-        if self.pick == "order":
-            end, mem = longest_run(self.p, self.order, self.pos, cap)
-            if end == self.pos:
-                return None
-            run = self.order[self.pos:end]
-            self.pos = end
-        else:
-            run, mem = self._grow(cap)
-            if not run:
-                return None
-            self._remove(run)
-        self.left.difference_update(run)
-        return run, mem
-
-    def _remove(self, run: list[int]) -> None:
-        """Take ``run`` (ready, in a topological order) out of the ready set; the nodes it
-        leaves without a predecessor become ready."""
-        indeg, ready, left = self.indeg, self.ready, self.left
-        inside = set(run)
-        ready.difference_update(run)
-        for v in run:
-            for w in self.p.succ[v]:
-                if w in indeg:
-                    indeg[w] -= 1
-                    if indeg[w] == 0 and w in left and w not in inside:
-                        ready.add(w)
-
-    def _grow(self, cap: int) -> tuple[list[int], int]:
-        p = self.p
-        left = self.left
-        indeg = self.indeg          # counted down while the run grows, restored below
-        lowered: list[int] = []
-        ready = sorted(self.ready)
-        mem = MemoryTracker(p)
-        fixed = RunInputs(p)
-        taken: list[int] = []
-        best, best_mem = 0, 0
-        while ready:
-            choice, choice_delta, choice_extra = -1, 0, 0
-            for v in ready[:self.MAX_READY]:
-                extra = fixed.extra(v)
-                if fixed.bytes + extra > cap:
-                    continue
-                delta = mem.delta(v)
-                if choice < 0 or delta < choice_delta:
-                    choice, choice_delta, choice_extra = v, delta, extra
-            if choice < 0:
-                break
-            fixed.add(choice, choice_extra)
-            mem.add(choice, choice_delta)
-            taken.append(choice)
-            ready.remove(choice)
-            for w in p.succ[choice]:
-                if w in left:
-                    indeg[w] -= 1
-                    lowered.append(w)
-                    if indeg[w] == 0:
-                        ready.append(w)
-            if mem.used <= cap:
-                best, best_mem = len(taken), mem.used
-        for w in lowered:
-            indeg[w] += 1
-        return taken[:best], best_mem
+from .cuts import DP_NODES, Cutter, components, dp_runs
+from .packing import first_fit
 
 
 class _Piece:
@@ -193,38 +62,15 @@ class _Piece:
 
 def _whole(parts, mems, cap: int, instances: int) -> list[_Piece] | None:
     """Each part whole on the instance with the most room, in part order."""
-    free = [cap] * instances
+    where, left = first_fit([mems[slot] for slot, _ in parts], cap, instances,
+                            decreasing=False, into="roomiest")
+    if left:
+        return None
     out = []
-    for slot, nodes in parts:
-        i = max(range(instances), key=free.__getitem__)
-        if mems[slot] > free[i]:
-            return None
-        free[i] -= mems[slot]
+    for (slot, nodes), i in zip(parts, where):
         piece = _Piece(slot, nodes, mems[slot])
         piece.instance = i
         out.append(piece)
-    return out
-
-
-def components(problem: Problem, nodes: list[int]) -> list[list[int]]:
-    """The weakly connected components of the part ``nodes`` (each sorted, by first node):
-    independent pieces, which a split separates without any tensor crossing."""
-    inside = set(nodes)
-    seen: set[int] = set()
-    out = []
-    for v in sorted(nodes):
-        if v in seen:
-            continue
-        comp, stack = [], [v]
-        seen.add(v)
-        while stack:
-            x = stack.pop()
-            comp.append(x)
-            for y in (*problem.succ[x], *problem.pred[x]):
-                if y in inside and y not in seen:
-                    seen.add(y)
-                    stack.append(y)
-        out.append(sorted(comp))
     return out
 
 
@@ -246,17 +92,10 @@ def _components_first_fit(problem: Problem, parts, mems, cap: int, instances: in
 
 
 def _pack(pieces: list[_Piece], cap: int, instances: int) -> int:
-    """First-fit decreasing; the bytes that found no room."""
-    free = [cap] * instances
-    left = 0
-    for piece in sorted(pieces, key=lambda x: -x.memory):
-        for i in range(instances):
-            if piece.memory <= free[i]:
-                free[i] -= piece.memory
-                piece.instance = i
-                break
-        else:
-            left += piece.memory
+    """First-fit decreasing (:func:`~.packing.first_fit`); the bytes that found no room."""
+    where, left = first_fit([x.memory for x in pieces], cap, instances)
+    for piece, i in zip(pieces, where):
+        piece.instance = i
     return left
 
 
@@ -268,7 +107,7 @@ def _cut_to_room(problem: Problem, parts, cap: int, instances: int, pick: str
     free = [cap] * instances
     out: list[_Piece] = []
     for k, (slot, nodes) in enumerate(parts):
-        cut = _Cutter(problem, nodes, pick)
+        cut = Cutter(problem, nodes, pick)
         while not cut.done():
             i = max(range(instances), key=free.__getitem__)
             run = cut.take(free[i])
@@ -290,7 +129,7 @@ def _cut_and_pack(problem: Problem, parts, mems, cap: int, instances: int, pick:
         if mems[slot] <= cap:
             pieces.append(_Piece(slot, nodes, mems[slot]))
             continue
-        cut = _Cutter(problem, nodes, pick)
+        cut = Cutter(problem, nodes, pick)
         while not cut.done():
             run = cut.take(cap)
             if run is None:
@@ -310,7 +149,7 @@ def _cut_and_spill(problem: Problem, parts, cap: int, instances: int, pick: str,
     free = [cap] * instances
     out: list[_Piece] = []
     for slot, nodes in parts:
-        cut = _Cutter(problem, nodes, pick)
+        cut = Cutter(problem, nodes, pick)
         gap: _Piece | None = None        # the part of moved nodes since the last run
         while not cut.done():
             i = max(range(instances), key=free.__getitem__)
@@ -326,82 +165,29 @@ def _cut_and_spill(problem: Problem, parts, cap: int, instances: int, pick: str,
             d = spill(v)
             if d < 0 or problem.devices[d].memory is not None:
                 return None
-            same = (gap is not None and gap.device == d
-                    and not (problem.devices[d].enforce_values
-                             and any(u in gap.nodes for u in problem.value_pred[v])))
-            if same:
-                gap.nodes.append(v)
-            else:
-                gap = _Piece(slot, [v], 0, device=d)
-                gap.instance = 0
-                out.append(gap)
+            gap = _moved(problem, out, gap, slot, v, d)
     return out
 
 
-DP_NODES = 1500      # parts up to this size are also cut by dynamic programming
-DP_WORK = 150_000    # node steps of run growth per programme before runs are kept short
-DP_SHORT = 64
-
-
-def dp_runs(problem: Problem, nodes: list[int], cap: int, max_runs: int, movable=None
-            ) -> list[tuple[str, list[int], int]] | None:
-    """The best cut of a part (along :func:`run_order`) into runs of at most ``cap`` bytes, at
-    most ``max_runs`` of them, by dynamic programming over the cut positions: fewest nodes
-    moved off the device first (only nodes ``movable(v)`` accepts may move, as parts of
-    their own between runs), then fewest runs.  Unlike the longest-run cuts it sees that a
-    shorter run can end where only small tensors cross.  Returns ``("run", nodes, bytes)``
-    and ``("moved", [v], 0)`` steps in order, or None when no cut exists."""
-    order = run_order(problem, nodes, set(nodes))
-    L = len(order)
-    INF = (L + 1, L + 1)
-    # best[r][j]: (moved, -) to cover order[:j] with r runs; parent pointers to rebuild.
-    best = [[INF] * (L + 1) for _ in range(max_runs + 1)]
-    parent: list[list[tuple | None]] = [[None] * (L + 1) for _ in range(max_runs + 1)]
-    best[0][0] = (0, 0)
-    runs_from: dict[int, list[tuple[int, int]]] = {}
-    work = [0]
-
-    def runs(i: int) -> list[tuple[int, int]]:
-        """(end, bytes) of every run order[i:end] that fits (once the work budget is spent,
-        of those up to DP_SHORT nodes long)."""
-        if i not in runs_from:
-            stop = L if work[0] < DP_WORK else min(L, i + DP_SHORT)
-            grown = list(fitting_runs(problem, order, i, cap, stop))
-            # nodes looked at: the run grown, and the one that stopped it (if any)
-            work[0] += min(stop, (grown[-1][0] if grown else i) + 1) - i
-            runs_from[i] = [(end, used) for end, used in grown if used <= cap]
-        return runs_from[i]
-
-    for j in range(L):
-        for r in range(max_runs + 1):
-            here = best[r][j]
-            if here == INF:
-                continue
-            if movable is not None and movable(order[j]):
-                cand = (here[0] + 1, here[1])
-                if cand < best[r][j + 1]:
-                    best[r][j + 1], parent[r][j + 1] = cand, ("moved", r, j, 0)
-            if r < max_runs:
-                for end, size in runs(j):
-                    cand = (here[0], here[1] + 1)
-                    if cand < best[r + 1][end]:
-                        best[r + 1][end], parent[r + 1][end] = cand, ("run", r, j, size)
-    r = min(range(max_runs + 1), key=lambda x: (best[x][L], x))
-    if best[r][L] == INF:
-        return None
-    steps: list[tuple[str, list[int], int]] = []
-    j = L
-    while j > 0:
-        kind, r0, i, size = parent[r][j]
-        steps.append((kind, order[i:j], size))
-        r, j = r0, i
-    steps.reverse()
-    return steps
+def _moved(problem: Problem, out: list[_Piece], gap: _Piece | None, slot: int, v: int,
+           d: int) -> _Piece:
+    """Move ``v`` to device ``d`` between the runs of part ``slot``: into ``gap`` (the part of
+    nodes moved since the last run) when it is on ``d`` and takes ``v`` (no value edge inside
+    on an enforcing device), else into a new part appended to ``out``.  Returns the gap."""
+    if gap is not None and gap.device == d and not (
+            problem.devices[d].enforce_values
+            and any(u in gap.nodes for u in problem.value_pred[v])):
+        gap.nodes.append(v)
+        return gap
+    gap = _Piece(slot, [v], 0, device=d)
+    gap.instance = 0
+    out.append(gap)
+    return gap
 
 
 def _dp_place(problem: Problem, parts, mems, cap: int, instances: int, spill=None
               ) -> list[_Piece] | None:
-    """Every part that does not fit cut by :func:`dp_runs` (at most ``instances`` runs
+    """Every part that does not fit cut by :func:`~.cuts.dp_runs` (at most ``instances`` runs
     each), then first-fit decreasing over the instances; moved nodes go to ``spill(v)``."""
     pieces: list[_Piece] = []
     movable = None
@@ -424,16 +210,7 @@ def _dp_place(problem: Problem, parts, mems, cap: int, instances: int, spill=Non
                 pieces.append(_Piece(slot, run, size))
                 gap = None
                 continue
-            v = run[0]
-            d = spill(v)
-            if gap is not None and gap.device == d and not (
-                    problem.devices[d].enforce_values
-                    and any(u in gap.nodes for u in problem.value_pred[v])):
-                gap.nodes.append(v)
-            else:
-                gap = _Piece(slot, [v], 0, device=d)
-                gap.instance = 0
-                pieces.append(gap)
+            gap = _moved(problem, pieces, gap, slot, run[0], spill(run[0]))
     runs = [x for x in pieces if x.device < 0]
     if _pack(runs, cap, instances):
         return None
@@ -443,7 +220,8 @@ def _dp_place(problem: Problem, parts, mems, cap: int, instances: int, spill=Non
 def _rest(problem: Problem, first, later_parts) -> int:
     """Bytes not placed: the unplaced nodes of one part and every later part, each as one
     part (an estimate of how much must go elsewhere)."""
-    return part_memory(problem, first) + sum(part_memory(problem, nodes) for _, nodes in later_parts)
+    return part_memory(problem, first) + sum(part_memory(problem, nodes)
+                                             for _, nodes in later_parts)
 
 
 def _place(problem: Problem, parts, mems, cap: int, instances: int, spill=None

@@ -5,18 +5,18 @@ Devices are visited in priority order.  The nodes *arriving* at device ``d`` are
 prefer it plus those moved off earlier devices whose next allowed device is ``d``.  For a device
 with a memory limit:
 
-1. nodes no part on one instance can hold (:func:`.memory_cut.placeable_nodes`, a minimum
+1. nodes no part on one instance can hold (:func:`.network.placeable_nodes`, a minimum
    cut iterated to a fixed point) move on: that is fallback no partition avoids;
 2. with a byte *target* for the device (at most ``memory x instances``: the union of the parts
    on a device needs no more than their sum, docs/problem.md), the parametric minimum cut
-   (:func:`.memory_cut.keep_within`) keeps the arriving nodes whose loss would cost most per
+   (:func:`.network.keep_within`) keeps the arriving nodes whose loss would cost most per
    byte they need, counting the tensors a split makes cross (which a choice by constants
    alone would not see).  A node on its preferred device weighs ``n + 1`` (fallback is what
    the objective counts); a node that already left its preferred device weighs 1 (moving it
    further costs no fallback, only parts).
 
 The heuristic (:func:`~hetero_solve.algorithms.greedy.heuristic`) starts without targets (only
-step 1), builds parts, fits them into instances (:mod:`.memory_fit`), and lowers the target of
+step 1), builds parts, fits them into instances (:mod:`.fit`), and lowers the target of
 a device whose parts did not fit by the bytes left over, until they fit.
 
 >>> from hetero_solve.problem import Device, make_problem
@@ -35,7 +35,8 @@ from ..errors import InfeasibleError
 from ..measures import part_memory
 from ..problem import Problem
 from ..units import format_bytes
-from .memory_cut import MemoryNetwork, keep_within, placeable_nodes
+from .floors import held_bytes
+from .network import MemoryNetwork, keep_within, placeable_nodes
 
 MAX_CUT_TESTS = 400     # nodes per device tested by a minimum cut; the others count as fitting
                         # (the fit then moves them if no run can hold them)
@@ -138,10 +139,7 @@ class Placement:
                 must.setdefault(f[0], []).append(v)
         for d, nodes in must.items():
             dev = p.devices[d]
-            consts = {c for v in nodes for c in p.node_consts[v]}
-            io = {t for v in nodes for t in p.node_inputs[v] if p.tensor_producer[t] < 0}
-            io |= {t for v in nodes for t in p.node_outputs[v] if p.tensor_is_output[t]}
-            need = sum(p.const_bytes[c] for c in consts) + sum(p.tensor_bytes[t] for t in io)
+            need = held_bytes(p, nodes)
             have = dev.memory * dev.instances
             if need > have:
                 shown = ", ".join(repr(p.names[v]) for v in nodes[:3])
