@@ -38,24 +38,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 
 from ..problem import COST_TERMS, Problem
 from ..solution import Solution, normalize, objective_term
+from .cost_terms import TOTAL_BITS, stage_term
 from .cpsat import run
 
 MAX_SLOTS = 64          # K = n up to here (complete); beyond, a bounded search
-TOTAL_BITS = 40         # scaled totals stay below 2**TOTAL_BITS
-
-
-@dataclass
-class _Term:
-    """A stage objective: ``Σ coef * var`` (already integer, scaled when ``timed``)."""
-    coefs: list
-    variables: list
-    timed: bool
-    rounded: int = 0      # how many coefficients were rounded down
-    where: dict = field(default_factory=dict)   # variable index -> position (merged terms)
 
 
 def choose_scale(problem: Problem) -> int:
@@ -281,206 +270,65 @@ class CostModelCP:
                 m.Add(lit == 0)
         return self._lits[key]
 
-    # -- the objective's terms -------------------------------------------------------------
-    def scaled(self, t: float) -> int:
-        """A time as a model coefficient, rounded down (module doc)."""
-        return math.floor(t * self.scale)
 
-    def term(self, name: str) -> _Term:
-        """The expression of one objective term (``timed``: scaled by ``self.scale``)."""
-        p = self.p
-        if name == "fallback":
-            return _Term([1] * p.n + [-1] * p.n, [1] * p.n + [self.dv(v, p.preferred(v))
-                                                                for v in range(p.n)], False)
-        if name == "partitions":
-            return _Term([1] * self.K, list(self.used), False)
-        if name == "transfer":
-            pairs = [(p.tensor_bytes[t], self.enter(t, j)) for t, u in enumerate(p.tensor_producer)
-                     if u >= 0 and p.tensor_bytes[t] for j in range(self.K)]
-            return _Term([c for c, _ in pairs], [x for _, x in pairs], False)
-        if name == "latency":
-            return self._latency()
-        if name == "throughput":
-            return self._throughput()
-        raise ValueError(f"unknown objective term {name!r}")
-
-    def _add(self, term: _Term, t: float, var) -> None:
-        """``term += t * var``, scaled; one coefficient per variable."""
-        c = self.scaled(t)
-        if c:
-            k = term.where.get(var.Index())
-            if k is None:
-                term.where[var.Index()] = len(term.coefs)
-                term.coefs.append(c)
-                term.variables.append(var)
-            else:
-                term.coefs[k] += c
-        if c != t * self.scale:
-            term.rounded += 1
-
-    def _node_times(self, term: _Term, g: int | None = None) -> None:
-        for v in range(self.p.n):
-            for h, lit in self.ni[v].items():
-                if g is None or h == g:
-                    self._add(term, self.c.time(v, self.G[h][0]), lit)
-
-    def _latency(self) -> _Term:
-        p, m, c, K = self.p, self.m, self.c, self.K
-        term = _Term([], [], True)
-        self._node_times(term)
-        for j in range(K):
-            for g, lit in self.b[j].items():
-                self._add(term, c.part_cost[self.G[g][0]], lit)
-        for t, u in enumerate(p.tensor_producer):
-            if u < 0 or not p.tensor_consumers[t]:
-                continue
-            cross = None
-            for d in range(len(p.devices)):
-                tau = c.tensor_time(d, t, p.tensor_bytes)
-                if tau <= 0:
-                    continue
-                if d in p.allowed[u]:                       # written out once
-                    if cross is None:
-                        cross = m.NewBoolVar("")
-                        for j in range(K):
-                            m.AddImplication(self.enter(t, j), cross)
-                    out = m.NewBoolVar("")
-                    m.Add(out >= cross + self.dv(u, d) - 1)
-                    self._add(term, tau, out)
-                for j in range(K):                          # read in by each part on d
-                    on_d = [x for g, x in self.b[j].items() if self.G[g][0] == d]
-                    lit = m.NewBoolVar("")
-                    m.Add(lit >= self.enter(t, j) + sum(on_d) - 1)
-                    self._add(term, tau, lit)
-        return term
-
-    def _stage_loads(self, top) -> tuple[int, int]:
-        """Contiguous stages: ``top >= load`` of each slot on each device it may take; the
-        most rounding in one load and the largest load possible."""
-        p, m, c, K = self.p, self.m, self.c, self.K
-        worst = most = 0
-        for j in range(K):
-            for d in range(len(p.devices)):
-                load = _Term([], [], True)
-                for v in range(p.n):
-                    if d in p.allowed[v]:
-                        self._add(load, c.time(v, d), self.x[v][j])
-                self._add(load, c.part_cost[d], self.b[j][d])
-                for t, u in enumerate(p.tensor_producer):
-                    tau = c.tensor_time(d, t, p.tensor_bytes)
-                    if u >= 0 and tau > 0 and p.tensor_consumers[t]:
-                        self._add(load, tau, self.enter(t, j))
-                        self._add(load, tau, self.sent(t, j))
-                m.Add(top >= sum(a * x for a, x in zip(load.coefs, load.variables))
-                      ).OnlyEnforceIf(self.b[j][d])
-                worst = max(worst, load.rounded)
-                most = max(most, sum(load.coefs))
-        return worst, most
-
-    def sent(self, t: int, j: int):
-        """A literal bounded from below: tensor ``t`` is made in slot ``j`` and read in another
-        (graph outputs aside: the transfer out of :mod:`hetero_solve.measures.costs`)."""
-        key = ("sent", t, j)
-        if key not in self._lits:
-            p, m = self.p, self.m
-            u = p.tensor_producer[t]
-            lit = self._lits[key] = m.NewBoolVar("")
-            for r in p.tensor_consumers[t]:
-                m.Add(lit >= self.x[u][j] - self.x[r][j])
-        return self._lits[key]
-
-    def _throughput(self) -> _Term:
-        p, m, c, K = self.p, self.m, self.c, self.K
-        top = m.NewIntVar(0, 2 ** (TOTAL_BITS + 1), "time_per_sample")
-        if self.stages:
-            rounded, most = self._stage_loads(top)
-            m.Add(top <= most)
-            return _Term([1], [top], True, rounded)
-        worst = 0
-        for g, (d, _) in enumerate(self.G):
-            load = _Term([], [], True)
-            self._node_times(load, g)
-            for j in range(K):
-                self._add(load, c.part_cost[d], self.b[j][g])
-            for t, u in enumerate(p.tensor_producer):
-                tau = c.tensor_time(d, t, p.tensor_bytes)
-                if u < 0 or tau <= 0 or not p.tensor_consumers[t]:
-                    continue
-                mine = self.ni[u].get(g)
-                if mine is not None:                        # made here, read elsewhere
-                    out = m.NewBoolVar("")
-                    for r in p.tensor_consumers[t]:
-                        m.Add(out >= mine - self.ni[r].get(g, 0))
-                    self._add(load, tau, out)
-                readers = [self.ni[r][g] for r in p.tensor_consumers[t] if g in self.ni[r]]
-                if readers:                                 # read here, made elsewhere
-                    into = m.NewBoolVar("")
-                    for x in readers:
-                        m.Add(into >= x - (mine if mine is not None else 0))
-                    self._add(load, tau, into)
-            m.Add(top >= sum(a * x for a, x in zip(load.coefs, load.variables)))
-            worst = max(worst, load.rounded)
-        return _Term([1], [top], True, worst)
-
-    # -- hints and answers -----------------------------------------------------------------
-    def hint(self, sol: Solution) -> bool:
-        """Hint a valid answer (slots: its parts in topological order)."""
-        p, m = self.p, self.m
-        sol = normalize(p, sol)
-        if self.K and sol.num_parts > self.K:
-            return False
-        m.ClearHints()
-        hinted: set[int] = set()
-        g_of = {gg: g for g, gg in enumerate(self.G)}
-        if self.stages:
-            g_of = {(sol.part_device[q], sol.part_instance[q]): sol.part_device[q]
-                    for q in range(sol.num_parts)}
-        for v in range(p.n):
-            q = sol.part_of[v]
-            here = g_of[(sol.part_device[q], sol.part_instance[q])]
-            if id(self.ni[v]) not in hinted:           # colocated nodes may share a row
-                hinted.add(id(self.ni[v]))
-                for g, lit in self.ni[v].items():
-                    m.AddHint(lit, g == here)
-            if self.K:
-                for j in range(1, self.K):
-                    m.AddHint(self.ge[v][j], q >= j)
-        for j in range(self.K):
-            here = g_of[(sol.part_device[j], sol.part_instance[j])] if j < sol.num_parts else -1
-            for g, lit in self.b[j].items():
+def hint(model, sol: Solution) -> bool:
+    """Hint a valid answer (slots: its parts in topological order)."""
+    p, m = model.p, model.m
+    sol = normalize(p, sol)
+    if model.K and sol.num_parts > model.K:
+        return False
+    m.ClearHints()
+    hinted: set[int] = set()
+    g_of = {gg: g for g, gg in enumerate(model.G)}
+    if model.stages:
+        g_of = {(sol.part_device[q], sol.part_instance[q]): sol.part_device[q]
+                for q in range(sol.num_parts)}
+    for v in range(p.n):
+        q = sol.part_of[v]
+        here = g_of[(sol.part_device[q], sol.part_instance[q])]
+        if id(model.ni[v]) not in hinted:           # colocated nodes may share a row
+            hinted.add(id(model.ni[v]))
+            for g, lit in model.ni[v].items():
                 m.AddHint(lit, g == here)
-        return True
+        if model.K:
+            for j in range(1, model.K):
+                m.AddHint(model.ge[v][j], q >= j)
+    for j in range(model.K):
+        here = g_of[(sol.part_device[j], sol.part_instance[j])] if j < sol.num_parts else -1
+        for g, lit in model.b[j].items():
+            m.AddHint(lit, g == here)
+    return True
 
-    def answer(self, solver) -> Solution:
-        """The solver's assignment as a normalized solution."""
-        p = self.p
-        if not self.K:
-            return self._parts_of_instances([next(g for g, x in self.ni[v].items()
-                                                  if solver.Value(x)) for v in range(p.n)])
-        part_of = [sum(solver.Value(x) for x in self.ge[v][1:]) for v in range(p.n)]
-        k = max(part_of, default=-1) + 1
-        where = [next(g for g, x in self.b[j].items() if solver.Value(x)) for j in range(k)]
-        devices = [self.G[g][0] for g in where]
-        instances = ([devices[:j].count(d) for j, d in enumerate(devices)] if self.stages
-                     else [self.G[g][1] for g in where])
-        return normalize(p, Solution(part_of, devices, instances, algorithm="cpsat-costs"))
+def answer(model, solver) -> Solution:
+    """The solver's assignment as a normalized solution."""
+    p = model.p
+    if not model.K:
+        return _parts_of_instances(model, [next(g for g, x in model.ni[v].items()
+                                              if solver.Value(x)) for v in range(p.n)])
+    part_of = [sum(solver.Value(x) for x in model.ge[v][1:]) for v in range(p.n)]
+    k = max(part_of, default=-1) + 1
+    where = [next(g for g, x in model.b[j].items() if solver.Value(x)) for j in range(k)]
+    devices = [model.G[g][0] for g in where]
+    instances = ([devices[:j].count(d) for j, d in enumerate(devices)] if model.stages
+                 else [model.G[g][1] for g in where])
+    return normalize(p, Solution(part_of, devices, instances, algorithm="cpsat-costs"))
 
-    def _parts_of_instances(self, inst: list[int]) -> Solution:
-        """An acyclic partition whose parts have the given node instances (few parts: the
-        greedy's maximal closures, one device per instance)."""
-        from dataclasses import replace
-        from ..algorithms.greedy import greedy
-        from ..problem import Device, Objective
-        p = self.p
-        devs = [Device(f"{p.devices[d].name}.{i}", None, 1, p.devices[d].enforce_values)
-                for d, i in self.G]
-        q = replace(p, devices=devs, allowed=[(g,) for g in inst], pinned=[-1] * p.n,
-                    refusals={}, costs=None, colocation=[], objective=Objective(), arrays=None,
-                    fold_options=[])
-        s = greedy(q, devices=list(inst))
-        return normalize(p, Solution(s.part_of, [self.G[g][0] for g in s.part_device],
-                                     [self.G[g][1] for g in s.part_device],
-                                     algorithm="cpsat-costs"))
+def _parts_of_instances(model, inst: list[int]) -> Solution:
+    """An acyclic partition whose parts have the given node instances (few parts: the
+    greedy's maximal closures, one device per instance)."""
+    from dataclasses import replace
+    from ..algorithms.greedy import greedy
+    from ..problem import Device, Objective
+    p = model.p
+    devs = [Device(f"{p.devices[d].name}.{i}", None, 1, p.devices[d].enforce_values)
+            for d, i in model.G]
+    q = replace(p, devices=devs, allowed=[(g,) for g in inst], pinned=[-1] * p.n,
+                refusals={}, costs=None, colocation=[], objective=Objective(), arrays=None,
+                fold_options=[])
+    s = greedy(q, devices=list(inst))
+    return normalize(p, Solution(s.part_of, [model.G[g][0] for g in s.part_device],
+                                 [model.G[g][1] for g in s.part_device],
+                                 algorithm="cpsat-costs"))
 
 
 def slots(problem: Problem, start: Solution | None) -> tuple[int, bool]:
@@ -528,9 +376,6 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
     InfeasibleError
         No answer exists (colocation, contiguity, memory) and none was given.
     """
-    from ortools.sat.python import cp_model
-
-    from ..errors import InfeasibleError
     from ..validate import validate
     from .stages.weighted import integer_weights
     t0 = time.perf_counter()
@@ -546,67 +391,91 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
         stages = [({t: 1}, t) for t in obj.order]
     else:
         stages = [(integer_weights(obj.weights)[0], "weighted")]
-    hinted = start is not None and model.hint(start)
+    hinted = start is not None and hint(model, start)
     best, proven, records, bounds, resolution = None, True, [], {}, {}
     for i, (weights, label) in enumerate(stages):
-        terms = {t: model.term(t) for t in weights}
-        timed = any(x.timed for x in terms.values())
-        coefs, variables, rounded = [], [], 0
-        for t, x in terms.items():
-            factor = weights[t] * (1 if x.timed or not timed else model.scale)
-            coefs += [a * factor for a in x.coefs]
-            variables += x.variables
-            rounded += x.rounded * weights[t]
-        expr = sum(a * v for a, v in zip(coefs, variables))
-        model.m.Minimize(expr)
-        solver = cp_model.CpSolver()
-        prm = solver.parameters
-        # deterministic work per stage (the wall clock only guards: cpsat.run)
-        budget = max(0.05, time_limit / len(stages))
-        prm.random_seed, prm.num_workers = seed, max(1, workers)
-        # (cpsat.run switches off the presolve that certifies wrong optima, or-tools#5293:
-        # on ResNet-50's contiguous stages it proved 4477.7 where 124.35 is feasible)
-        if workers > 1:
-            prm.interleave_search = True
-        # through cpsat.run: CP-SAT's own SIGINT handler off (it left SIGINT at its default,
-        # so a later Ctrl-C killed a library caller) and Ctrl-C stops the search
-        status, _ = run(solver, model.m, budget)
-        ok = status == cp_model.OPTIMAL
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            best = model.answer(solver)
-            value = round(solver.ObjectiveValue())
-            model.m.Add(expr <= value)
-            model.hint(best)
-        elif status == cp_model.INFEASIBLE and start is None:
-            raise InfeasibleError("no partition meets the colocation, contiguous-stage and "
-                                  "memory constraints")
-        else:
-            ok = False
-        scale = model.scale if timed else 1
-        bound = solver.BestObjectiveBound() / scale if status != cp_model.INFEASIBLE else None
-        if not complete:        # a bound of the model with fewer slots bounds nothing else
-            bound = None
-        if best is not None:
-            exact = (objective_term(problem, best, label) if label != "weighted" else
-                     sum(w * objective_term(problem, best, t) for t, w in weights.items()))
-            slack = rounded / scale if timed else 0
-            ok = ok and complete and bound is not None and exact - bound <= slack + 1e-12 * max(1.0, abs(exact))
-            plain = simple_bound(problem, label) if i == 0 else None
-            if plain is not None:
-                bound = plain if bound is None else max(bound, plain)
-                ok = ok or exact - plain <= 1e-9 * max(1.0, abs(exact))
-            if bound is not None:
-                bounds[label] = min(bound, exact)
-                resolution[label] = slack
+        budget = max(0.05, time_limit / len(stages))    # deterministic work per stage
+        best, ok, bound, slack, record = _solve_stage(
+            problem, model, weights, label, best, first=i == 0, complete=complete,
+            budget=budget, seed=seed, workers=workers, start=start)
+        if bound is not None:
+            bounds[label], resolution[label] = bound, slack
         proven = proven and ok
-        records.append({"stage": label, "status": solver.StatusName(status), "proven": ok,
-                        "bound": bounds.get(label), "slots": K,
-                        "seconds": round(solver.wall_time, 3),
-                        "deterministic_time": round(solver.deterministic_time, 3)})
+        records.append(record)
         if progress:
-            progress(f"cost stage {label}: {solver.StatusName(status).lower()}")
+            progress(f"cost stage {label}: {record['status'].lower()}")
     return _finish(problem, start, best, proven and best is not None, bounds, resolution,
                    records, hinted, model.scale, time.perf_counter() - t0)
+
+
+def _objective(model: CostModelCP, weights: dict[str, int]):
+    """The stage objective ``Σ weight * term`` as one expression; whether it is timed, and how
+    many coefficients were rounded down (weighted)."""
+    terms = {t: stage_term(model, t) for t in weights}
+    timed = any(x.timed for x in terms.values())
+    coefs, variables, rounded = [], [], 0
+    for t, x in terms.items():
+        factor = weights[t] * (1 if x.timed or not timed else model.scale)
+        coefs += [a * factor for a in x.coefs]
+        variables += x.variables
+        rounded += x.rounded * weights[t]
+    return sum(a * v for a, v in zip(coefs, variables)), timed, rounded
+
+
+def _solve_stage(problem: Problem, model: CostModelCP, weights: dict[str, int], label: str,
+                 best: Solution | None, *, first: bool, complete: bool, budget: float, seed: int, workers: int,
+                 start: Solution | None):
+    """Minimise one stage, then cap it at the value found for the next stages.
+
+    Returns the best answer so far (this stage's, else ``best``, the earlier stages'), whether
+    the stage is proven, its proven lower
+    bound (``None`` when nothing is proven) and the rounding slack, and the stage's record.
+    """
+    from ortools.sat.python import cp_model
+
+    from ..errors import InfeasibleError
+    expr, timed, rounded = _objective(model, weights)
+    model.m.Minimize(expr)
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.random_seed, prm.num_workers = seed, max(1, workers)
+    if workers > 1:
+        prm.interleave_search = True
+    # through cpsat.run: deterministic work only (the wall clock guards), CP-SAT's own SIGINT
+    # handler off, and the presolve that certifies wrong optima off (or-tools#5293: on
+    # ResNet-50's contiguous stages it proved 4477.7 where 124.35 is feasible)
+    status, _ = run(solver, model.m, budget)
+    ok = status == cp_model.OPTIMAL
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        best = answer(model, solver)
+        model.m.Add(expr <= round(solver.ObjectiveValue()))
+        hint(model, best)
+    elif status == cp_model.INFEASIBLE and start is None:
+        raise InfeasibleError("no partition meets the colocation, contiguous-stage and "
+                              "memory constraints")
+    else:
+        ok = False
+    scale = model.scale if timed else 1
+    bound = solver.BestObjectiveBound() / scale if status != cp_model.INFEASIBLE else None
+    if not complete:        # a bound of the model with fewer slots bounds nothing else
+        bound = None
+    slack = rounded / scale if timed else 0
+    if best is not None:
+        exact = (objective_term(problem, best, label) if label != "weighted" else
+                 sum(w * objective_term(problem, best, t) for t, w in weights.items()))
+        ok = ok and complete and bound is not None and exact - bound <= slack + 1e-12 * max(1.0, abs(exact))
+        plain = simple_bound(problem, label) if first else None
+        if plain is not None:
+            bound = plain if bound is None else max(bound, plain)
+            ok = ok or exact - plain <= 1e-9 * max(1.0, abs(exact))
+        if bound is not None:
+            bound = min(bound, exact)
+    else:
+        bound = None        # nothing to bound: no answer yet
+    record = {"stage": label, "status": solver.StatusName(status), "proven": ok,
+              "bound": bound, "slots": model.K, "seconds": round(solver.wall_time, 3),
+              "deterministic_time": round(solver.deterministic_time, 3)}
+    return best, ok, bound, slack, record
 
 
 def simple_bound(problem: Problem, term: str) -> float | None:

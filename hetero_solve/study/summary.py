@@ -123,7 +123,17 @@ def analyse(records: list[dict], algorithms: list[str]) -> dict:
 
 def render(records: list[dict], algorithms: list[str], *, config: dict,
            machine: dict | None = None) -> str:
+    """The study's summary in Markdown: what ran, per algorithm, per problem, then what did not
+    go well and the machine."""
     a = analyse(records, algorithms)
+    lines = (_head(records, algorithms, a, config) + _per_algorithm(a)
+             + _per_problem(a, algorithms) + _open_dims(records) + _failures(records)
+             + _inconsistencies(a) + _machine(machine))
+    return "\n".join(lines)
+
+
+def _head(records: list[dict], algorithms: list[str], a: dict, config: dict) -> list[str]:
+    """The title, what was run and how."""
     lines: list[str] = ["# Study summary", ""]
     n_models = len({r["model"] for r in records})
     n_rules = len({r["rules"] for r in records})
@@ -137,7 +147,12 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
         lines += ["Command:", "", f"    {config['command']}", ""]
     if config.get("note"):
         lines += [config["note"], ""]
+    return lines
 
+
+def _per_algorithm(a: dict) -> list[str]:
+    """The table of each algorithm's counts, and what its columns mean."""
+    lines: list[str] = []
     lines += ["## Per algorithm", "",
               "| algorithm | runs | solved | valid | optimal | proved | parts proven "
               "| best objective | fewest parts | mean gap | max gap | mean s | max s "
@@ -163,7 +178,12 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
               "(the best known); *gap*: parts − best known, over the algorithm's valid runs.  "
               "Every baseline keeps each node on its preferred device; under a weighted "
               "objective an exact engine may trade parts for fallback (shown as `fb`).", ""]
+    return lines
 
+
+def _per_problem(a: dict, algorithms: list[str]) -> list[str]:
+    """The parts of every answer per problem, with the marks the legend explains."""
+    lines: list[str] = []
     specs: "OrderedDict[str, list[str]]" = OrderedDict()
     for (model, rules), info in a["problems"].items():
         if info["objective_spec"]:
@@ -210,7 +230,12 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
         lines.append(f"| {_short(model)} | {_short(rules)} | {_num(info['nodes'])} | {best} | "
                      f"{_num(info['lower_bound'])} | " + " | ".join(cells) + " |")
     lines.append("")
+    return lines
 
+
+def _open_dims(records: list[dict]) -> list[str]:
+    """The dims each problem left without a value, as ``solve`` says them."""
+    lines: list[str] = []
     open_dims = OrderedDict((problem_key(r), r["missing_dims"]) for r in records
                             if r.get("missing_dims"))
     if open_dims:
@@ -220,7 +245,12 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
         lines += [f"- {_short(model)} × {_short(rules)}: {_escape(text)}"
                   for (model, rules), text in open_dims.items()]
         lines.append("")
+    return lines
 
+
+def _failures(records: list[dict]) -> list[str]:
+    """The runs with no valid answer, grouped when they fail the same way everywhere."""
+    lines: list[str] = []
     bad = [r for r in records if not (r.get("status") in SOLVED and r.get("valid"))]
     if bad:
         lines += ["## Invalid, failed, skipped and unavailable runs", ""]
@@ -238,6 +268,12 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
                 lines.append(f"- {_short(r['model'])} × {_short(r['rules'])}, **{alg}**: "
                              f"{what}: {_escape(reason)}")
         lines.append("")
+    return lines
+
+
+def _inconsistencies(a: dict) -> list[str]:
+    """Proven optima another valid answer beats (a bug somewhere)."""
+    lines: list[str] = []
     incons = [(pk, info["inconsistent"]) for pk, info in a["problems"].items() if info["inconsistent"]]
     if incons:
         lines += ["## Inconsistencies (a bug somewhere)", ""]
@@ -245,13 +281,18 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
             lines.append(f"- {_short(model)} × {_short(rules)}: {', '.join(who)} proved an "
                          f"optimum that another valid answer beats")
         lines.append("")
+    return lines
 
+
+def _machine(machine: dict | None) -> list[str]:
+    """What the numbers were measured on."""
+    lines: list[str] = []
     if machine:
         lines += ["## Machine", ""]
         for k, v in machine.items():
             lines.append(f"- {k}: {v}")
         lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def machine_info() -> dict:
