@@ -119,13 +119,13 @@ def sent(model, t: int, j: int):
     """A literal bounded from below: tensor ``t`` is made in slot ``j`` and read in another
     (graph outputs aside: the transfer out of :mod:`hetero_solve.measures.costs`)."""
     key = ("sent", t, j)
-    if key not in model._lits:
+    if key not in model.lits:
         p, m = model.p, model.m
         u = p.tensor_producer[t]
-        lit = model._lits[key] = m.NewBoolVar("")
+        lit = model.lits[key] = m.NewBoolVar("")
         for r in p.tensor_consumers[t]:
             m.Add(lit >= model.x[u][j] - model.x[r][j])
-    return model._lits[key]
+    return model.lits[key]
 
 def _throughput(model) -> Term:
     p, m, c, K = model.p, model.m, model.c, model.K

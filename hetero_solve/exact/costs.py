@@ -89,7 +89,7 @@ class CostModelCP:
         self.stages = bool(K) and self.c.contiguous
         self.G = ([(d, 0) for d in range(len(problem.devices))] if self.stages else
                   [(d, i) for d, dev in enumerate(problem.devices) for i in range(dev.instances)])
-        self._lits: dict = {}
+        self.lits: dict = {}     # derived literals made once, by key (enter, leave, sent)
         self._nodes()
         if K:
             self._slots()
@@ -245,22 +245,22 @@ class CostModelCP:
         """A literal bounded from below: tensor ``t`` is read in slot ``j`` and made elsewhere
         (or is a graph input)."""
         key = ("in", t, j)
-        if key not in self._lits:
+        if key not in self.lits:
             p, m = self.p, self.m
             u = p.tensor_producer[t]
-            lit = self._lits[key] = m.NewBoolVar("")
+            lit = self.lits[key] = m.NewBoolVar("")
             for c in p.tensor_consumers[t]:
                 m.Add(lit >= self.x[c][j] - (self.x[u][j] if u >= 0 else 0))
-        return self._lits[key]
+        return self.lits[key]
 
     def leave(self, t: int, j: int):
         """A literal bounded from below: tensor ``t`` is made in slot ``j`` and read elsewhere
         (or is a graph output)."""
         key = ("out", t, j)
-        if key not in self._lits:
+        if key not in self.lits:
             p, m = self.p, self.m
             u = p.tensor_producer[t]
-            lit = self._lits[key] = m.NewBoolVar("")
+            lit = self.lits[key] = m.NewBoolVar("")
             if u >= 0:
                 for c in p.tensor_consumers[t]:
                     m.Add(lit >= self.x[u][j] - self.x[c][j])
@@ -268,7 +268,7 @@ class CostModelCP:
                     m.AddImplication(self.x[u][j], lit)
             else:
                 m.Add(lit == 0)
-        return self._lits[key]
+        return self.lits[key]
 
 
 def hint(model, sol: Solution) -> bool:

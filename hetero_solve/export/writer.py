@@ -44,7 +44,7 @@ from .submodels import build_direct_model, build_part_model, direct_outputs, par
 if TYPE_CHECKING:   # export reads a Result; it never needs the class at run time
     from ..result import Result
 
-__all__ = ["write_result", "default_out_dir", "part_file", "check_target", "answer_files"]
+__all__ = ["write_result", "default_out_dir", "part_file", "check_target", "answer_files", "write_json"]
 
 EXTERNAL_DATA_BYTES = 1_800_000_000   # protobuf's 2 GiB limit, with margin
 MANIFEST = ANSWER_NAME
@@ -268,7 +268,7 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
         for note in notes:
             warn(note)
     manifest["files"] = sorted([*os.listdir(tmp), MANIFEST])
-    _write_json(tmp / MANIFEST, manifest)
+    write_json(tmp / MANIFEST, manifest)
 
 
 def _make_parents(out: Path, created: list[Path]) -> None:
@@ -393,7 +393,7 @@ def same_mode(data: Path, model: Path) -> None:
         os.chmod(data, stat.S_IMODE(model.stat().st_mode))
 
 
-def _write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict) -> None:
     """One line per top-level key, and per element of a list of objects (the parts): easy to
     read and to diff, and written by json's C encoder (``indent=`` falls back to the pure-Python
     one, seconds at 100,000 nodes)."""

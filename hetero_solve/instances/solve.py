@@ -114,8 +114,8 @@ def instance_manifest(result: InstanceResult) -> dict:
 def write_instance(result: InstanceResult, out_dir: str | os.PathLike) -> Path:
     """Write ``partition.json`` into ``out_dir`` (new, empty or a previous answer; whole or
     not at all)."""
-    from ..export.writer import MANIFEST, _write_json, write_answer
+    from ..export.writer import MANIFEST, write_json, write_answer
     manifest = instance_manifest(result)
     manifest["files"] = [MANIFEST]
-    return write_answer(out_dir, lambda tmp: _write_json(tmp / MANIFEST, manifest),
+    return write_answer(out_dir, lambda tmp: write_json(tmp / MANIFEST, manifest),
                         protected=[result.path])
