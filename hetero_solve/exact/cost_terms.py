@@ -118,14 +118,11 @@ def _stage_loads(model, top) -> tuple[int, int]:
 def sent(model, t: int, j: int):
     """A literal bounded from below: tensor ``t`` is made in slot ``j`` and read in another
     (graph outputs aside: the transfer out of :mod:`hetero_solve.measures.costs`)."""
-    key = ("sent", t, j)
-    if key not in model.lits:
-        p, m = model.p, model.m
-        u = p.tensor_producer[t]
-        lit = model.lits[key] = m.NewBoolVar("")
-        for r in p.tensor_consumers[t]:
-            m.Add(lit >= model.x[u][j] - model.x[r][j])
-    return model.lits[key]
+    def build(lit):
+        u = model.p.tensor_producer[t]
+        for r in model.p.tensor_consumers[t]:
+            model.m.Add(lit >= model.x[u][j] - model.x[r][j])
+    return model.literal(("sent", t, j), build)
 
 def _throughput(model) -> Term:
     p, m, c, K = model.p, model.m, model.c, model.K

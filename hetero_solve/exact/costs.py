@@ -244,23 +244,18 @@ class CostModelCP:
     def enter(self, t: int, j: int):
         """A literal bounded from below: tensor ``t`` is read in slot ``j`` and made elsewhere
         (or is a graph input)."""
-        key = ("in", t, j)
-        if key not in self.lits:
-            p, m = self.p, self.m
-            u = p.tensor_producer[t]
-            lit = self.lits[key] = m.NewBoolVar("")
-            for c in p.tensor_consumers[t]:
-                m.Add(lit >= self.x[c][j] - (self.x[u][j] if u >= 0 else 0))
-        return self.lits[key]
+        def build(lit):
+            u = self.p.tensor_producer[t]
+            for c in self.p.tensor_consumers[t]:
+                self.m.Add(lit >= self.x[c][j] - (self.x[u][j] if u >= 0 else 0))
+        return self.literal(("in", t, j), build)
 
     def leave(self, t: int, j: int):
         """A literal bounded from below: tensor ``t`` is made in slot ``j`` and read elsewhere
         (or is a graph output)."""
-        key = ("out", t, j)
-        if key not in self.lits:
+        def build(lit):
             p, m = self.p, self.m
             u = p.tensor_producer[t]
-            lit = self.lits[key] = m.NewBoolVar("")
             if u >= 0:
                 for c in p.tensor_consumers[t]:
                     m.Add(lit >= self.x[u][j] - self.x[c][j])
@@ -268,6 +263,13 @@ class CostModelCP:
                     m.AddImplication(self.x[u][j], lit)
             else:
                 m.Add(lit == 0)
+        return self.literal(("out", t, j), build)
+
+    def literal(self, key: tuple, build):
+        """The derived literal ``key``, made (and bounded by ``build(lit)``) the first time."""
+        if key not in self.lits:
+            lit = self.lits[key] = self.m.NewBoolVar("")
+            build(lit)
         return self.lits[key]
 
 
