@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from ..interrupt import interrupts_deferred
 from ..readers import read_json
 from .common import RunError
 
@@ -107,6 +109,7 @@ def save_outputs(outputs: Mapping[str, np.ndarray], directory: str | os.PathLike
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise RunError(f"{directory} exists and is not a directory")
+    created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     files = output_file_names(outputs)
     # Never overwrite what run did not write: a file that is there must be one a previous
@@ -140,12 +143,15 @@ def save_outputs(outputs: Mapping[str, np.ndarray], directory: str | os.PathLike
             json.dump(files, f, indent=1)
             f.write("\n")
         staged.append((Path(tmp), directory / "outputs.json"))
-    except BaseException:
+    except BaseException:        # an error or Ctrl-C: nothing of this save is left
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
+        if created:
+            shutil.rmtree(directory, ignore_errors=True)
         raise
-    for (tmp, final), name in zip(staged, list(outputs) + [None]):
-        os.replace(tmp, final)
-        if name is not None:
-            written[name] = final
+    with interrupts_deferred():  # the renames: all or none (Ctrl-C waits for them)
+        for (tmp, final), name in zip(staged, list(outputs) + [None]):
+            os.replace(tmp, final)
+            if name is not None:
+                written[name] = final
     return written
