@@ -200,7 +200,7 @@ HOOK = "HOOK"
 
 _CHILD = """
 import importlib, json, os, sys, time
-argv, target, at, wrap_takes = json.loads(sys.argv[1])
+argv, target, at, wrap = json.loads(sys.argv[1])
 sys.argv = ["hetero-solve", *argv]
 import hetero_solve.interrupt as interrupt
 interrupt.guard_imports()
@@ -222,13 +222,22 @@ def stop_here():
             time.sleep(0.01)
 
 def wrapped(*args, **kwargs):
-    if wrap_takes:        # ask_runtime(runtime, device, takes, ...): stop in the n-th round
+    if wrap == "takes":   # ask_runtime(runtime, device, takes, ...): stop in the n-th round
         args = list(args)
         takes = args[2]
         def hooked(*a, **k):
             stop_here()
             return takes(*a, **k)
         args[2] = hooked
+    elif wrap == "watch":  # run_stoppable(work, stop, watch): the native search is running
+        watch = kwargs["watch"]
+        def looked(*a, **k):
+            calls[0] += 1
+            if calls[0] == at:
+                sys.stderr.write("HOOK\\n")
+                sys.stderr.flush()
+            return watch(*a, **k)
+        kwargs["watch"] = looked
     else:
         stop_here()
     return original(*args, **kwargs)
@@ -271,11 +280,13 @@ def _run_until(cmd: list[str], when, cwd: Path, env=None):
     return code, lines, sent
 
 
-def _hooked(argv: list[str], target: str, at: int, cwd: Path, *, wrap_takes=False):
+def _hooked(argv: list[str], target: str, at: int, cwd: Path, *, wrap: str | None = None):
     """The command ``argv`` with ``target`` ("module:attr") stopping at its ``at``-th call;
-    interrupted there (two SIGINTs)."""
+    interrupted there (two SIGINTs).  ``wrap="takes"``: at the ``at``-th round of probes
+    ``ask_runtime`` puts to the runtime; ``wrap="watch"``: at the ``at``-th time the waiting
+    main thread looks at a native search that keeps running (no stop in Python)."""
     import json
-    spec = json.dumps([argv, target, at, wrap_takes])
+    spec = json.dumps([argv, target, at, wrap])
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "true"}
     code, lines, sent = _run_until([sys.executable, "-c", _CHILD, spec],
                                    lambda line: line == HOOK, cwd, env)
@@ -301,6 +312,17 @@ def test_two_sigints_during_the_instance_search_exit_130(tmp_path):
         lambda line: _progress(line) is not None, tmp_path)
     assert sent, lines[-5:]
     _assert_clean(code, [x for x in lines if _progress(x) is None], tmp_path, [out])
+
+
+@pytest.mark.parametrize("at", [3, 12])
+def test_two_sigints_while_cpsat_runs_exit_130(tmp_path, at):
+    """SIGINT twice while CP-SAT's native search runs (the main thread waiting for it): it
+    used to end in exit 134, ``terminate called without an active exception``."""
+    out = tmp_path / "o"
+    code, lines = _hooked([str(INSTANCE), "--objective", "throughput", "-t", "20", "-o",
+                           str(out)], "hetero_solve.exact.cpsat:run_stoppable", at, tmp_path,
+                          wrap="watch")
+    _assert_clean(code, lines, tmp_path, [out])
 
 
 @pytest.mark.parametrize("target,at", [
@@ -354,7 +376,7 @@ def test_sigint_during_rules_from_onnxruntime(tmp_path, at):
     out = tmp_path / "ort.yaml"
     code, lines = _hooked(["rules", "from-onnxruntime", "CPUExecutionProvider", "-o", str(out)],
                           "hetero_solve.rules.from_runtime:ask_runtime", at, tmp_path,
-                          wrap_takes=True)
+                          wrap="takes")
     _assert_clean(code, lines, tmp_path, [out])
 
 
@@ -371,7 +393,7 @@ def test_sigint_during_rules_from_openvino(tmp_path):
     out = tmp_path / "ov.yaml"
     code, lines = _hooked(["rules", "from-openvino", "CPU", "-o", str(out)],
                           "hetero_solve.rules.from_runtime:ask_runtime", 2, tmp_path,
-                          wrap_takes=True)
+                          wrap="takes")
     _assert_clean(code, lines, tmp_path, [out])
 
 
