@@ -89,5 +89,9 @@ def test_onnxruntime_log_stays_out_of_a_file(tmp_path):
                         "--input", f"token_type_ids={tmp_path / 'tt.npy'}"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2
-    assert "\x1b[" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    # hetero-solve's lines only: the random inputs used (input_ids), then the one error line
+    lines = r.stderr.splitlines()
+    assert "\x1b[" not in r.stderr and len(lines) == 2, r.stderr
+    assert lines[0].startswith("hetero-solve: random inputs (seed 0): input_ids int64 (1,8)")
+    assert lines[1].startswith("hetero-solve: error: ") and "--input-range" in lines[1]
     assert "out of data bounds" in r.stderr

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..interrupt import interrupts_deferred
 from ..readers import read_json
+from ..units import instance_label
 from .common import RunError
 
 
@@ -31,9 +32,17 @@ class PartRun:
     bytes_out: int
     load_seconds: float = 0.0  # session creation (graph optimisation, kernel selection)
     file: str = ""
+    instance: int = 0
+    instances: int = 1        # of the device: the label is NPU.1 only when there are several
+
+    @property
+    def label(self) -> str:
+        """The device instance as every output shows it (``NPU``, ``ACC.1``)."""
+        return instance_label(self.device, self.instance, self.instances)
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "device": self.device, "providers": self.providers,
+        return {"id": self.id, "device": self.device, "instance": self.instance,
+                "device_instance": self.label, "providers": self.providers,
                 "file": self.file, "seconds": self.seconds, "load_seconds": self.load_seconds,
                 "bytes_in": self.bytes_in, "bytes_out": self.bytes_out}
 
@@ -47,6 +56,7 @@ class RunResult:
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     random: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    random_how: dict[str, str] = field(default_factory=dict)  # name -> dtype, shape, values
     saved: dict[str, Path] = field(default_factory=dict)   # output name -> .npy file
     node_times: list = field(default_factory=list)   # NodeTime per node (profile=True)
     settings: dict = field(default_factory=dict)     # backend, optimisation level
@@ -78,6 +88,7 @@ class RunResult:
                 "seconds": self.seconds, "load_seconds": self.load_seconds,
                 "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
                 "inputs": described(self.inputs), "random_inputs": list(self.random),
+                "random_how": dict(self.random_how),
                 "outputs": described(self.outputs),
                 "saved": {name: str(path) for name, path in self.saved.items()},
                 "settings": dict(self.settings),
