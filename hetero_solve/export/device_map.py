@@ -88,8 +88,8 @@ def resolve_device_map(pairs: Mapping[str, str],
     unknown = [k for k in pairs if k not in names and k not in labels]
     if unknown:
         shown = ", ".join(d if n <= 1 else f"{d} ({d}.0 to {d}.{n - 1})" for d, n in devices)
-        raise DeviceMapError(f"device map {unknown[0]}: the answer has no device or device "
-                             f"instance {unknown[0]!r} (its devices: {shown})")
+        raise DeviceMapError(f"device map {unknown[0]}: the answer has no device "
+                             f"{unknown[0]!r} (its devices: {shown})")
     return {label: target_of(pairs, d, i, n) for label, (d, i, n) in labels.items()}
 
 
@@ -108,8 +108,8 @@ def shared_note(target: str, labels: Sequence[str]) -> str:
     why = (f"OpenVINO's {target.split(':')[0]} has no per-instance names"
            if target.split(":")[0] in SINGLE_DEVICES else "mapped to one instance")
     return (f"{', '.join(labels)} share one OpenVINO device, {target} ({why}): HETERO joins "
-            f"their parts; map the instances one by one ({labels[0]}=..., {labels[1]}=...) to "
-            "keep them apart")
+            f"their parts where they touch; map the instances one by one ({labels[0]}=..., "
+            f"{labels[1]}=...) to keep them apart")
 
 
 __all__ = ["DeviceMapError", "VIRTUAL_DEVICES", "SINGLE_DEVICES", "parse_pairs",

@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 from ..answer import ANSWER_NAME, read_answer
 from ..errors import HeteroSolveError, one_line
 from ..units import instance_label
-from .device_map import (VIRTUAL_DEVICES, parse_pairs, resolve_device_map,  # noqa: F401
+from .device_map import (VIRTUAL_DEVICES, DeviceMapError, parse_pairs, resolve_device_map,  # noqa: F401
                          shared_note, shared_targets)
 
 FOLDER = "openvino"
@@ -88,11 +88,15 @@ def parse_device_map(items: Sequence[str] | Mapping[str, str] | None,
 
     Raises
     ------
-    DeviceMapError
+    ExportError
         An item is not ``NAME=DEVICE`` or names no device (instance) of the answer.
     """
-    pairs = parse_pairs(items)
-    return resolve_device_map(pairs, [d if isinstance(d, tuple) else (d, 1) for d in devices])
+    try:
+        pairs = parse_pairs(items)
+        return resolve_device_map(pairs, [d if isinstance(d, tuple) else (d, 1)
+                                          for d in devices])
+    except DeviceMapError as e:
+        raise ExportError(str(e)) from None
 
 
 # -- the answer -------------------------------------------------------------------------------
