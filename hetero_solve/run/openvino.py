@@ -70,7 +70,7 @@ def device_for(part: PartSpec, options: RunOptions,
     name = per_instance(part.device, part.instance, part.instances)
     if name in available or name.split(".")[0] in available or name.split(":")[0] in _VIRTUAL:
         return name, []
-    return "CPU", [f"device {label}: OpenVINO has no device {name} here (it has "
+    return "CPU", [f"device {label}: OpenVINO has no such device here (no {name}; it has "
                    f"{', '.join(available)}); its parts run on CPU (map it to one of those "
                    f"with a device map, e.g. {part.device}=AUTO)"]
 
