@@ -230,5 +230,5 @@ def exit_interrupted(say: Callable[[], None]) -> None:
     sys.exit(130)
 
 
-__all__ = ["run_stoppable", "interrupts_deferred", "guard_imports", "release_imports", "take_interrupts",
-           "restore_interrupts", "exit_interrupted", "INTERRUPTED"]
+__all__ = ["run_stoppable", "interrupts_deferred", "guard_imports", "release_imports",
+           "take_interrupts", "restore_interrupts", "exit_interrupted", "INTERRUPTED"]

@@ -35,8 +35,8 @@ from typing import Any, Mapping, Sequence
 from ..answer import ANSWER_NAME, read_answer
 from ..errors import HeteroSolveError, one_line
 from ..units import instance_label
-from .device_map import (VIRTUAL_DEVICES, DeviceMapError, parse_pairs, resolve_device_map,  # noqa: F401
-                         shared_note, shared_targets)
+from .device_map import VIRTUAL_DEVICES
+from .device_map import DeviceMapError, parse_pairs, resolve_device_map, shared_note, shared_targets
 
 FOLDER = "openvino"
 FILES = ("model.xml", "model.bin", "export.json")
