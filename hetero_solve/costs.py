@@ -22,8 +22,8 @@ outputs are not transfers (as docs/problem.md's ``transfer``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,26 @@ class Link:
     def time(self, nbytes: float) -> float:
         """Time to move one tensor of ``nbytes`` over this link, one way."""
         return self.latency + (nbytes / self.bandwidth if self.bandwidth else 0.0)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """A device's roofline (a rule file's ``roofline``, docs/costs.md): a node of ``flops``
+    operations moving ``nbytes`` takes ``max(flops / (peak x efficiency), nbytes /
+    bandwidth)``.
+
+    >>> Roofline(flops=1e12, bandwidth=1e10, efficiency={"Conv": 0.5}).time("Conv", 1e9, 1e6)
+    0.002
+    """
+
+    flops: float                          # peak operations per second
+    bandwidth: float                      # bytes per second
+    efficiency: Mapping[str, float] = field(default_factory=dict)   # op type -> (0, 1]
+
+    def time(self, op_type: str, flops: float, nbytes: float) -> float:
+        """Seconds for one node of ``op_type``."""
+        rate = self.flops * self.efficiency.get(op_type, 1.0)
+        return max(flops / rate, nbytes / self.bandwidth)
 
 
 @dataclass

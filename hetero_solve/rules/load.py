@@ -16,6 +16,7 @@ from typing import Any
 
 import onnx.defs
 
+from ..costs import Link, Roofline
 from ..errors import RuleError
 from ..filekind import content_kind
 from ..readers import check_regular, read_yaml
@@ -57,6 +58,9 @@ class DeviceRules:
     static_shapes: bool = False
     runtime: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    roofline: Roofline | None = None   # time of a node from its FLOPs and bytes
+    part_cost: float = 0.0             # seconds per part placed here
+    link: Link | None = None           # to host memory; None = computes in host memory
 
 
 @dataclass(frozen=True)
@@ -243,7 +247,10 @@ class _Parser:
             unsupported=frozenset(ops.get("unsupported") or ()),
             when=self.when(ops.get("when"), f"{k}.ops.when"),
             static_shapes=ops["static_shapes"], runtime=runtime,
-            description=str(d.get("description") or ""))
+            description=str(d.get("description") or ""),
+            roofline=_roofline(d.get("roofline")), part_cost=float(d["part_cost"]),
+            link=None if d.get("link") is None else Link(bandwidth=d["link"]["bandwidth"],
+                                                         latency=d["link"]["latency"]))
 
     def when(self, raw: dict | None, k: str) -> dict[str, OpCondition]:
         out = {}
@@ -294,6 +301,13 @@ class _Parser:
         if not any(raw.values()):
             raise self.fail("objective", "every weight is 0: nothing to minimise")
         return Objective(weights=dict(raw))
+
+
+def _roofline(raw: dict | None) -> Roofline | None:
+    if raw is None:
+        return None
+    return Roofline(flops=raw["flops"], bandwidth=raw["bandwidth"],
+                    efficiency={str(k): float(v) for k, v in (raw.get("efficiency") or {}).items()})
 
 
 def _schema_attributes(op: str) -> set[str] | None:
