@@ -282,15 +282,19 @@ def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
 
 def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -> Solution:
     """``sol``, or the whole model on the best single device when the objective has a cost
-    term and ranks that better (docs/costs.md: an answer is never predicted slower than the
-    obvious one).  The kept answer has ``sol``'s bounds and records."""
+    term and ranks that better or equal (docs/costs.md: an answer is never predicted slower
+    than the obvious one; a tie keeps one part).  The kept answer has ``sol``'s bounds and
+    records."""
     if single is None or not problem.objective.uses_costs():
         return sol
     key = problem.objective.key
-    if key(evaluate(problem, single.solution).as_dict()) >= key(evaluate(problem, sol).as_dict()):
+    alone, found = key(evaluate(problem, single.solution).as_dict()), key(evaluate(problem, sol).as_dict())
+    if alone > found or (alone == found and sol.num_parts == 1):
         return sol
+    # a tie keeps the one part (and what was proven of the tied value)
     return dataclasses.replace(single.solution, lower_bound=sol.lower_bound,
-                               stats=dict(sol.stats))
+                               stats=dict(sol.stats),
+                               status=sol.status if alone == found else "feasible")
 
 
 def initial_solution(problem: Problem, *, engine: str = "auto", time_limit: float = 10.0,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -13,7 +13,8 @@ from ..exact.explain import explain_text
 from ..pipeline import solve
 from . import app
 from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
-                     out_console, parse_dims, parse_shapes, print_json, progress_on_stderr,
+                     objective_option, out_console, parse_dims, parse_objective, parse_shapes,
+                     print_json, progress_on_stderr,
                      quiet_option, shape_option, verbose_option)
 
 
@@ -32,6 +33,7 @@ def explain_command(
                                help="; ".join(f"{n}: {ENGINES[n].description}" for n in EXACT_ENGINES)
                                     + "."),
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
+    objective: Optional[str] = objective_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON (the "
                                                        "'explain' entry of partition.json)."),
     limit: int = typer.Option(40, "--limit", min=1, help="Breaks to list per chain."),
@@ -50,10 +52,11 @@ def explain_command(
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(EXACT_ENGINES)}")
     expect_model_and_rules(model, rules, "hetero-solve explain MODEL.onnx RULES.yaml")
     dims, shapes = parse_dims(dim), parse_shapes(shape)
+    goal = parse_objective(objective)
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                           time_limit=time_limit, seed=seed, progress=say)
+                           time_limit=time_limit, seed=seed, progress=say, objective=goal)
     ex = result.explanation
     if ex is None:
         raise UsageError("no explanation: the exact solver is not available in this build")

@@ -15,10 +15,11 @@ from ..export.writer import check_target, default_out_dir
 from ..engines import ENGINES
 from ..pipeline import solve
 from ..result import Result
-from ..units import format_bytes, instance_label
+from ..units import format_bytes, format_seconds, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
-                     json_option, parse_dims, parse_shapes, print_json, print_line, print_out,
+                     json_option, objective_option, parse_dims, parse_objective, parse_shapes,
+                     print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, verbose_option)
 
 MAX_ROWS = 40
@@ -46,6 +47,7 @@ def solve_command(
                                help="; ".join(f"{e.name}: {e.description}" for e in ENGINES.values())
                                     + "."),
     seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
+    objective: Optional[str] = objective_option(),
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Write partition.json, affinity and .dot files only "
                                         "(no per-part ONNX models, no annotated model)."),
@@ -69,18 +71,20 @@ def solve_command(
     Examples:
       hetero-solve examples/transformer_encoder.onnx rules/npu-static.yaml --dim seq=16
       hetero-solve model.onnx rules/gpu-cpu.yaml -o out/ --time-limit 30
+      hetero-solve model.onnx my-npu.yaml --objective latency   (a roofline per device)
     """
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     expect_model_and_rules(model, rules)
     dims, shapes = parse_dims(dim), parse_shapes(shape)
+    goal = parse_objective(objective)
     if pictures is not None:
         check_can_draw(pictures)                   # before solving: say what to install
     target = check_target(default_out_dir(str(model)) if out is None else out)   # before solving
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                           time_limit=time_limit, seed=seed, progress=say)
+                           time_limit=time_limit, seed=seed, progress=say, objective=goal)
             if strict and result.problem.info.missing_dims:
                 raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
             say(f"writing {target}")
@@ -128,10 +132,28 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
         + f"   fallback: {m.fallback} node(s)   transfer: {format_bytes(m.transfer)}"
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")
+    if m.latency is not None:
+        print_line(predicted_line(result))
     for entry in result.problem.info.missing_dims:
         print_line(entry.text())
     if out_dir is not None:
         print_line(f"written: {out_dir}/")
+
+
+def predicted_line(result: Result) -> str:
+    """The answer's predicted latency (time per sample under a throughput objective) next to
+    the best single device's (docs/costs.md)."""
+    terms = result.problem.objective.terms()
+    term = "throughput" if "throughput" in terms and "latency" not in terms else "latency"
+    word = "time per sample" if term == "throughput" else "latency"
+    value = getattr(result.metrics, term)
+    single = result.single_device
+    if single is None:
+        other = "no single device can run the whole model"
+    else:
+        name = result.problem.devices[single.device].name
+        other = f"on {name} alone: {format_seconds(getattr(single, term))}"
+    return f"predicted {word}: {format_seconds(value)}   ({other})"
 
 
 def _boundary(p, sol, k, nodes) -> tuple[list[str], list[str]]:

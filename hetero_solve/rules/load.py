@@ -296,11 +296,21 @@ class _Parser:
         return pins
 
     def objective(self, raw: list | dict) -> Objective:
-        if isinstance(raw, list):
-            return Objective(order=tuple(raw))
-        if not any(raw.values()):
-            raise self.fail("objective", "every weight is 0: nothing to minimise")
-        return Objective(weights=dict(raw))
+        try:
+            return objective_of(raw)
+        except ValueError as e:
+            raise self.fail("objective", str(e)) from None
+
+
+def objective_of(raw: list | dict) -> Objective:
+    """An objective as the rule file's ``objective`` key (or ``--objective``) gives it, after
+    the format's checks: a list is lexicographic, a mapping weights.  ``ValueError`` when
+    every weight is 0."""
+    if isinstance(raw, list):
+        return Objective(order=tuple(raw))
+    if not any(raw.values()):
+        raise ValueError("every weight is 0: nothing to minimise")
+    return Objective(weights=dict(raw))
 
 
 def _roofline(raw: dict | None) -> Roofline | None:

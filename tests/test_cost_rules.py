@@ -1,0 +1,375 @@
+"""Costs from rule files (issue 30): rooflines, part costs and links in the rule file, each
+node's FLOPs and bytes from its shapes, one door for measured times, ``--objective``, and an
+answer never predicted slower than the best single device.
+
+Roofline FLOPs and bytes are held to values computed by hand for each op family; the latency
+objective's answers to a model where splitting does not pay (the whole model on the CPU) and
+one where it does (the NPU takes its nodes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import onnx
+import pytest
+import yaml
+from onnx import TensorProto as T, helper as h
+
+import hetero_solve as hs
+from hetero_solve.algorithms.single import best_single_device
+from hetero_solve.cost_sources import Measured
+from hetero_solve.errors import CostError, RuleError
+from hetero_solve.model import load_model
+from hetero_solve.pipeline import prepare
+from hetero_solve.problem import Objective
+from hetero_solve.roofline import node_work
+from hetero_solve.units import parse_quantity
+
+from conftest import ROOT
+
+F = 4   # bytes of a float32
+
+
+# -- units and the rule file -------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind, text, value", [
+    ("rate", "2TFLOPS", 2e12), ("rate", "500 GFLOP/s", 5e11), ("rate", "26TOPS", 2.6e13),
+    ("rate", 1e9, 1e9), ("bandwidth", "50GB/s", 5e10), ("bandwidth", "8GiB/s", 8 * 2**30),
+    ("time", "200us", 2e-4), ("time", "1.5ms", 1.5e-3), ("time", "3ns", 3e-9),
+    ("time", 0.25, 0.25), ("time", "2e-3", 2e-3)])
+def test_quantities_read_with_their_units(kind, text, value):
+    assert parse_quantity(text, kind) == pytest.approx(value, rel=1e-12)
+
+
+def _device(**extra):
+    return {"name": "NPU", "ops": {"supported": "all"}, **extra}
+
+
+@pytest.mark.parametrize("device, key, words", [
+    ({"roofline": {"flops": "2TB/s", "bandwidth": "1GB/s"}}, "devices[0].roofline.flops",
+     "cannot read '2TB/s' as an arithmetic rate"),
+    ({"roofline": {"flops": "1TFLOPS", "bandwidth": "50GB"}}, "devices[0].roofline.bandwidth",
+     "cannot read '50GB' as a bandwidth"),
+    ({"roofline": {"flops": "1TFLOPS", "bandwidth": "0GB/s"}}, "devices[0].roofline.bandwidth",
+     "must be more than 0"),
+    ({"roofline": {"flops": "1TFLOPS"}}, "devices[0].roofline.bandwidth", "missing"),
+    ({"roofline": {"flops": 1, "bandwidth": 1, "efficiency": {"Conv": 1.5}}},
+     "devices[0].roofline.efficiency.Conv", "<= 1"),
+    ({"roofline": {"flops": 1, "bandwidth": 1, "efficiency": {"Konv": 0.5}}},
+     "devices[0].roofline.efficiency.Konv", "Conv"),
+    ({"part_cost": "3 min"}, "devices[0].part_cost", "cannot read '3 min' as a time"),
+    ({"part_cost": -1}, "devices[0].part_cost", "must not be negative"),
+    ({"link": {"bandwidth": "1GB/s", "latency": "5GB/s"}}, "devices[0].link.latency",
+     "as a time"),
+])
+def test_a_wrong_cost_value_names_the_file_key_and_reason(tmp_path, device, key, words):
+    f = tmp_path / "r.yaml"
+    f.write_text(yaml.safe_dump({"version": 1, "devices": [_device(**device)]}))
+    with pytest.raises(RuleError) as e:
+        hs.load_rules(f)
+    assert e.value.key == key and words in e.value.reason and str(f) in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_cost_keys_are_read_into_the_devices():
+    r = hs.load_rules({"version": 1, "objective": ["fallback", "latency"], "devices": [
+        _device(roofline={"flops": "2TFLOPS", "bandwidth": "50GB/s",
+                          "efficiency": {"Conv": 0.5}},
+                part_cost="200us", link={"bandwidth": "8GB/s", "latency": "20us"}),
+        {"name": "CPU", "ops": {"supported": "all"}}]})
+    npu, cpu = r.devices
+    assert (npu.roofline.flops, npu.roofline.bandwidth) == (2e12, 5e10)
+    assert npu.roofline.efficiency == {"Conv": 0.5}
+    assert (npu.part_cost, npu.link.bandwidth, npu.link.latency) == (2e-4, 8e9, 2e-5)
+    assert (cpu.roofline, cpu.part_cost, cpu.link) == (None, 0.0, None)
+    assert r.objective.order == ("fallback", "latency")
+
+
+# -- FLOPs and bytes per op family, by hand ----------------------------------------------------
+
+def _one_node(node, inputs, outputs, opset=23, domains=()):
+    g = h.make_graph([node], "g", [h.make_tensor_value_info(n, T.FLOAT, s) for n, s in inputs],
+                     [h.make_tensor_value_info(n, T.FLOAT, s) for n, s in outputs])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)]
+                     + [h.make_opsetid(d, 1) for d in domains])
+    m.ir_version = 10
+    return load_model(m)
+
+
+def _io_bytes(inputs, outputs):
+    return F * sum(math.prod(s) for _, s in list(inputs) + list(outputs))
+
+
+CASES = {
+    # Conv 3->4 channels, 3x3, pads 1 on 8x8, bias: 2 x 256 outputs x 27 + 256
+    "conv": (h.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1]),
+             [("x", [1, 3, 8, 8]), ("w", [4, 3, 3, 3]), ("b", [4])], [("y", [1, 4, 8, 8])],
+             2 * 256 * 27 + 256),
+    # depthwise: each output reads one channel: 2 x 256 x 9
+    "conv-group": (h.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=4),
+                   [("x", [1, 4, 8, 8]), ("w", [4, 1, 3, 3])], [("y", [1, 4, 8, 8])],
+                   2 * 256 * 9),
+    # every input element meets 3 x 3 x 3 weights
+    "conv-transpose": (h.make_node("ConvTranspose", ["x", "w"], ["y"]),
+                       [("x", [1, 2, 4, 4]), ("w", [2, 3, 3, 3])], [("y", [1, 3, 6, 6])],
+                       2 * 32 * 27),
+    "matmul": (h.make_node("MatMul", ["a", "b"], ["y"]),
+               [("a", [2, 3, 4]), ("b", [4, 5])], [("y", [2, 3, 5])], 2 * 30 * 4),
+    # transA: A is K x M = 4 x 3; + C
+    "gemm": (h.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1),
+             [("a", [4, 3]), ("b", [4, 5]), ("c", [5])], [("y", [3, 5])], 2 * 15 * 4 + 15),
+    # 2 heads of 4: scores 2 x 4 x 6 x 8, weighted sum the same, softmax 5 x 2 x 4 x 6
+    "multi-head-attention": (
+        h.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="com.microsoft",
+                    num_heads=2),
+        [("q", [1, 4, 8]), ("k", [1, 6, 8]), ("v", [1, 6, 8])], [("y", [1, 4, 8])],
+        2 * 4 * 6 * (8 + 8) + 5 * 2 * 4 * 6),
+    "attention": (h.make_node("Attention", ["q", "k", "v"], ["y"]),
+                  [("q", [1, 2, 4, 8]), ("k", [1, 2, 6, 8]), ("v", [1, 2, 6, 8])],
+                  [("y", [1, 2, 4, 8])], 2 * 2 * 4 * 6 * (8 + 8) + 5 * 2 * 4 * 6),
+    # 5 steps x batch 2 x (2 x (W 16x3 + R 16x4) + 4 x 16 gate values)
+    "lstm": (h.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=4),
+             [("x", [5, 2, 3]), ("w", [1, 16, 3]), ("r", [1, 16, 4])], [("y", [5, 1, 2, 4])],
+             5 * 2 * (2 * (48 + 64) + 4 * 16)),
+    "gru": (h.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=4),
+            [("x", [5, 2, 3]), ("w", [1, 12, 3]), ("r", [1, 12, 4])], [("y", [5, 1, 2, 4])],
+            5 * 2 * (2 * (36 + 48) + 4 * 12)),
+    "rnn": (h.make_node("RNN", ["x", "w", "r"], ["y"], hidden_size=4),
+            [("x", [5, 2, 3]), ("w", [1, 4, 3]), ("r", [1, 4, 4])], [("y", [5, 1, 2, 4])],
+            5 * 2 * (2 * (12 + 16) + 4 * 4)),
+    "elementwise": (h.make_node("Add", ["a", "b"], ["y"]),
+                    [("a", [2, 3]), ("b", [2, 3])], [("y", [2, 3])], 6),
+    "reduction": (h.make_node("ReduceSum", ["x"], ["y"], keepdims=0),
+                  [("x", [2, 3, 4])], [("y", [])], 24),
+    "softmax": (h.make_node("Softmax", ["x"], ["y"]), [("x", [2, 3])], [("y", [2, 3])], 30),
+    "pool": (h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+             [("x", [1, 1, 4, 4])], [("y", [1, 1, 2, 2])], 4 * 4),
+    "data-movement": (h.make_node("Transpose", ["x"], ["y"], perm=[1, 0]),
+                      [("x", [2, 3])], [("y", [3, 2])], 0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_flops_and_bytes_of_each_op_family_as_computed_by_hand(case):
+    node, inputs, outputs, flops = CASES[case]
+    domains = ("com.microsoft",) if node.domain else ()
+    mg = _one_node(node, inputs, outputs, domains=domains)
+    assert [tuple(mg.tensor_type(n).shape) for n, _ in outputs] == [tuple(s) for _, s in outputs]
+    w = node_work(mg, 0)
+    assert (w.flops, w.bytes) == (flops, _io_bytes(inputs, outputs))
+
+
+def test_a_view_moves_nothing():
+    mg = _one_node(h.make_node("Flatten", ["x"], ["y"]), [("x", [2, 3, 4])], [("y", [2, 12])])
+    assert node_work(mg, 0) == (0, 0) or (node_work(mg, 0).flops, node_work(mg, 0).bytes) == (0, 0)
+
+
+# -- the cost model: one door ------------------------------------------------------------------
+
+def _chain_model():
+    """x -> Conv a -> Erf b -> Conv c -> y: the NPU takes the Convs only."""
+    nodes = [h.make_node("Conv", ["x", "w1"], ["t1"], name="a", pads=[1, 1, 1, 1]),
+             h.make_node("Erf", ["t1"], ["t2"], name="b"),
+             h.make_node("Conv", ["t2", "w2"], ["y"], name="c", pads=[1, 1, 1, 1])]
+    inits = [h.make_tensor(n, T.FLOAT, [16, 16, 3, 3], [0.01] * (16 * 16 * 9))
+             for n in ("w1", "w2")]
+    g = h.make_graph(nodes, "chain", [h.make_tensor_value_info("x", T.FLOAT, [1, 16, 32, 32])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 16, 32, 32])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def _chain_rules(npu_flops="10TFLOPS", cpu_flops="100GFLOPS", link=None, part_cost=0,
+                 objective=None):
+    npu = {"name": "NPU", "ops": {"supported": ["Conv"]},
+           "roofline": {"flops": npu_flops, "bandwidth": "100GB/s"}, "part_cost": part_cost}
+    if link is not None:
+        npu["link"] = link
+    rules = {"version": 1, "devices": [npu, {"name": "CPU", "ops": {"supported": "all"},
+                                             "roofline": {"flops": cpu_flops,
+                                                          "bandwidth": "20GB/s"}}]}
+    if objective is not None:
+        rules["objective"] = objective
+    return rules
+
+
+def test_node_times_are_the_rooflines_and_a_profile_wins_where_it_has_one():
+    p = prepare(_chain_model(), _chain_rules()).problem
+    conv = node_work(load_model(_chain_model()), 0)
+    assert conv.flops == 2 * 16 * 32 * 32 * 16 * 9
+    assert conv.bytes == F * (2 * 16 * 32 * 32 + 16 * 16 * 9)
+    # the NPU is bound by its memory, the CPU by its arithmetic
+    assert p.costs.node_time[0] == [conv.bytes / 100e9, conv.flops / 100e9]
+    assert p.costs.node_time[1][0] is None          # the NPU refuses Erf: no time there
+    measured = Measured(times={"CPU": {"b": 0.5}}, part_cost={"NPU": 0.125})
+    q = prepare(_chain_model(), _chain_rules(), costs=measured).problem
+    assert q.costs.node_time[1][1] == 0.5 and q.costs.node_time[0] == p.costs.node_time[0]
+    assert q.costs.part_cost == [0.125, 0.0]
+
+
+def test_a_profile_alone_is_a_cost_source():
+    rules = _chain_rules()
+    for d in rules["devices"]:
+        del d["roofline"]
+    times = {"NPU": {"a": 1.0, "c": 1.0}, "CPU": {"a": 3.0, "b": 1.0, "c": 3.0}}
+    p = prepare(_chain_model(), rules, costs=Measured(times=times),
+                objective=Objective(order=("latency",))).problem
+    assert p.costs.node_time == [[1.0, 3.0], [None, 1.0], [1.0, 3.0]]
+
+
+def test_a_cost_objective_without_times_is_one_line_naming_what_would_give_them():
+    rules = _chain_rules()
+    for d in rules["devices"]:
+        del d["roofline"]
+    with pytest.raises(CostError) as e:
+        prepare(_chain_model(), rules, objective=Objective(order=("latency",)))
+    text = str(e.value)
+    assert "latency" in text and "roofline" in text and "--costs" in text and "\n" not in text
+    # a device without a time for a node it may take is named
+    rules["devices"][0]["roofline"] = {"flops": "1TFLOPS", "bandwidth": "1GB/s"}
+    with pytest.raises(CostError, match=r"device CPU has no time for node 'a'.*devices\[1\]"):
+        prepare(_chain_model(), rules, objective=Objective(order=("throughput",)))
+    # without a cost term: no cost model, a warning, the same answer as before
+    p = prepare(_chain_model(), rules).problem
+    assert p.costs is None and any("no predicted times" in w for w in p.info.warnings)
+
+
+def test_a_rule_file_without_cost_keys_compiles_as_before():
+    p = prepare(ROOT / "examples" / "resnet_like.onnx", ROOT / "rules" / "npu-static.yaml").problem
+    assert p.costs is None
+    r = hs.solve(ROOT / "examples" / "seed000.onnx", ROOT / "rules" / "seed000.yaml")
+    assert r.single_device is None and "single_device" not in r.manifest(files=False)
+    assert set(r.manifest(files=False)["objective"]) == {"fallback", "partitions", "transfer"}
+
+
+def test_a_quantized_unit_costs_the_sum_of_its_members():
+    from corpus import truth as TR
+    entry = TR.load_corpus()["resnet-tiny-qdq"]
+    mg = load_model(str(TR.model_file("resnet-tiny-qdq", entry)), dims=entry["dims"])
+    rules = hs.load_rules(ROOT / "rules" / "gpu-cpu.yaml")
+    rules = dataclasses_replace_devices(rules, {"flops": 1e11, "bandwidth": 1e10})
+    p = hs.compile_problem(mg, rules)
+    roof = rules.devices[-1].roofline
+    own = {i: roof.time(mg.op_types[i], *_fb(node_work(mg, i))) for i in mg.placeable()}
+    units = [v for v in range(p.n) if len(p.graph_nodes(v)) > 1]
+    assert units
+    counted: set[int] = set()
+    for v in range(p.n):
+        members = [i for i in p.graph_nodes(v) if i not in counted]
+        counted.update(members)
+        assert p.costs.node_time[v][-1] == pytest.approx(sum(own[i] for i in members))
+    assert sum(r[-1] for r in p.costs.node_time) == pytest.approx(sum(own.values()))
+
+
+def _fb(w):
+    return w.flops, w.bytes
+
+
+def dataclasses_replace_devices(rules, roofline):
+    import dataclasses
+    from hetero_solve.costs import Roofline
+    devices = [dataclasses.replace(d, roofline=Roofline(**roofline)) for d in rules.devices]
+    return dataclasses.replace(rules, devices=devices)
+
+
+# -- never slower than one device --------------------------------------------------------------
+
+SLOW_LINK = {"bandwidth": "100MB/s", "latency": "5ms"}
+FAST_LINK = {"bandwidth": "100GB/s", "latency": "1us"}
+
+
+def test_when_splitting_does_not_pay_the_latency_answer_is_the_cpu_alone():
+    rules = _chain_rules(link=SLOW_LINK, part_cost="1ms")
+    fewest = hs.solve(_chain_model(), rules, time_limit=5)
+    assert fewest.metrics.partitions == 3
+    assert fewest.metrics.latency > fewest.single_device.latency
+    for engine in ("auto", "heuristic"):
+        r = hs.solve(_chain_model(), rules, objective=Objective(order=("latency",)),
+                     engine=engine, time_limit=5)
+        assert r.metrics.partitions == 1 and r.solution.part_device == [1], engine
+        assert r.metrics.latency == pytest.approx(r.single_device.latency)
+        assert r.problem.devices[r.single_device.device].name == "CPU"
+
+
+def test_when_offloading_pays_the_latency_answer_offloads():
+    rules = _chain_rules(link=FAST_LINK, cpu_flops="10GFLOPS")
+    r = hs.solve(_chain_model(), rules, objective=Objective(order=("latency",)), time_limit=5)
+    assert r.solution.node_device() == [0, 1, 0]
+    assert r.metrics.latency < r.single_device.latency
+    assert r.metrics.latency == pytest.approx(sum(
+        r.problem.costs.node_time[v][d] for v, d in enumerate([0, 1, 0]))
+        + 2 * (1e-6 + 16 * 32 * 32 * F / 100e9))   # t1 out of, t2 into the NPU
+    m = r.manifest(files=False)
+    assert m["objective"]["latency"] == r.metrics.latency
+    assert m["single_device"] == {"device": "CPU", "latency": r.single_device.latency,
+                                  "throughput": r.single_device.throughput}
+
+
+def test_the_best_single_device_must_take_every_node_and_fit():
+    p = prepare(_chain_model(), _chain_rules()).problem
+    best = best_single_device(p)
+    assert best.device == 1                       # the NPU refuses Erf
+    rules = _chain_rules()
+    rules["devices"][1]["memory"] = "1KiB"        # the CPU cannot hold the model
+    assert best_single_device(prepare(_chain_model(), rules).problem) is None
+
+
+# -- the command line --------------------------------------------------------------------------
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "hetero_solve", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def test_solve_objective_latency_on_the_command_line(tmp_path):
+    model, rules = tmp_path / "chain.onnx", tmp_path / "r.yaml"
+    onnx.save(_chain_model(), model)
+    rules.write_text(yaml.safe_dump(_chain_rules(link=SLOW_LINK, part_cost="1ms")))
+    r = _cli(model, rules, "--objective", "latency", "-o", tmp_path / "out", "--no-models",
+             "-t", "1")
+    assert r.returncode == 0, r.stderr
+    assert "predicted latency:" in r.stdout and "on CPU alone:" in r.stdout
+    m = json.loads((tmp_path / "out" / "partition.json").read_text())
+    assert m["objective"]["partitions"] == 1
+    assert m["objective"]["latency"] == m["single_device"]["latency"]
+
+
+@pytest.mark.parametrize("value, words", [
+    ("latncy", "did you mean 'latency'"), ("fallback=0", "every weight is 0"),
+    ("fallback=1,latency", "has no weight"), ("fallback=x", "not a number"),
+    ("latency,latency", "appears twice"), ("fallback=-1", ">= 0")])
+def test_a_bad_objective_option_is_one_line(value, words):
+    from hetero_solve.cli.common import UsageError, parse_objective
+    with pytest.raises(UsageError) as e:
+        parse_objective(value)
+    assert words in str(e.value) and str(e.value).startswith(f"--objective {value!r}: ")
+
+
+@pytest.mark.parametrize("value, objective", [
+    ("latency", Objective(order=("latency",))),
+    ("[fallback, latency]", Objective(order=("fallback", "latency"))),
+    ("fallback=1,latency=1000", Objective(weights={"fallback": 1.0, "latency": 1000.0})),
+    ("{fallback: 1, partitions: 20}", Objective(weights={"fallback": 1.0, "partitions": 20.0}))])
+def test_the_objective_option_reads_orders_and_weights(value, objective):
+    from hetero_solve.cli.common import parse_objective
+    assert parse_objective(value) == objective
+
+
+def test_a_bad_objective_on_the_command_line_exits_2_writing_nothing(tmp_path):
+    r = _cli(ROOT / "examples" / "seed000.onnx", ROOT / "rules" / "seed000.yaml",
+             "--objective", "latncy", "-o", tmp_path / "out")
+    assert r.returncode == 2 and "did you mean 'latency'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_objective_latency_without_a_cost_source_says_which_keys(tmp_path):
+    r = _cli(ROOT / "examples" / "seed000.onnx", ROOT / "rules" / "seed000.yaml",
+             "--objective", "fallback,latency", "-o", tmp_path / "out")
+    assert r.returncode == 2 and not (tmp_path / "out").exists()
+    line = r.stderr.strip().splitlines()[-1]
+    assert "roofline" in line and "--costs" in line and "seed000.yaml" in line
