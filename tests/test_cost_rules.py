@@ -373,3 +373,18 @@ def test_objective_latency_without_a_cost_source_says_which_keys(tmp_path):
     assert r.returncode == 2 and not (tmp_path / "out").exists()
     line = r.stderr.strip().splitlines()[-1]
     assert "roofline" in line and "--costs" in line and "seed000.yaml" in line
+
+
+def test_rules_check_predicts_each_devices_time_for_the_model():
+    from hetero_solve.rules.check import format_query, query
+    mg = load_model(_chain_model())
+    r = query(hs.load_rules(_chain_rules(part_cost="1ms")), mg)
+    npu, cpu = r.devices
+    w = [node_work(mg, i) for i in range(3)]
+    assert cpu.predicted_all and cpu.predicted == pytest.approx(
+        sum(max(x.flops / 100e9, x.bytes / 20e9) for x in w))
+    assert not npu.predicted_all and npu.predicted == pytest.approx(
+        1e-3 + 2 * max(w[0].flops / 10e12, w[0].bytes / 100e9))
+    text = format_query(r)
+    assert "for the whole model" in text and "for the 2 node(s) it takes" in text
+    assert r.as_dict()["devices"][1]["predicted"] == cpu.predicted

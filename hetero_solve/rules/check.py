@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..model.graph import ModelGraph
-from ..units import format_bytes
+from ..roofline import node_work
+from ..units import format_bytes, format_seconds
 from .conditions import SupportChecker
 from .load import DeviceRules, OpCondition, Rules
 
@@ -62,6 +63,10 @@ class DeviceReport:
     memory: int | None
     instances: int
     value_inputs: str
+    #: Seconds its roofline predicts for the nodes it takes, one part's fixed cost included
+    #: (``None`` without a roofline); ``predicted_all``: whether it takes every node to place.
+    predicted: float | None = None
+    predicted_all: bool = False
 
 
 @dataclass
@@ -201,6 +206,7 @@ def query(rules: Rules, mg: ModelGraph) -> QueryReport:
             preferred_count[rules.device_index(report.preferred)] += 1
         nodes.append(report)
 
+    predicted = _predicted(rules, mg, nodes)
     device_reports = []
     for d, dev in enumerate(devices):
         by_reason = [Refusal(op, reason, names) for (op, _), (reason, names) in refused[d].items()]
@@ -208,7 +214,8 @@ def query(rules: Rules, mg: ModelGraph) -> QueryReport:
         device_reports.append(DeviceReport(
             name=dev.name, takes=dict(sorted(takes[d].items(), key=lambda x: (-x[1], x[0]))),
             preferred=preferred_count[d], refuses=by_reason, memory=dev.memory,
-            instances=dev.instances, value_inputs="enforce" if dev.enforce_values else "ignore"))
+            instances=dev.instances, value_inputs="enforce" if dev.enforce_values else "ignore",
+            predicted=predicted[d], predicted_all=not by_reason))
 
     pin_rows = []
     for p in rules.affinity:
@@ -219,6 +226,24 @@ def query(rules: Rules, mg: ModelGraph) -> QueryReport:
         rules=rules.path, model=mg.path, opset=mg.opset, dims=dict(mg.dims),
         devices=device_reports, nodes=nodes, pins=pin_rows,
         value_bindings=_value_bindings(rules, mg, set(placeable)), warnings=warnings)
+
+
+def _predicted(rules: Rules, mg: ModelGraph, nodes: list[NodeReport]) -> list[float | None]:
+    """Per device, its roofline's time for the placed nodes it takes plus one part's fixed
+    cost (docs/costs.md); ``None`` for a device without a roofline."""
+    if all(d.roofline is None for d in rules.devices):
+        return [None] * len(rules.devices)
+    work = {n.index: node_work(mg, n.index) for n in nodes if n.status == "placed"}
+    out: list[float | None] = []
+    for dev in rules.devices:
+        roof = dev.roofline
+        if roof is None:
+            out.append(None)
+            continue
+        out.append(dev.part_cost + sum(
+            roof.time(n.op_type, work[n.index].flops, work[n.index].bytes)
+            for n in nodes if n.status == "placed" and dev.name in n.allowed))
+    return out
 
 
 def _value_bindings(rules: Rules, mg: ModelGraph, placeable: set[int]) -> list[ValueBinding]:
@@ -297,6 +322,11 @@ def format_query(r: QueryReport, *, nodes: bool = True) -> str:
             lines.append(f"  takes {taken} node(s), preferred device of {d.preferred}: {ops}")
         else:
             lines.append("  takes no node")
+        if d.predicted is not None:
+            what = "the whole model" if d.predicted_all else \
+                f"the {sum(d.takes.values())} node(s) it takes"
+            lines.append(f"  predicted: {format_seconds(d.predicted)} for {what} (roofline, "
+                         f"one part)")
         if d.refuses:
             lines.append(f"  refuses {sum(len(x.nodes) for x in d.refuses)} node(s):")
             for x in d.refuses:
