@@ -222,6 +222,8 @@ def format_seconds(seconds: float | None) -> str:
     """
     if seconds is None:
         return "unknown"
+    if seconds == 0:
+        return "0 s"
     for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if abs(seconds) >= size:
             return f"{seconds / size:.3g} {unit}"

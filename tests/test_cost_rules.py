@@ -388,3 +388,21 @@ def test_rules_check_predicts_each_devices_time_for_the_model():
     text = format_query(r)
     assert "for the whole model" in text and "for the 2 node(s) it takes" in text
     assert r.as_dict()["devices"][1]["predicted"] == cpu.predicted
+
+
+def test_explain_under_a_latency_objective_says_where_the_time_goes(tmp_path):
+    from hetero_solve.measures.costs import latency_by_part
+    r = hs.solve(_chain_model(), _chain_rules(link=FAST_LINK, cpu_flops="10GFLOPS"),
+                 objective=Objective(order=("latency",)), time_limit=2)
+    spread = latency_by_part(r.problem, r.solution.part_of, r.solution.part_device)
+    assert sum(sum(row.values()) for row in spread) == pytest.approx(r.metrics.latency)
+    assert [row["transfer"] > 0 for row in spread] == [True, False, True]   # the NPU's link
+    model, rules = tmp_path / "chain.onnx", tmp_path / "r.yaml"
+    onnx.save(_chain_model(), model)
+    rules.write_text(yaml.safe_dump(_chain_rules(link=FAST_LINK, cpu_flops="10GFLOPS")))
+    out = _cli("explain", model, rules, "--objective", "latency", "-t", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [p["device"] for p in data["parts"]] == ["NPU", "CPU", "NPU"]
+    assert data["single_device"]["device"] == "CPU"
+    assert data["objective"]["latency"] < data["single_device"]["latency"]

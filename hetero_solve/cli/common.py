@@ -21,6 +21,7 @@ from ..pipeline import EXACT_STAGE
 from ..problem import Objective
 from ..rules.load import objective_of
 from ..rules.schema import RULE_FILE, DefinitionError
+from ..units import format_seconds
 
 out_console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -134,6 +135,22 @@ def parse_objective(text: str | None) -> Objective | None:
         raise UsageError(f"--objective {text!r}: {e.reason}") from None
     except ValueError as e:
         raise UsageError(f"--objective {text!r}: {e}") from None
+
+
+def predicted_line(result: Any) -> str:
+    """The answer's predicted latency (time per sample under a throughput objective) next to
+    the best single device's (docs/costs.md)."""
+    terms = result.problem.objective.terms()
+    term = "throughput" if "throughput" in terms and "latency" not in terms else "latency"
+    word = "time per sample" if term == "throughput" else "latency"
+    value = getattr(result.metrics, term)
+    single = result.single_device
+    if single is None:
+        other = "no single device can run the whole model"
+    else:
+        name = result.problem.devices[single.device].name
+        other = f"on {name} alone: {format_seconds(getattr(single, term))}"
+    return f"predicted {word}: {format_seconds(value)}   ({other})"
 
 
 # -- arguments in the wrong place --------------------------------------------------------------

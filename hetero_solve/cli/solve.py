@@ -15,11 +15,11 @@ from ..export.writer import check_target, default_out_dir
 from ..engines import ENGINES
 from ..pipeline import solve
 from ..result import Result
-from ..units import format_bytes, format_seconds, instance_label
+from ..units import format_bytes, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
                      json_option, objective_option, parse_dims, parse_objective, parse_shapes,
-                     print_json, print_line, print_out,
+                     predicted_line, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, verbose_option)
 
 MAX_ROWS = 40
@@ -138,22 +138,6 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
         print_line(entry.text())
     if out_dir is not None:
         print_line(f"written: {out_dir}/")
-
-
-def predicted_line(result: Result) -> str:
-    """The answer's predicted latency (time per sample under a throughput objective) next to
-    the best single device's (docs/costs.md)."""
-    terms = result.problem.objective.terms()
-    term = "throughput" if "throughput" in terms and "latency" not in terms else "latency"
-    word = "time per sample" if term == "throughput" else "latency"
-    value = getattr(result.metrics, term)
-    single = result.single_device
-    if single is None:
-        other = "no single device can run the whole model"
-    else:
-        name = result.problem.devices[single.device].name
-        other = f"on {name} alone: {format_seconds(getattr(single, term))}"
-    return f"predicted {word}: {format_seconds(value)}   ({other})"
 
 
 def _boundary(p, sol, k, nodes) -> tuple[list[str], list[str]]:
