@@ -19,6 +19,7 @@ from typing import Any, Callable
 import onnx
 
 from .algorithms.greedy import PackingFailed, heuristic
+from .algorithms.islands import cost_islands
 from .algorithms.single import SingleDevice, best_single_device
 from .compile import compile_problem, missing_dims
 from .cost_sources import Measured
@@ -299,8 +300,10 @@ def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -
 
 def initial_solution(problem: Problem, *, engine: str = "auto", time_limit: float = 10.0,
                      seed: int = 0, progress: Progress | None = None) -> Solution:
-    """The heuristic's answer; when it cannot fit the memory limits (and says that is not a
-    proof), the exact solver's, searched from one node per part.
+    """The heuristic's answer (under a cost objective, with the islands that do not pay moved
+    back: :func:`~hetero_solve.algorithms.islands.cost_islands`); when it cannot fit the
+    memory limits (and says that is not a proof), the exact solver's, searched from one node
+    per part.
 
     Raises
     ------
@@ -309,10 +312,13 @@ def initial_solution(problem: Problem, *, engine: str = "auto", time_limit: floa
         message says it is not a proof).
     """
     try:
-        return heuristic(problem)
+        sol = heuristic(problem)
     except PackingFailed as failure:
         return _exact_rescue(problem, failure, engine, time_limit, seed,
                              progress or (lambda _m: None))
+    if problem.costs is not None and problem.objective.uses_costs():
+        sol = cost_islands(problem, sol)     # islands that do not pay go back
+    return sol
 
 
 def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, time_limit: float,

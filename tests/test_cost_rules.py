@@ -406,3 +406,56 @@ def test_explain_under_a_latency_objective_says_where_the_time_goes(tmp_path):
     assert [p["device"] for p in data["parts"]] == ["NPU", "CPU", "NPU"]
     assert data["single_device"]["device"] == "CPU"
     assert data["objective"]["latency"] < data["single_device"]["latency"]
+
+
+def test_study_takes_the_objective_and_keeps_runs_apart(tmp_path):
+    from hetero_solve.study import StudyConfig, run_study
+    from hetero_solve.study.core import StudyError
+    model, rules = tmp_path / "chain.onnx", tmp_path / "r.yaml"
+    onnx.save(_chain_model(), model)
+    rules.write_text(yaml.safe_dump(_chain_rules(link=SLOW_LINK, part_cost="1ms")))
+
+    def study(objective, out):
+        return run_study(StudyConfig(models=[model], rules=[rules], out_dir=tmp_path / out,
+                                     algorithms=["heuristic", "cpsat"], time_limit=1,
+                                     memory="none", plots=False, objective=objective),
+                         progress=False)
+    plain, timed = study(None, "a").records, study("latency", "b").records
+    assert {r["objective_spec"] for r in timed} == {"lexicographic latency"}
+    assert {r["key"] for r in plain}.isdisjoint(r["key"] for r in timed)
+    cpsat = next(r for r in timed if r["algorithm"] == "cpsat")
+    alone = best_single_device(prepare(model, rules).problem).latency
+    assert cpsat["valid"] and cpsat["latency"] == pytest.approx(alone)   # the CPU's time
+    with pytest.raises(StudyError, match="--objective 'latncy'"):
+        study("latncy", "c")
+
+
+# -- the cost-aware heuristic ------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cost_islands_is_valid_and_never_worse_than_fewest_parts(seed):
+    from hetero_solve.algorithms.greedy import heuristic
+    from hetero_solve.algorithms.islands import cost_islands
+    from hetero_solve.solution import objective_key
+    from hetero_solve.validate import validate
+    from test_costs_exact import costed
+    p = costed(seed)
+    try:
+        start = heuristic(p)
+    except Exception:     # noqa: BLE001 - memory the greedy cannot pack: nothing to improve
+        return
+    sol = cost_islands(p, start)
+    if validate(p, start) == []:
+        assert validate(p, sol) == []
+    assert objective_key(p, sol) <= objective_key(p, start)
+
+
+def test_the_heuristic_engine_leaves_an_island_that_does_not_pay():
+    rules = _chain_rules(link=SLOW_LINK, part_cost="1ms")
+    p = prepare(_chain_model(), rules, objective=Objective(order=("latency",))).problem
+    from hetero_solve.pipeline import initial_solution
+    sol = initial_solution(p, engine="heuristic")
+    assert sol.node_device() == [1, 1, 1] and sol.algorithm == "cost islands"
+    fast = prepare(_chain_model(), _chain_rules(link=FAST_LINK, cpu_flops="10GFLOPS"),
+                   objective=Objective(order=("latency",))).problem
+    assert initial_solution(fast, engine="heuristic").node_device() == [0, 1, 0]

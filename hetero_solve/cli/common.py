@@ -19,8 +19,7 @@ from ..errors import HeteroSolveError, HeteroSolveWarning
 from ..filekind import content_kind
 from ..pipeline import EXACT_STAGE
 from ..problem import Objective
-from ..rules.load import objective_of
-from ..rules.schema import RULE_FILE, DefinitionError
+from ..rules.load import objective_from_text
 from ..units import format_seconds
 
 out_console = Console(highlight=False)
@@ -105,34 +104,12 @@ def objective_option():
 
 
 def parse_objective(text: str | None) -> Objective | None:
-    """``--objective``: ``latency``, ``fallback,latency``, ``[fallback, latency]`` (an order),
-    or ``fallback=1,partitions=20`` / ``{fallback: 1, partitions: 20}`` (weights), checked
-    as the rule file's ``objective`` key is (docs/rules.md)."""
+    """``--objective`` (:func:`hetero_solve.rules.load.objective_from_text`); ``None`` when
+    not given."""
     if text is None:
         return None
-    body = text.strip()
-    if body[:1] in "[{" and body[-1:] in "]}":
-        body = body[1:-1]
-    items = [x.strip() for x in body.split(",") if x.strip()]
-    raw: list | dict
-    if any("=" in x or ":" in x for x in items):
-        raw = {}
-        for x in items:
-            name, sep, value = x.replace(":", "=", 1).partition("=")
-            try:
-                raw[name.strip()] = float(value) if sep else None
-            except ValueError:
-                raise UsageError(f"--objective {text!r}: the weight of {name.strip()!r} is "
-                                 f"not a number: {value.strip()!r}") from None
-            if not sep:
-                raise UsageError(f"--objective {text!r}: {name.strip()!r} has no weight: write "
-                                 f"every term as TERM=WEIGHT, or none (an order)")
-    else:
-        raw = items
     try:
-        return objective_of(RULE_FILE.keys["objective"].node.check(raw, "objective"))
-    except DefinitionError as e:
-        raise UsageError(f"--objective {text!r}: {e.reason}") from None
+        return objective_from_text(text)
     except ValueError as e:
         raise UsageError(f"--objective {text!r}: {e}") from None
 

@@ -313,6 +313,41 @@ def objective_of(raw: list | dict) -> Objective:
     return Objective(weights=dict(raw))
 
 
+def objective_from_text(text: str) -> Objective:
+    """An objective written on one line (``--objective``): ``latency``, ``fallback,latency``
+    or ``[fallback, latency]`` (an order), ``fallback=1,partitions=20`` or ``{fallback: 1,
+    partitions: 20}`` (weights); checked as the rule file's ``objective`` key is.  Raises
+    ``ValueError`` with the reason.
+
+    >>> objective_from_text("fallback,latency").order
+    ('fallback', 'latency')
+    >>> objective_from_text("fallback=1,partitions=20").weights
+    {'fallback': 1.0, 'partitions': 20.0}
+    """
+    body = text.strip()
+    if body[:1] in "[{" and body[-1:] in "]}":
+        body = body[1:-1]
+    items = [x.strip() for x in body.split(",") if x.strip()]
+    raw: list | dict = items
+    if any("=" in x or ":" in x for x in items):
+        raw = {}
+        for x in items:
+            name, sep, value = x.replace(":", "=", 1).partition("=")
+            name = name.strip()
+            if not sep:
+                raise ValueError(f"{name!r} has no weight: write every term as TERM=WEIGHT, "
+                                 f"or none (an order)")
+            try:
+                raw[name] = float(value)
+            except ValueError:
+                raise ValueError(f"the weight of {name!r} is not a number: "
+                                 f"{value.strip()!r}") from None
+    try:
+        return objective_of(RULE_FILE.keys["objective"].node.check(raw, "objective"))
+    except DefinitionError as e:
+        raise ValueError(e.reason) from None
+
+
 def _roofline(raw: dict | None) -> Roofline | None:
     if raw is None:
         return None
