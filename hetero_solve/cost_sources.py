@@ -21,7 +21,7 @@ from typing import Any, Mapping
 from .costs import CostModel
 from .model.graph import ModelGraph
 from .problem import Problem
-from .roofline import node_work
+from .roofline import nodes_work
 from .rules.load import Rules
 
 
@@ -99,18 +99,17 @@ def cost_model(mg: ModelGraph, rules: Rules, problem: Problem,
     measured_times = [dict((measured.times.get(d.name) or {}) if measured else {})
                       for d in devices]
     work: dict[int, tuple[str, float, float]] = {}
+    if any(d.roofline is not None for d in devices):   # every node sized at once
+        graph_nodes = sorted({i for v in range(problem.n) for i in problem.graph_nodes(v)})
+        work = {i: (mg.op_types[i], w.flops, w.bytes)
+                for i, w in zip(graph_nodes, nodes_work(mg, graph_nodes))}
 
     def time_of(i: int, d: int) -> float | None:
         found = measured_times[d].get(mg.names[i])
         if found is not None:
             return float(found)
         roof = devices[d].roofline
-        if roof is None:
-            return None
-        if i not in work:
-            w = node_work(mg, i)
-            work[i] = (mg.op_types[i], w.flops, w.bytes)
-        return roof.time(*work[i])
+        return None if roof is None else roof.time(*work[i])
 
     counted: set[int] = set()      # a DQ two units share is counted in the first
     node_time: list[list[float | None]] = []

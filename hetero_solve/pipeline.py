@@ -24,7 +24,7 @@ from .algorithms.single import SingleDevice, best_single_device
 from .compile import compile_problem, missing_dims
 from .cost_sources import Measured
 from .engines import check_engine
-from .errors import InfeasibleError, ValidationError, warn
+from .errors import CostError, InfeasibleError, ValidationError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
@@ -125,7 +125,11 @@ def measured_times(costs: CostSource, mg: ModelGraph) -> Measured | None:
     if costs is None:
         return None
     if isinstance(costs, (str, os.PathLike)):
-        from .profiles import read_profile    # lazily: only a solve given a profile reads one
+        try:   # lazily: only a solve given a profile reads one
+            from .profiles import read_profile
+        except ImportError:
+            raise CostError(f"{costs}: this hetero-solve cannot read profile files (no "
+                            f"hetero_solve.profiles)") from None
         return Measured.of(read_profile(costs, mg))
     return Measured.of(costs)
 

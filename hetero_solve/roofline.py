@@ -114,12 +114,23 @@ class _Node:
 
 def node_work(mg: ModelGraph, i: int) -> Work:
     """FLOPs and bytes of node ``i`` of ``mg.model.graph.node`` (module doc)."""
-    op = mg.op_types[i]
-    if op in VIEWS:
-        return Work(0.0, 0.0)
-    nbytes = float(sum(mg.bytes_of(mg.all_inputs(i)))
-                   + sum(mg.bytes_of([o for o in mg.outputs[i] if o])))
-    return Work(float(node_flops(mg, i)), nbytes)
+    return nodes_work(mg, [i])[0]
+
+
+def nodes_work(mg: ModelGraph, nodes: list[int]) -> list[Work]:
+    """:func:`node_work` of each node, every tensor sized once."""
+    tensors = {x for i in nodes for x in (*mg.all_inputs(i), *mg.outputs[i]) if x}
+    names = list(tensors)
+    size = dict(zip(names, mg.bytes_of(names)))
+    out = []
+    for i in nodes:
+        if mg.op_types[i] in VIEWS:
+            out.append(Work(0.0, 0.0))
+            continue
+        nbytes = sum(size[x] for x in mg.all_inputs(i)) + \
+            sum(size[o] for o in mg.outputs[i] if o)
+        out.append(Work(float(node_flops(mg, i)), float(nbytes)))
+    return out
 
 
 def node_flops(mg: ModelGraph, i: int) -> int:
@@ -201,4 +212,4 @@ def _recurrent_flops(n: _Node, gates: int) -> int:
     return steps * batch * (2 * (math.prod(w) + math.prod(r)) + 4 * gate_values)
 
 
-__all__ = ["Work", "node_work", "node_flops"]
+__all__ = ["Work", "node_work", "nodes_work", "node_flops"]

@@ -459,3 +459,12 @@ def test_the_heuristic_engine_leaves_an_island_that_does_not_pay():
     fast = prepare(_chain_model(), _chain_rules(link=FAST_LINK, cpu_flops="10GFLOPS"),
                    objective=Objective(order=("latency",))).problem
     assert initial_solution(fast, engine="heuristic").node_device() == [0, 1, 0]
+
+
+def test_a_profile_that_cannot_be_used_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "p.json"
+    bad.write_text('{"format": "something else"}')
+    r = _cli(ROOT / "examples" / "seed000.onnx", ROOT / "rules" / "seed000.yaml",
+             "--costs", bad, "-o", tmp_path / "out")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert str(bad) in r.stderr and not (tmp_path / "out").exists()

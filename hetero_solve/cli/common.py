@@ -103,6 +103,13 @@ def objective_option():
                         show_default=False)
 
 
+def costs_option():
+    return typer.Option(None, "--costs", metavar="PROFILE.json",
+                        help="Measured node times of this model (a profile: 'hetero-solve "
+                             "profile' writes one); they win over the rule file's rooflines "
+                             "where they have a node's time.", show_default=False)
+
+
 def parse_objective(text: str | None) -> Objective | None:
     """``--objective`` (:func:`hetero_solve.rules.load.objective_from_text`); ``None`` when
     not given."""

@@ -14,10 +14,10 @@ from ..measures.costs import latency_by_part
 from ..units import format_seconds, instance_label
 from ..pipeline import solve
 from . import app
-from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
+from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
                      objective_option, out_console, parse_dims, parse_objective, parse_shapes,
-                     predicted_line, print_json, progress_on_stderr,
-                     quiet_option, shape_option, verbose_option)
+                     predicted_line, print_json, progress_on_stderr, quiet_option, shape_option,
+                     verbose_option)
 
 
 
@@ -36,6 +36,7 @@ def explain_command(
                                     + "."),
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
     objective: Optional[str] = objective_option(),
+    costs: Optional[Path] = costs_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON (the "
                                                        "'explain' entry of partition.json)."),
     limit: int = typer.Option(40, "--limit", min=1, help="Breaks to list per chain."),
@@ -58,7 +59,8 @@ def explain_command(
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                           time_limit=time_limit, seed=seed, progress=say, objective=goal)
+                           time_limit=time_limit, seed=seed, progress=say, objective=goal,
+                           costs=costs)
     if result.problem.objective.uses_costs():
         warned.show(result.warnings)
         _explain_time(result, as_json)

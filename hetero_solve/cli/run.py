@@ -20,8 +20,8 @@ from ..errors import HeteroSolveError
 from ..export.writer import check_target
 from ..units import format_bytes, instance_label
 from . import app
-from .common import (UsageError, caught_warnings, expect_model_and_rules, fail, json_option,
-                     note, objective_option, parse_dims, parse_objective, parse_shapes,
+from .common import (UsageError, caught_warnings, costs_option, expect_model_and_rules, fail,
+                     json_option, note, objective_option, parse_dims, parse_objective, parse_shapes,
                      print_json, print_line, print_out, progress_on_stderr, quiet_option,
                      shape_option, verbose_option)
 
@@ -289,6 +289,7 @@ def check_command(
                                      help="Seconds for the exact solver."),
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
     objective: Optional[str] = objective_option(),
+    costs: Optional[Path] = costs_option(),
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Export partition.json, affinity and .dot files only."),
     as_json: bool = json_option("the check (violations, parts, comparison)"),
@@ -325,7 +326,7 @@ def check_command(
             report = check_affinity(model, rules, affinity, dims=dims,
                                     shapes=parse_shapes(shape), split=split,
                                     engine=engine, time_limit=time_limit, seed=seed,
-                                    progress=say, objective=goal)
+                                    progress=say, objective=goal, costs=costs)
             written = None
             if report.valid and not no_export:
                 say(f"writing {target}")

@@ -17,10 +17,10 @@ from ..pipeline import solve
 from ..result import Result
 from ..units import format_bytes, instance_label
 from . import app
-from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
+from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
                      json_option, objective_option, parse_dims, parse_objective, parse_shapes,
-                     predicted_line, print_json, print_line, print_out,
-                     progress_on_stderr, quiet_option, shape_option, verbose_option)
+                     predicted_line, print_json, print_line, print_out, progress_on_stderr,
+                     quiet_option, shape_option, verbose_option)
 
 MAX_ROWS = 40
 
@@ -48,6 +48,7 @@ def solve_command(
                                     + "."),
     seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
     objective: Optional[str] = objective_option(),
+    costs: Optional[Path] = costs_option(),
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Write partition.json, affinity and .dot files only "
                                         "(no per-part ONNX models, no annotated model)."),
@@ -84,7 +85,8 @@ def solve_command(
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                           time_limit=time_limit, seed=seed, progress=say, objective=goal)
+                           time_limit=time_limit, seed=seed, progress=say, objective=goal,
+                           costs=costs)
             if strict and result.problem.info.missing_dims:
                 raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
             say(f"writing {target}")

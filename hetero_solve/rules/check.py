@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..model.graph import ModelGraph
-from ..roofline import node_work
+from ..roofline import nodes_work
 from ..units import format_bytes, format_seconds
 from .conditions import SupportChecker
 from .load import DeviceRules, OpCondition, Rules
@@ -233,7 +233,8 @@ def _predicted(rules: Rules, mg: ModelGraph, nodes: list[NodeReport]) -> list[fl
     cost (docs/costs.md); ``None`` for a device without a roofline."""
     if all(d.roofline is None for d in rules.devices):
         return [None] * len(rules.devices)
-    work = {n.index: node_work(mg, n.index) for n in nodes if n.status == "placed"}
+    placed = [n.index for n in nodes if n.status == "placed"]
+    work = dict(zip(placed, nodes_work(mg, placed)))
     out: list[float | None] = []
     for dev in rules.devices:
         roof = dev.roofline
