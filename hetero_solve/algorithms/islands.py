@@ -35,7 +35,7 @@ import dataclasses
 from ..errors import InfeasibleError
 from ..measures import quotient_edges
 from ..problem import Problem
-from ..solution import Solution, evaluate, normalize
+from ..solution import Solution, normalize, objective_term
 from ..validate import validate
 from .greedy import heuristic
 
@@ -71,7 +71,9 @@ def cost_islands(problem: Problem, start: Solution | None = None) -> Solution:
 
 
 def _key(problem: Problem, sol: Solution) -> tuple:
-    return problem.objective.key(evaluate(problem, sol).as_dict())
+    """The objective's sort key, computing only its own terms."""
+    obj = problem.objective
+    return obj.key({t: objective_term(problem, sol, t) for t in obj.terms()})
 
 
 def _moves(problem: Problem, sol: Solution) -> list[int] | None:
