@@ -468,3 +468,15 @@ def test_a_profile_that_cannot_be_used_is_one_line_and_exit_2(tmp_path):
              "--costs", bad, "-o", tmp_path / "out")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert str(bad) in r.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["hetero_solve.units", "hetero_solve.costs",
+                                  "hetero_solve.roofline", "hetero_solve.measures.costs",
+                                  "hetero_solve.algorithms.single",
+                                  "hetero_solve.algorithms.islands", "hetero_solve.rules.load"])
+def test_doctests_of_the_cost_modules(name, monkeypatch):
+    import doctest
+    import importlib
+    monkeypatch.chdir(ROOT)
+    res = doctest.testmod(importlib.import_module(name))
+    assert res.failed == 0 and res.attempted > 0
