@@ -480,3 +480,16 @@ def test_doctests_of_the_cost_modules(name, monkeypatch):
     monkeypatch.chdir(ROOT)
     res = doctest.testmod(importlib.import_module(name))
     assert res.failed == 0 and res.attempted > 0
+
+
+def test_rules_check_without_a_model_lists_the_cost_keys():
+    from hetero_solve.rules.check import format_summary, summary
+    s = summary(hs.load_rules(_chain_rules(link=FAST_LINK, part_cost="1ms")))
+    npu, cpu = s["devices"]
+    assert npu["costs"] == {"roofline": {"flops": 10e12, "bandwidth": 100e9, "efficiency": {}},
+                            "part_cost": 1e-3, "link": {"bandwidth": 100e9, "latency": 1e-6}}
+    assert cpu["costs"]["link"] is None
+    text = format_summary(s)
+    assert "costs: roofline 10000 GFLOPS, 100 GB/s; part cost 1 ms; link 100 GB/s + 1 µs" in text
+    plain = summary(hs.load_rules(ROOT / "rules" / "npu-static.yaml"))
+    assert all("costs" not in d for d in plain["devices"])

@@ -137,7 +137,7 @@ def summary(rules: Rules) -> dict:
 
 
 def _device_summary(d: DeviceRules) -> dict:
-    return {
+    out = {
         "name": d.name, "description": d.description, "memory": d.memory,
         "instances": d.instances, "value_inputs": "enforce" if d.enforce_values else "ignore",
         "supported": "all" if d.supported is None else sorted(d.supported),
@@ -145,6 +145,31 @@ def _device_summary(d: DeviceRules) -> dict:
         "when": {op: _condition_text(c) for op, c in sorted(d.when.items())},
         "static_shapes": d.static_shapes, "runtime": dict(d.runtime),
     }
+    if d.roofline is not None or d.part_cost or d.link is not None:   # cost keys, when given
+        out["costs"] = {
+            "roofline": None if d.roofline is None else {
+                "flops": d.roofline.flops, "bandwidth": d.roofline.bandwidth,
+                "efficiency": dict(d.roofline.efficiency)},
+            "part_cost": d.part_cost,
+            "link": None if d.link is None else {"bandwidth": d.link.bandwidth,
+                                                 "latency": d.link.latency}}
+    return out
+
+
+def _costs_text(c: dict) -> str:
+    """One line: a device's roofline, part cost and link."""
+    parts = []
+    roof = c["roofline"]
+    if roof is not None:
+        eff = ", ".join(f"{op} {x:g}" for op, x in roof["efficiency"].items())
+        parts.append(f"roofline {roof['flops'] / 1e9:g} GFLOPS, {roof['bandwidth'] / 1e9:g} GB/s"
+                     + (f" (efficiency {eff})" if eff else ""))
+    parts.append(f"part cost {format_seconds(c['part_cost'])}")
+    link = c["link"]
+    parts.append("no link (computes in host memory)" if link is None else
+                 f"link {link['bandwidth'] / 1e9:g} GB/s + {format_seconds(link['latency'])}"
+                 " per tensor")
+    return "; ".join(parts)
 
 
 def _condition_text(c: OpCondition) -> str:
@@ -291,6 +316,8 @@ def format_summary(s: dict) -> str:
             lines.append(f"    when {op}: {text}")
         if d["runtime"]:
             lines.append("    runtime: " + ", ".join(f"{k}: {v}" for k, v in d["runtime"].items()))
+        if "costs" in d:
+            lines.append("    costs: " + _costs_text(d["costs"]))
     vi = s["value_inputs"]
     lines.append(f"  value inputs: {vi['ops']} op(s) in the catalog ({vi['notes']} note(s))")
     if s["affinity"]:
