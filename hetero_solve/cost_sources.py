@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .costs import CostModel
+from .errors import CostError
 from .model.graph import ModelGraph
 from .problem import Problem
 from .roofline import nodes_work
@@ -96,6 +97,8 @@ def cost_model(mg: ModelGraph, rules: Rules, problem: Problem,
     if not has_cost_source(rules, measured):
         return NoCosts()
     devices = rules.devices
+    if measured is not None:
+        _check_devices(measured, rules, problem)
     measured_times = [dict((measured.times.get(d.name) or {}) if measured else {})
                       for d in devices]
     work: dict[int, tuple[str, float, float]] = {}
@@ -130,6 +133,20 @@ def cost_model(mg: ModelGraph, rules: Rules, problem: Problem,
                  else d.part_cost for d in devices]
     return CostModel(node_time=node_time, part_cost=part_cost,
                      links=[d.link for d in devices])
+
+
+def _check_devices(measured: Measured, rules: Rules, problem: Problem) -> None:
+    """Measured devices must be the rule file's: none in common is an error, some not in it a
+    warning (a profile may cover more devices than one rule file uses)."""
+    names = [d.name for d in rules.devices]
+    foreign = [d for d in measured.times if d not in names]
+    if not foreign:
+        return
+    if len(foreign) == len(measured.times):
+        raise CostError(f"{measured.source}: measures devices {', '.join(foreign)}, none of "
+                        f"which is in {rules.path} (devices: {', '.join(names)})")
+    problem.info.warnings.append(f"{measured.source}: devices {', '.join(foreign)} are not in "
+                                 f"{rules.path}: their times are not used")
 
 
 __all__ = ["Measured", "NoCosts", "cost_model", "has_cost_source"]

@@ -493,3 +493,38 @@ def test_rules_check_without_a_model_lists_the_cost_keys():
     assert "costs: roofline 10000 GFLOPS, 100 GB/s; part cost 1 ms; link 100 GB/s + 1 µs" in text
     plain = summary(hs.load_rules(ROOT / "rules" / "npu-static.yaml"))
     assert all("costs" not in d for d in plain["devices"])
+
+
+def _profile(tmp_path, times, part_cost=0.0, model=None):
+    """A profile file of the chain model (hetero_solve.profiles' format)."""
+    from hetero_solve.profiles import DeviceProfile, Profile, model_info, write_profile
+    path = tmp_path / "chain.onnx"
+    onnx.save(model or _chain_model(), path)
+    mg = load_model(str(path))
+    prof = Profile(model_info(mg, path), {d: DeviceProfile(dict(t), part_cost=part_cost,
+                                                           runtime="test")
+                                          for d, t in times.items()})
+    write_profile(prof, tmp_path / "profile.json")
+    return path, tmp_path / "profile.json"
+
+
+def test_a_profile_file_is_read_through_the_one_door(tmp_path):
+    model, profile = _profile(tmp_path, {"CPU": {"b": 0.5}}, part_cost=0.25)
+    p = prepare(model, _chain_rules(), costs=profile).problem
+    assert p.costs.node_time[1][1] == 0.5 and p.costs.part_cost[1] == 0.25
+    rules = tmp_path / "r.yaml"
+    rules.write_text(yaml.safe_dump(_chain_rules()))
+    r = _cli(model, rules, "--costs", profile, "-o", tmp_path / "out", "--no-models", "-t", "1")
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "out" / "partition.json").read_text())
+    assert m["objective"]["latency"] >= 0.5
+
+
+def test_a_profile_of_other_devices_or_another_model_is_refused(tmp_path):
+    model, profile = _profile(tmp_path, {"GPU": {"b": 0.5}})
+    with pytest.raises(CostError, match="GPU, none of which"):
+        prepare(model, _chain_rules(), costs=profile)
+    r = _cli(ROOT / "examples" / "seed000.onnx", ROOT / "rules" / "seed000.yaml",
+             "--costs", profile, "-o", tmp_path / "out")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "out").exists()
