@@ -24,11 +24,12 @@ from .algorithms.single import SingleDevice, best_single_device
 from .compile import compile_problem, missing_dims
 from .cost_sources import Measured
 from .engines import check_engine
-from .errors import CostError, InfeasibleError, ValidationError, warn
+from .errors import InfeasibleError, ValidationError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
 from .problem import Objective, Problem
+from .profiles import read_profile
 from .result import Result
 from .rules import Rules, load_rules
 from .solution import Solution, evaluate
@@ -125,11 +126,6 @@ def measured_times(costs: CostSource, mg: ModelGraph) -> Measured | None:
     if costs is None:
         return None
     if isinstance(costs, (str, os.PathLike)):
-        try:   # lazily: only a solve given a profile reads one
-            from .profiles import read_profile
-        except ImportError:
-            raise CostError(f"{costs}: this hetero-solve cannot read profile files (no "
-                            f"hetero_solve.profiles)") from None
         return Measured.of(read_profile(costs, mg))
     return Measured.of(costs)
 
