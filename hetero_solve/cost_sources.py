@@ -5,6 +5,8 @@ profile, made into the problem's :class:`~hetero_solve.costs.CostModel` (docs/co
   by ONNX node name), else the device's ``roofline`` over the node's FLOPs and bytes
   (:mod:`hetero_solve.roofline`).  A quantized unit costs the sum of its members (each ONNX
   node counted once); a folded node or a ``Constant`` costs nothing (they are no part's).
+* A folded node an answer may place instead (``Problem.fold_options``) has its times ready
+  (``CostModel.option_time``) for the problem that places it.
 * A part's fixed cost is the profile's for the device where it has one, else the rule file's
   ``part_cost``; a device's link to host memory is the rule file's ``link``.
 
@@ -103,7 +105,8 @@ def cost_model(mg: ModelGraph, rules: Rules, problem: Problem,
                       for d in devices]
     work: dict[int, tuple[str, float, float]] = {}
     if any(d.roofline is not None for d in devices):   # every node sized at once
-        graph_nodes = sorted({i for v in range(problem.n) for i in problem.graph_nodes(v)})
+        graph_nodes = sorted({i for v in range(problem.n) for i in problem.graph_nodes(v)}
+                             | {o.graph_index for o in problem.fold_options})
         work = {i: (mg.op_types[i], w.flops, w.bytes)
                 for i, w in zip(graph_nodes, nodes_work(mg, graph_nodes))}
 
@@ -129,10 +132,18 @@ def cost_model(mg: ModelGraph, rules: Rules, problem: Problem,
                 total += t
             row[d] = total
         node_time.append(row)
+    option_time: list[list[float | None]] = []    # foldable nodes an answer may place
+    for o in problem.fold_options:
+        row = [None] * len(devices)
+        for d in o.allowed:
+            row[d] = time_of(o.graph_index, d)
+            if row[d] is None:
+                return NoCosts(devices[d].name, d, o.name)
+        option_time.append(row)
     part_cost = [float(measured.part_cost[d.name]) if measured and d.name in measured.part_cost
                  else d.part_cost for d in devices]
     return CostModel(node_time=node_time, part_cost=part_cost,
-                     links=[d.link for d in devices])
+                     links=[d.link for d in devices], option_time=option_time or None)
 
 
 def _check_devices(measured: Measured, rules: Rules, problem: Problem) -> None:

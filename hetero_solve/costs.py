@@ -22,7 +22,7 @@ outputs are not transfers (as docs/problem.md's ``transfer``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 
@@ -80,6 +80,9 @@ class CostModel:
         Pipeline stages: at most one part per device instance (every answer must obey it).
     unit : str
         The time unit, for reports.
+    option_time : list of list of (float or None), optional
+        Per fold option (``Problem.fold_options``), its times per device as ``node_time``
+        has them: the rows a problem that places it gains (:meth:`placing`).
     """
 
     node_time: list[list[float | None]]
@@ -88,6 +91,14 @@ class CostModel:
     volume: list[float] | None = None
     contiguous: bool = False
     unit: str = "s"
+    option_time: list[list[float | None]] | None = None
+
+    def placing(self, options: Sequence[int]) -> "CostModel":
+        """The cost model of the problem with the fold ``options`` placed, as new nodes in that
+        order after the others (:func:`hetero_solve.exact.folds.unfold`)."""
+        extra = [list(self.option_time[k]) if self.option_time is not None else
+                 [0.0] * len(self.part_cost) for k in options]
+        return replace(self, node_time=self.node_time + extra, option_time=None)
 
     def time(self, v: int, d: int) -> float:
         """Node ``v``'s time on device ``d``."""

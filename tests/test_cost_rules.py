@@ -528,3 +528,28 @@ def test_a_profile_of_other_devices_or_another_model_is_refused(tmp_path):
              "--costs", profile, "-o", tmp_path / "out")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 4))
+def test_a_cost_model_follows_a_fold_choice(seed):
+    """A placed fold option gets its own times (``CostModel.option_time``): the answer's
+    latency is measured on the problem it answers, whichever fold choice wins."""
+    from hetero_solve.costs import CostModel
+    from hetero_solve.errors import InfeasibleError
+    from hetero_solve.exact import refine_with_folds
+    from hetero_solve.pipeline import initial_solution
+    from hetero_solve.solution import evaluate
+    from hetero_solve.validate import validate
+    from test_fold_choices import folds_problem
+    p = folds_problem(seed)
+    p.costs = CostModel(node_time=[[1.0, 2.0] for _ in range(p.n)], part_cost=[0.1, 0.0],
+                        links=[None, None], option_time=[[0.5, 0.25] for _ in p.fold_options])
+    try:
+        q, sol = refine_with_folds(p, initial_solution(p), time_limit=0.5)
+    except InfeasibleError:
+        return
+    assert validate(q, sol) == [] and len(q.costs.node_time) == q.n
+    placed = q.n - p.n
+    m = evaluate(q, sol)
+    assert m.latency >= sum(min(r[d] for d in range(2) if r[d] is not None)
+                            for r in q.costs.node_time[:p.n]) + placed * 0.25
