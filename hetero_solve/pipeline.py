@@ -289,7 +289,8 @@ def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -
     if single is None or not problem.objective.uses_costs():
         return sol
     key = problem.objective.key
-    alone, found = key(evaluate(problem, single.solution).as_dict()), key(evaluate(problem, sol).as_dict())
+    alone = key(evaluate(problem, single.solution).as_dict())
+    found = key(evaluate(problem, sol).as_dict())
     if alone > found or (alone == found and sol.num_parts == 1):
         return sol
     # a tie keeps the one part (and what was proven of the tied value)
