@@ -22,6 +22,11 @@ from .algorithms.greedy import PackingFailed, heuristic
 from .compile import compile_problem, missing_dims
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
+from .exact import lower_bound, refine as exact_refine, refine_with_folds
+from .exact.folds import relaxed
+from .fitting.bounds import memory_bounds
+from .fitting.devices import device_sets
+from .fitting.floors import binding_devices
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
@@ -29,6 +34,7 @@ from .problem import Objective, Problem
 from .result import Result
 from .rules import Rules, load_rules
 from .solution import Solution, evaluate
+from .user_map import judge_answer
 from .validate import check, validate
 
 MAX_TIME_LIMIT = 1e6   #: seconds (11 days): a longer limit, infinity included, is no limit
@@ -228,7 +234,6 @@ def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
             sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed,
                          progress=say)
         else:   # the exact engine also decides optional folds: the problem may change
-            from .exact import refine_with_folds
             problem, sol = refine_with_folds(problem, sol, engine=engine,
                                              time_limit=time_limit, seed=seed, progress=say)
         lap("exact")
@@ -238,7 +243,6 @@ def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
         if problem is not compiled:
             # foldable nodes placed: the answer must pass check of what will be written,
             # which rebuilds its problem from the compiled one and the parts' node names
-            from .user_partition import judge_answer
             violations = judge_answer(mg, compiled, problem, sol)
             if violations:
                 raise ValidationError(violations)
@@ -318,18 +322,13 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     ``engine="heuristic"`` the answer is kept and only its lower bound is computed."""
     if problem.n == 0:
         return start
-    from .exact import lower_bound, refine as exact_refine
     if engine == "heuristic":
         if progress:
             progress("lower bound")
         # bounds over every fold choice: on the problem each optional fold relaxes
-        from .exact.folds import relaxed
         rel = relaxed(problem)
         start.lower_bound = lower_bound(rel, start)
         if problem.has_memory_limits():
-            from .exact.analysis import device_sets
-            from .fitting.bounds import memory_bounds
-            from .fitting.floors import binding_devices
             R = device_sets(rel, fixed=False)
             if binding_devices(rel, R):
                 start.stats.setdefault("bounds", {})["fallback"] = memory_bounds(rel, R).fallback
