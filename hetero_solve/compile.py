@@ -9,11 +9,10 @@ quantized unit (:mod:`hetero_solve.model.qdq`) contracted into one node
 
 from __future__ import annotations
 
-import fnmatch
 import heapq
 
 from .contract import contract
-from .errors import InfeasibleError, ModelError, RuleError
+from .errors import InfeasibleError, ModelError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
 from .model.qdq import find_units
@@ -22,6 +21,7 @@ from .model.structure import structure
 from .problem import (Device, FoldOption, MissingDims, NonStaticShape, Objective, Problem,
                       ProblemInfo, Refusals)
 from .rules.conditions import SupportChecker
+from .rules.pins import resolve_pins
 from .rules.load import Rules
 
 
@@ -317,47 +317,6 @@ def _value_edges(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict
                 if u >= 0 and u not in value_pred[v]:
                     value_pred[v].append(u)
     return value_pred
-
-
-def resolve_pins(rules: Rules, mg: ModelGraph, placeable: list[int],
-                 warnings: list[str]) -> tuple[list[int], list[str]]:
-    """Pinned device index per placeable node (-1 = none) and the key that pinned it."""
-    n = len(placeable)
-    pins = [-1] * n
-    keys = [""] * n
-    if not rules.affinity:
-        return pins, keys
-    all_names = set(mg.names)
-    pos = {mg.names[g]: v for v, g in enumerate(placeable)}
-    exact = set()
-    for pin in rules.affinity:
-        if pin.is_glob:
-            continue
-        if pin.pattern not in all_names:
-            raise RuleError(rules.path, pin.key, f"no node is named {pin.pattern!r} in {mg.path}")
-        v = pos.get(pin.pattern)
-        if v is None:
-            warnings.append(f"{rules.path}: {pin.key}: node {pin.pattern!r} is a Constant or was "
-                            "folded; it belongs to no part, the pin has no effect")
-            continue
-        pins[v] = rules.device_index(pin.device)
-        keys[v] = pin.key
-        exact.add(v)
-    for pin in rules.affinity:
-        if not pin.is_glob:
-            continue
-        match = fnmatch.fnmatchcase
-        hits = 0
-        d = rules.device_index(pin.device)
-        for v, g in enumerate(placeable):
-            if match(mg.names[g], pin.pattern):
-                hits += 1
-                if v not in exact and pins[v] < 0:
-                    pins[v] = d
-                    keys[v] = pin.key
-        if hits == 0:
-            warnings.append(f"{rules.path}: {pin.key}: the glob matches no node")
-    return pins, keys
 
 
 def _allowed_devices(rules: Rules, mg: ModelGraph, placeable: list[int], pins: list[int],

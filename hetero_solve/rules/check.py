@@ -24,6 +24,7 @@ from ..model.graph import ModelGraph
 from ..units import format_bytes
 from .conditions import SupportChecker
 from .load import DeviceRules, OpCondition, Rules
+from .pins import resolve_pins
 
 EXAMPLES_PER_REASON = 3
 # Tensor names in refusal reasons: replaced by '…' so that one condition is one line per op.
@@ -161,8 +162,6 @@ def query(rules: Rules, mg: ModelGraph) -> QueryReport:
 
     Raises :class:`~hetero_solve.errors.RuleError` for a pin by exact name that matches no
     node (the rule file does not fit the model), like :func:`~hetero_solve.compile_problem`."""
-    from ..compile import resolve_pins
-
     checker = SupportChecker(rules, mg)
     devices = rules.devices
     placeable = mg.placeable()
