@@ -43,6 +43,8 @@ from ..measures import part_memories, topological_order
 from ..problem import Device, Problem
 from ..solution import Solution, normalize, objective_term
 from .regions import regions
+from ..validate import validate
+from .baselines import BASELINES, BaselineSkipped
 
 MAX_ROUNDS = 24        # device choices tried when memory binds (each lowers a byte target)
 BISECTIONS = 6         # then targets tried between the last that failed and the first that fit
@@ -198,8 +200,6 @@ def _rivals(problem: Problem) -> list[Solution]:
     """The valid answers of simple constructions that know memory only partly or not at all
     (the baselines; every node on its preferred device, split into connected regions): cheap
     next to the search above, and the heuristic must never be worse than them."""
-    from ..validate import validate
-    from .baselines import BASELINES, BaselineSkipped
     out = []
     candidates = [_preferred_regions(problem)]
     for name, baseline in BASELINES.items():

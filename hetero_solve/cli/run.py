@@ -23,6 +23,11 @@ from . import app
 from .common import (UsageError, caught_warnings, expect_model_and_rules, fail, json_option,
                      note, parse_dims, parse_shapes, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, verbose_option)
+from ..run.inputs import load_npy
+from ..run.backend import OPTIMIZATION_LEVELS
+from ..run.session import run
+from ..run.verify import verify
+from ..user_partition import SPLITS, check_affinity
 
 MAX_ROWS = 40
 
@@ -38,7 +43,6 @@ def _errors() -> Iterator[None]:
 
 def parse_inputs(values: list[str] | None) -> dict[str, np.ndarray]:
     """``NAME=FILE.npy`` options -> arrays."""
-    from ..run.inputs import load_npy
     out: dict[str, np.ndarray] = {}
     for item in values or []:
         name, sep, file = item.partition("=")
@@ -85,7 +89,6 @@ def _ms(seconds: float) -> str:
 
 
 def _optimization(value: str) -> str:
-    from ..run.backend import OPTIMIZATION_LEVELS
     if value not in OPTIMIZATION_LEVELS:
         raise UsageError(f"--optimization {value!r}: expected one of "
                          f"{', '.join(OPTIMIZATION_LEVELS)}")
@@ -135,7 +138,6 @@ def run_command(
       hetero-solve run resnet_like.hetero --input image=image.npy
       hetero-solve run yolo.hetero --shape images=1,3,320,320 --repeat 20 --profile
     """
-    from ..run.session import run
     with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
@@ -221,7 +223,6 @@ def verify_command(
     Example:
       hetero-solve verify examples/resnet_like.onnx examples/resnet_like.hetero
     """
-    from ..run.verify import verify
     with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
@@ -305,7 +306,6 @@ def check_command(
     Example:
       hetero-solve check model.onnx rules/npu-static.yaml --affinity my_affinity.json
     """
-    from ..user_partition import SPLITS, check_affinity
     with _errors(), caught_warnings() as warned:
         if split not in SPLITS:
             raise UsageError(f"--split {split!r}: expected one of {', '.join(SPLITS)}")

@@ -20,6 +20,7 @@ from . import app
 from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
                      json_option, parse_dims, parse_shapes, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, verbose_option)
+from ..export.submodels import part_boundary
 
 MAX_ROWS = 40
 
@@ -135,5 +136,4 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
 
 
 def _boundary(p, sol, k, nodes) -> tuple[list[str], list[str]]:
-    from ..export.submodels import part_boundary
     return part_boundary(p, sol, k, nodes)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..algorithms.greedy import heuristic
 from ..errors import InfeasibleError
 from ..problem import Problem
 from ..solution import Solution, evaluate, objective_key
@@ -164,7 +165,6 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
     folded = refine(problem, start, engine=engine, time_limit=time_limit / 2, seed=seed,
                     progress=progress, workers=workers)
     q = unfold(problem, cands)
-    from ..algorithms.greedy import heuristic
     try:
         q_start = heuristic(q)
         placed = refine(q, q_start, engine=engine, time_limit=time_limit / 2, seed=seed,

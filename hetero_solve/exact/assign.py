@@ -72,6 +72,7 @@ INTERVAL_LIMIT = 32     # split witnesses per edge at most (see split_witnesses)
 #: the relaxed model stays a relaxation (its bound valid), only weaker.
 REACH_NODES = 20_000
 from ..measures import topological_order
+from .cpsat import run
 
 
 @dataclass
@@ -269,7 +270,6 @@ def _solve(m, time_limit: float, seed: int, guard: Guard | None):
     """Solve ``m`` with one worker in ``time_limit`` deterministic seconds (the time a guard
     only: :func:`.cpsat.run`): the solver, its status and the run's stats
     (``deterministic``: False when the guard, not the budget, stopped it)."""
-    from .cpsat import run
     cp_model = _cp_model()
     solver = cp_model.CpSolver()
     prm = solver.parameters

@@ -16,6 +16,7 @@ from ..algorithms.greedy import heuristic
 from ..engines import ENGINES
 from ..problem import Problem
 from ..solution import Solution
+from ..pipeline import refine
 
 Runner = Callable[..., Solution]
 
@@ -41,7 +42,6 @@ def _plain(fn: Callable[[Problem], Solution]) -> Runner:
 
 def _exact(engine: str) -> Runner:
     def run(problem: Problem, *, time_limit: float = 10.0, seed: int = 0) -> Solution:
-        from ..pipeline import refine
         start = heuristic(problem)
         try:
             sol = refine(problem, start, engine=engine, time_limit=time_limit, seed=seed)
