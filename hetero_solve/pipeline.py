@@ -19,7 +19,7 @@ from typing import Callable
 import onnx
 
 from .algorithms.greedy import PackingFailed, heuristic
-from .compile import compile_problem, missing_dims
+from .compile import compile_problem, missing_dims, missing_dims_ahead
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .exact import lower_bound, refine as exact_refine, refine_with_folds
@@ -30,6 +30,7 @@ from .fitting.floors import binding_devices
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
+from .model.parallel import Forked
 from .problem import Objective, Problem
 from .result import Result
 from .rules import Rules, load_rules
@@ -60,12 +61,37 @@ class Prepared:
         dims with no value cost each static-shape device (also in ``info.warnings``).
     seconds : dict of str to float
         Wall time of the ``rules``, ``load`` and ``compile`` stages.
+    missing_dims : PendingMissingDims or None
+        With ``prepare(defer_check=True)`` on a large model: ``problem.info.missing_dims``
+        still being found in a forked process; :func:`solve` adds it before validating.
     """
 
     model_graph: ModelGraph
     rules: Rules
     problem: Problem
     seconds: dict[str, float] = field(default_factory=dict)
+    missing_dims: PendingMissingDims | None = None
+
+
+@dataclass
+class PendingMissingDims:
+    """:func:`~hetero_solve.compile.missing_dims` running beside the solve (its analysis
+    forked right after loading): :meth:`add_to` waits for it and puts its entries and
+    warnings where ``prepare`` would have (``at``: after the compile's warnings)."""
+
+    model_graph: ModelGraph
+    rules: Rules
+    problem: Problem
+    ahead: Forked
+    at: int
+
+    def add_to(self, problem: Problem) -> None:
+        found = missing_dims(self.model_graph, self.rules, self.problem, ahead=self.ahead)
+        problem.info.missing_dims = found
+        problem.info.warnings[self.at:self.at] = [m.text() for m in found]
+
+    def cancel(self) -> None:
+        self.ahead.cancel()
 
 
 class _Clock:
@@ -104,17 +130,26 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims,
                         defer_check=defer_check)
     clock.lap("load")
+    # Input dims with no value may cost a static-shape device nodes: say which, how many.
+    # On a large model the counterfactual analysis runs forked, beside the rest.
+    ahead = missing_dims_ahead(mg, rule_set)
+    pending = None
     try:
         say(f"compiling rules for {len(mg.names)} nodes")
         problem = compile_problem(mg, rule_set, objective=objective)
-        # Input dims with no value may cost a static-shape device nodes: say which, how many.
-        problem.info.missing_dims = missing_dims(mg, rule_set, problem)
-        problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
-    except Exception:
-        mg.ensure_valid()   # an invalid model explains the failure
+        if defer_check and ahead is not None:
+            pending = PendingMissingDims(mg, rule_set, problem, ahead, len(problem.info.warnings))
+        else:
+            problem.info.missing_dims = missing_dims(mg, rule_set, problem, ahead=ahead)
+            problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
+    except BaseException as e:
+        if ahead is not None:
+            ahead.cancel()
+        if isinstance(e, Exception):
+            mg.ensure_valid()   # an invalid model explains the failure
         raise
     clock.lap("compile")
-    return Prepared(mg, rule_set, problem, clock.seconds)
+    return Prepared(mg, rule_set, problem, clock.seconds, pending)
 
 
 def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
@@ -246,8 +281,13 @@ def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
             violations = judge_answer(mg, compiled, problem, sol)
             if violations:
                 raise ValidationError(violations)
-    except Exception:
-        mg.ensure_valid()   # an invalid model explains the failure
+        if prepared.missing_dims is not None:
+            prepared.missing_dims.add_to(problem)
+    except BaseException as e:
+        if prepared.missing_dims is not None:
+            prepared.missing_dims.cancel()
+        if isinstance(e, Exception):
+            mg.ensure_valid()   # an invalid model explains the failure
         raise
     mg.ensure_valid()
     lap("validate")

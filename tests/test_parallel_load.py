@@ -203,3 +203,35 @@ def test_the_cli_writes_nothing_for_an_invalid_model_checked_late(tmp_path, fork
     assert exit_.value.code == 2
     assert "Unrecognized attribute: alpha" in capsys.readouterr().err
     assert not out.exists()
+
+
+def _missing_dims_answer(r):
+    return (r.problem.info.missing_dims, r.warnings, r.manifest(files=False)["warnings"])
+
+
+@pytest.mark.parametrize("dims", [{}, {"seq": 16}], ids=["seq-open", "seq-given"])
+def test_missing_dims_found_forked_beside_the_solve_equal_the_inline_ones(dims, forking,
+                                                                           monkeypatch):
+    """The counterfactual analysis of unset dims (compile.missing_dims) forked right after
+    loading gives the same entries and the same warnings, in the same place, as found inline."""
+    import warnings
+
+    import hetero_solve as hs
+    from hetero_solve import compile as compile_module
+
+    model = ROOT / "examples" / "transformer_encoder.onnx"
+    rules = ROOT / "rules" / "npu-static.yaml"      # static shapes; dims: {batch: 1}
+    started = []
+    real = compile_module.missing_dims_ahead
+    monkeypatch.setattr(compile_module, "missing_dims_ahead",
+                        lambda *a: started.append(real(*a)) or started[-1])
+    import hetero_solve.pipeline as pipeline
+    monkeypatch.setattr(pipeline, "missing_dims_ahead", compile_module.missing_dims_ahead)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forked = hs.solve(model, rules, dims=dims, engine="heuristic")
+        assert started and (started[0] is not None) == (not dims)
+        monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
+        inline = hs.solve(model, rules, dims=dims, engine="heuristic")
+    assert _missing_dims_answer(forked) == _missing_dims_answer(inline)
+    assert bool(forked.problem.info.missing_dims) == (not dims)
