@@ -235,3 +235,49 @@ def test_missing_dims_found_forked_beside_the_solve_equal_the_inline_ones(dims, 
         inline = hs.solve(model, rules, dims=dims, engine="heuristic")
     assert _missing_dims_answer(forked) == _missing_dims_answer(inline)
     assert bool(forked.problem.info.missing_dims) == (not dims)
+
+
+@pytest.mark.parametrize("model", example_models(), ids=lambda p: p.stem)
+def test_part_models_written_by_a_forked_process_are_the_same_files(model, forking, tmp_path,
+                                                                     monkeypatch):
+    """On large models the part models are written by a forked process beside the annotated
+    model: every file of the answer is byte for byte what one process writes."""
+    import warnings
+
+    import hetero_solve as hs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = hs.solve(model, ROOT / "rules" / "gpu-cpu.yaml", dims=EXAMPLE_DIMS[model.stem],
+                     engine="heuristic")
+    forked = r.write(tmp_path / "forked")
+    monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
+    alone = r.write(tmp_path / "alone")
+    files = sorted(p.name for p in forked.iterdir())
+    assert files == sorted(p.name for p in alone.iterdir()) and any(
+        f.startswith("part") for f in files)
+    for f in files:
+        assert (forked / f).read_bytes() == (alone / f).read_bytes(), f
+
+
+def test_a_failed_forked_part_writer_leaves_the_parts_to_the_parent(forking, tmp_path,
+                                                                    monkeypatch):
+    import os
+
+    import hetero_solve as hs
+    from hetero_solve.export import writer
+
+    model = example_models()[0]
+    r = hs.solve(model, ROOT / "rules" / "gpu-cpu.yaml", dims=EXAMPLE_DIMS[model.stem],
+                 engine="heuristic")
+    real, parent = writer._write_parts, os.getpid()
+
+    def parts_but_not_in_the_child(*args):
+        if os.getpid() != parent:
+            raise RuntimeError("child failed")
+        return real(*args)
+
+    monkeypatch.setattr(writer, "_write_parts", parts_but_not_in_the_child)
+    out = r.write(tmp_path / "out")
+    assert any(p.name.startswith("part") for p in out.iterdir())
+    assert (out / "partition.json").exists()
