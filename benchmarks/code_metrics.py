@@ -15,7 +15,6 @@
 * **Imports hidden inside functions** (issue 29): ``import``/``from`` statements of the package
   inside a function body (each statement once); they belong at the top unless they load a heavy
   optional dependency lazily.
-* **Functions taking a ``time_limit``** (issue 29): ``def``s with a parameter of that name.
 * **Private state across modules**: ``obj._name`` (single underscore, not ``self``/``cls``)
   read or written in a module that does not define ``_name`` (as ``self._name = ...``, a class
   attribute or field, or a module-level name), and ``from m import _name``.
@@ -139,18 +138,6 @@ def local_imports(srcs: dict[str, str]) -> list[tuple[str, int, str]]:
                         or (isinstance(n, ast.Import) and any(a.name.startswith(PACKAGE) for a in n.names)):
                     out.add((mod, n.lineno, ast.unparse(n)))
     return sorted(out)
-
-
-def time_limit_functions(srcs: dict[str, str]) -> list[str]:
-    """``module:function`` of every function with a ``time_limit`` parameter."""
-    out = []
-    for mod, text in srcs.items():
-        for fn in ast.walk(ast.parse(text)):
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                a = fn.args
-                if any(x.arg == "time_limit" for x in a.posonlyargs + a.args + a.kwonlyargs):
-                    out.append(f"{mod}:{fn.name}")
-    return out
 
 
 def private_accesses(srcs: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -278,7 +265,6 @@ def measures(rev: str | None) -> dict:
         "loops between packages (strongly connected groups of top-level packages, `TYPE_CHECKING` imports counted)":
             str(len(package_loops(g))),
         "package imports inside functions": str(len(local_imports(srcs))),
-        "functions taking a `time_limit`": str(len(time_limit_functions(srcs))),
         "duplicate blocks (`duplicates` pairs in `hetero_solve/`)": "n/a" if dup is None else str(dup),
         "private attributes used across modules": str(len(private_accesses(srcs))),
     }
