@@ -1,0 +1,210 @@
+"""``hetero-solve profile``: each node's time on each device of a rule file that this machine
+can run, measured through the runtime's own profiler, or imported from a profiler's file
+(docs/costs.md, "Profiles").
+
+Which runtime measures a device: its ``runtime:`` in the rule file, as ``hetero-solve run``
+runs it: ``openvino: DEVICE`` (an OpenVINO device) or ``onnxruntime: PROVIDER`` (the first
+provider listed; a device whose first provider this onnxruntime lacks would run elsewhere,
+so it is not measured).  A device with neither is not measured.  For each measured device:
+
+1. ``warmup`` runs, then ``repeats`` runs with the profiler on: per runtime node, the median;
+2. the runtime nodes mapped back to ONNX nodes (:mod:`.onnxruntime`, :mod:`.openvino`);
+3. the median wall time of ``repeats`` runs of the whole model through ``hetero-solve run``'s
+   runner, and of a one-node part (the per-part cost);
+4. node times scaled so that they add up to the whole run minus the per-part cost
+   (:func:`.attribute.attribute`): predicted and measured agree on the model in one part.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import onnx
+
+from ..errors import HeteroSolveError
+from ..readers import read_bytes
+from ..run.inputs import InputSpec, index_bounds, random_inputs
+from . import onnxruntime as ort_profile
+from . import openvino as ov_profile
+from .attribute import attribute
+from .format import DeviceProfile, Profile, ProfileError, model_info
+
+Tick = Callable[[str, int], None]
+
+
+class ProfileRunError(HeteroSolveError):
+    """Nothing can be measured (``str(e)`` is one line saying why for each device)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """How one rule-file device is measured: ``kind`` is ``onnxruntime`` (``what``: the
+    providers) or ``openvino`` (``what``: the OpenVINO device)."""
+
+    device: str
+    kind: str
+    what: Any
+
+    @property
+    def label(self) -> str:
+        first = self.what[0] if isinstance(self.what, list) else self.what
+        return f"{self.kind}:{first}"
+
+
+@dataclass
+class Plan:
+    """The devices that will be measured, and why each other one will not."""
+
+    targets: list[Target] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def plan(devices: Sequence) -> Plan:
+    """What measures each device of a rule file (module doc), from what this machine has."""
+    out = Plan()
+    ort_have = _ort_providers()
+    ov_have: list[str] | None = None
+    for d in devices:
+        runtime = dict(d.runtime or {})
+        if runtime.get("openvino"):
+            if ov_have is None:
+                ov_have = ov_profile.available_devices()
+            want = str(runtime["openvino"])
+            if not ov_have:
+                out.skipped[d.name] = f"OpenVINO ({want}) is not installed"
+            elif want.split(".")[0] not in ov_have and want not in ov_have:
+                out.skipped[d.name] = (f"OpenVINO has no {want} here (it has "
+                                       f"{', '.join(ov_have)})")
+            else:
+                out.targets.append(Target(d.name, "openvino", want))
+        elif runtime.get("onnxruntime"):
+            want = runtime["onnxruntime"]
+            first = want if isinstance(want, str) else list(want)[0]
+            if first not in ort_have:
+                out.skipped[d.name] = f"{first} is not in this onnxruntime"
+            else:
+                providers = [first] + (["CPUExecutionProvider"]
+                                       if first != "CPUExecutionProvider" else [])
+                out.targets.append(Target(d.name, "onnxruntime", providers))
+        else:
+            out.skipped[d.name] = ("no runtime: key in the rule file says what runs it "
+                                   "(runtime: {onnxruntime: PROVIDER} or {openvino: DEVICE})")
+    return out
+
+
+def _ort_providers() -> list[str]:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return []
+    return list(ort.get_available_providers())
+
+
+def model_feeds(mg, seed: int = 0, ranges: Mapping[str, tuple[float, float]] | None = None
+                ) -> dict:
+    """Random inputs for ``mg`` at the shapes it was loaded with (``hetero-solve run``'s)."""
+    bounds = index_bounds(mg.model)
+    specs = []
+    for x in mg.graph_inputs:
+        t = mg.types[x]
+        if t.shape is None or not t.static:
+            raise ProfileRunError(f"input {x!r} has shape {list(t.shape or [])}: give its "
+                                  "dims (--dim NAME=VALUE or --shape) to profile at a size")
+        specs.append(InputSpec(x, t.elem_type, t.shape, bounds.get(x)))
+    return random_inputs(specs, mg.dims, seed=seed, ranges=ranges)
+
+
+def static_model(mg, model: str, folder: str) -> str:
+    """``model`` with its graph inputs fixed to the shapes ``mg`` was loaded at, written in
+    ``folder`` (runtimes plan static shapes better, as parts are exported); the original
+    when its weights live in other files."""
+    if not mg.weights_inline:
+        return model
+    proto = onnx.ModelProto()
+    proto.CopyFrom(mg.model)
+    for vi in proto.graph.input:
+        shape = mg.types[vi.name].shape
+        if vi.name in mg.graph_inputs and shape is not None and all(
+                isinstance(d, int) for d in shape):
+            dims = vi.type.tensor_type.shape.dim
+            for d, n in zip(dims, shape):
+                d.Clear()
+                d.dim_value = n
+    path = os.path.join(folder, Path(model).name)
+    onnx.save(proto, path)
+    return path
+
+
+def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repeats: int = 20,
+            optimization: str = "all", threads: int = 0, seed: int = 0,
+            ranges: Mapping[str, tuple[float, float]] | None = None,
+            tick: Tick = lambda what, n: None) -> Profile:
+    """A profile of ``model`` (loaded as ``mg``) on each target (module doc).  ``tick(what,
+    n)`` is called as work is done: ``n`` runs of ``what`` (for a progress bar:
+    :func:`runs_needed` runs in all)."""
+    feeds = model_feeds(mg, seed, ranges)
+    devices: dict[str, DeviceProfile] = {}
+    with tempfile.TemporaryDirectory(prefix="hetero-solve-profile-") as tmp:
+        path = static_model(mg, model, tmp)
+        for t in targets:
+            step = lambda: tick(t.device, 1)   # noqa: E731
+            if t.kind == "onnxruntime":
+                recs, wall = ort_profile.measure(mg, path, t.what, feeds, warmup=warmup,
+                                                 repeats=repeats, optimization=optimization,
+                                                 threads=threads, tick=step)
+                cost = ort_profile.part_cost(t.what, PART_REPEATS, threads, step)
+                floor = ort_profile.profiler_floor(t.what, threads)
+            else:
+                recs, wall = ov_profile.measure(mg, path, t.what, feeds, warmup=warmup,
+                                                repeats=repeats, rule_device=t.device,
+                                                threads=threads, tick=step)
+                cost = ov_profile.part_cost(t.what, PART_REPEATS, threads, step)
+                floor = 0.0
+            cost = min(cost, wall)
+            a = attribute(mg, recs, wall - cost, measured=f"{wall * 1e3:.3f} ms",
+                          floor=floor)
+            devices[t.device] = DeviceProfile(
+                a.node_seconds, part_cost=cost, runtime=t.label, repeats=repeats,
+                warmup=warmup, total_seconds=wall, attributed=a.attributed, spread=a.spread)
+    return Profile(model_info(mg, model), devices)
+
+
+#: Calls of the one-node part whose median is the per-part cost.
+PART_REPEATS = 200
+
+
+def runs_needed(targets: Sequence[Target], warmup: int, repeats: int) -> int:
+    """The ticks :func:`measure` makes in all (a progress bar's total)."""
+    return len(targets) * (2 * (warmup + repeats) + 1)
+
+
+def import_file(mg, model: str, device: str, runtime: Mapping, path: str,
+                optimization: str = "all") -> DeviceProfile:
+    """One device's times from a profiler's file: onnxruntime's trace JSON, or OpenVINO's
+    per-layer report (benchmark_app ``-report_type detailed_counters``), told apart by their
+    content.  Without a measured run time the per-part cost is 0 and only what no ONNX node
+    could be named for is spread."""
+    head = read_bytes(path, lambda why: ProfileError(path, why), limit=1 << 30)[:4096]
+    text = head.decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+    if text.startswith(("[", "{")):
+        want = (runtime or {}).get("onnxruntime") or "CPUExecutionProvider"
+        providers = [want] if isinstance(want, str) else list(want)
+        providers = [p for p in providers if p in _ort_providers()] or ["CPUExecutionProvider"]
+        recs, wall, runs = ort_profile.import_trace(mg, path, model, providers, optimization)
+        a = attribute(mg, recs, wall, measured=f"model_run {wall * 1e3:.3f} ms"
+                      if wall else "")
+        return DeviceProfile(a.node_seconds, part_cost=0.0,
+                             runtime=f"onnxruntime-trace:{Path(path).name}", repeats=runs,
+                             total_seconds=wall, attributed=a.attributed, spread=a.spread)
+    if "layerName" in text:
+        recs, runs = ov_profile.import_report(mg, path, model)
+        a = attribute(mg, recs)
+        return DeviceProfile(a.node_seconds, part_cost=0.0,
+                             runtime=f"openvino-report:{Path(path).name}", repeats=runs,
+                             total_seconds=None, attributed=a.attributed, spread=a.spread)
+    raise ProfileError(path, "neither an onnxruntime profile (JSON trace events) nor an "
+                             "OpenVINO per-layer report (layerName;execStatus;...)")
