@@ -46,8 +46,10 @@ from .format import ProfileError
 #: input, moved or cast).
 LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput", "Transpose", "Cast"})
 #: What onnxruntime adds to the names it gives tensors and nodes it rewrites.
-_SUFFIX = re.compile(r"(?:_nchwc|_token_\d+|_fused|/\w*Fusion/)+$")
+_SUFFIX = re.compile(r"(?:_nchwc|_token_\d+|_fused|/\w*Fusion/?)+$")
 _PREFIX = re.compile(r"^(?:InsertedPrecisionFreeCast_)+")
+#: What onnxruntime puts before the nodes of an ``If`` branch it inlines (a constant condition).
+_INLINED = re.compile(r"^_if_(?:then|else)_branch(?:_token_\d+)?_")
 _UNNAMED = re.compile(r"[A-Za-z]\w*_\d+")
 #: A fused node's members are searched at most this far back.
 MAX_REGION = 256
@@ -95,6 +97,7 @@ def regions(mg, opt: onnx.ModelProto) -> dict[str, tuple[list[int], bool]]:
                 named_nodes.add(node_of[key])
             elif key in mg.producer:
                 named_nodes.add(mg.producer[key])
+    inner = _subgraph_owners(mg)
     alias: dict[str, str] = {}
     claimed: set[int] = set()
 
@@ -134,7 +137,14 @@ def regions(mg, opt: onnx.ModelProto) -> dict[str, tuple[list[int], bool]]:
         if not producers and named is not None:
             producers = {named}
         if not producers:
-            added.append(n)
+            keys = [n.name, *n.output]
+            keys += [_base(_INLINED.sub("", k)) for k in keys]
+            owners = {inner[k] for k in keys if k in inner}
+            if owners:        # a node of an If/Loop body onnxruntime inlined: the If's time
+                _add(out, n.name, owners, False)
+                claimed.update(owners)
+            else:
+                added.append(n)
             continue
         stops = {x for x in ins if x}
         region = _between(mg, producers, stops, claimed)
@@ -158,6 +168,26 @@ def _add(out: dict, name: str, members, near: bool) -> None:
         members = set(members) | set(out[name][0])
         near = near and out[name][1]
     out[name] = (sorted(members), near)
+
+
+def _subgraph_owners(mg) -> dict[str, int]:
+    """Names of the nodes and tensors inside each main-graph node's subgraphs (an ``If``'s
+    branches, a ``Loop``'s body) -> that node."""
+    out: dict[str, int] = {}
+    for v, node in enumerate(mg.model.graph.node):
+        if not mg.has_subgraph[v]:
+            continue
+        todo = [g for a in node.attribute for g in ([a.g] if a.HasField("g") else [])
+                + list(a.graphs)]
+        while todo:
+            graph = todo.pop()
+            for inner in graph.node:
+                for key in (inner.name, *inner.output):
+                    if key:
+                        out.setdefault(key, v)
+                todo.extend(g for a in inner.attribute
+                            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs))
+    return out
 
 
 def _fused_after(mg, v: int, readers: dict[str, list[int]], stops: set[str], taken: set[int],
