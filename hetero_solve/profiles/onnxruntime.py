@@ -10,15 +10,18 @@ optimised graph (onnxruntime writes it with ``optimized_model_filepath``; an imp
 is matched against the graph this onnxruntime makes of the same model):
 
 - each optimised tensor is resolved to an original one: the same name, the name without
-  onnxruntime's suffixes (``_nchwc``, ``_token_N``), the input of a layout node it added
-  (``ReorderInput``/``ReorderOutput``/``Transpose``), or the output of the original node or
-  tensor its producer is named after;
+  onnxruntime's prefixes and suffixes (``InsertedPrecisionFreeCast_``, ``_nchwc``,
+  ``_token_N``, ``/...Fusion/``), the input of a layout node or cast it added
+  (``ReorderInput``, ``ReorderOutput``, ``Transpose``, ``Cast``), or the output of the
+  original node or tensor its producer is named after;
 - a node's members are the original nodes between its resolved inputs and outputs (walking
-  back from the producers of its outputs, stopping at its inputs and at constants); when that
-  walk escapes to a graph input, only the producers.
-
-Kernels nested in another kernel's time (the body of an ``If`` or ``Loop``) are counted in
-the outer node only.
+  back from the producers of its outputs, stopping at its inputs, at constants and at nodes
+  an earlier kernel took; only the producers when the walk escapes to a graph input); a
+  kernel named after its first node (NCHWc names a ``Conv`` after its output) also takes the
+  chain of single readers fused after it (the residual ``Add``, the ``Relu``);
+- the nodes of an ``If`` branch onnxruntime inlined (``_if_then_branch_...``) belong to the
+  ``If``; a node onnxruntime added (a reorder, a cast, the unnamed nodes of an inlined
+  function, which its trace calls ``<Op>_<index>``) to the kernel next to it.
 """
 
 from __future__ import annotations
