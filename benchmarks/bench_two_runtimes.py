@@ -14,8 +14,9 @@ per runtime), then these answers, each written and loaded once into ``hetero_sol
 
 Each answer's latency is **predicted** from the profile (per part: the device's ``part_cost``
 plus its nodes' ``node_seconds``; the devices share host memory, so no transfer cost) and
-**measured**: after a warm-up, the answers of a model run in turn (A B C ... A B C ...: paired
-runs, so drift of a loaded machine hits them alike), ``--runs`` times; medians.
+**measured**: after a warm-up, the answers of a model run in turn (paired rounds, so drift of a loaded machine hits them alike; in each round an answer runs
+once untimed, then ``--burst`` timed runs in a row, as a deployed model runs), until
+``--runs`` timed runs each; medians.
 
     python benchmarks/bench_two_runtimes.py                               # 9 models, 21 runs
     python benchmarks/bench_two_runtimes.py --models resnet-tiny-legacy --runs 7 --out /tmp/t.md
@@ -126,8 +127,10 @@ def predicted(out_dir: Path, profile) -> float:
     return total
 
 
-def run_paired(outs: dict, feeds: dict, runs: int, warmup: int = 3) -> dict:
-    """Answer -> list of seconds per run, the answers run in turn."""
+def run_paired(outs: dict, feeds: dict, runs: int, burst: int, warmup: int = 3) -> dict:
+    """Answer -> seconds of each timed run.  Rounds: each answer in turn runs once untimed
+    (its weights back in the caches the others used) and then ``burst`` timed runs back to
+    back, as a deployed model runs; rounds until ``runs`` timed runs each."""
     sessions = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -138,15 +141,17 @@ def run_paired(outs: dict, feeds: dict, runs: int, warmup: int = 3) -> dict:
             s.run(None, feeds)
     times = {label: [] for label in sessions}
     order = list(sessions)
-    for k in range(runs):
+    for k in range(-(-runs // burst)):
         for label in order[k % len(order):] + order[:k % len(order)]:
-            t0 = time.perf_counter()
             sessions[label].run(None, feeds)
-            times[label].append(time.perf_counter() - t0)
+            for _ in range(burst):
+                t0 = time.perf_counter()
+                sessions[label].run(None, feeds)
+                times[label].append(time.perf_counter() - t0)
     return times
 
 
-def bench(name: str, runs: int, repeats: int, folder: Path) -> dict:
+def bench(name: str, runs: int, burst: int, repeats: int, folder: Path) -> dict:
     entry = C.load_corpus()[name]
     path = C.model_file(name, entry)
     t0 = time.perf_counter()
@@ -156,7 +161,7 @@ def bench(name: str, runs: int, repeats: int, folder: Path) -> dict:
     outs = answers(name, path, entry, profile_path, folder)
     ready = {k: v for k, v in outs.items() if isinstance(v, Path)}
     feeds = C.random_feeds(onnx.load(str(path), load_external_data=False), entry, seed=0)
-    times = run_paired(ready, feeds, runs)
+    times = run_paired(ready, feeds, runs, burst)
     rows = []
     for label, out in outs.items():
         if not isinstance(out, Path):
@@ -182,8 +187,9 @@ def render(results: list[dict], meta: dict) -> str:
              "`benchmarks/bench_two_runtimes.py` (issue 30, item 7): `rules/two-runtimes-cpu.yaml` "
              "(OpenVINO's CPU plugin as `OV_CPU`, onnxruntime's CPU provider as `ORT_CPU`), "
              "profiled with `hetero-solve profile` (one thread per runtime), each answer run by "
-             "`hetero_solve.Session` (its parts on their devices' runtimes), the answers of a "
-             f"model in turn, {meta['runs']} runs each after 3 warm-up runs: medians. "
+             "`hetero_solve.Session` (its parts on their devices' runtimes) after 3 warm-up "
+             f"runs; the answers of a model take turns, each running {meta['burst']} times in "
+             f"a row after one untimed run, until {meta['runs']} timed runs each: medians. "
              "Predicted = per part, the device's part cost + its nodes' profiled times.", "",
              f"Machine: {meta['machine']}; {meta['when']}.", "",
              f"**Load** (1/5/15-min load averages on {meta['cores']} cores): before "
@@ -240,11 +246,13 @@ def render(results: list[dict], meta: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--runs", type=int, default=21, help="paired runs per answer (medians)")
+    ap.add_argument("--runs", type=int, default=25, help="timed runs per answer (medians)")
+    ap.add_argument("--burst", type=int, default=5,
+                    help="timed runs of one answer in a row, the answers taking turns")
     ap.add_argument("--repeats", type=int, default=20, help="profiled runs per device")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "two-runtimes.md"))
     args = ap.parse_args()
-    meta = {"runs": args.runs, "cores": os.cpu_count(),
+    meta = {"runs": args.runs, "burst": args.burst, "cores": os.cpu_count(),
             "machine": f"{platform.machine()}, {platform.python_version()}, hetero-solve "
                        f"{hs.__version__}",
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -253,7 +261,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="two-runtimes-") as tmp:
         for name in [m for m in args.models.split(",") if m]:
             print(f"{name} ...", file=sys.stderr, flush=True)
-            res = bench(name, args.runs, args.repeats, Path(tmp))
+            res = bench(name, args.runs, args.burst, args.repeats, Path(tmp))
             results.append(res)
             for r in res["rows"]:
                 print(f"  {r['answer']:16s} " + (r.get("missing") or

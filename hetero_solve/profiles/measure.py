@@ -9,25 +9,34 @@ so it is not measured).  A device with neither is not measured.  For each measur
 
 1. ``warmup`` runs, then ``repeats`` runs with the profiler on: per runtime node, the median;
 2. the runtime nodes mapped back to ONNX nodes (:mod:`.onnxruntime`, :mod:`.openvino`);
-3. the median wall time of ``repeats`` runs of the whole model through ``hetero-solve run``'s
-   runner, and of a one-node part (the per-part cost);
-4. node times scaled so that they add up to the whole run minus the per-part cost
+3. the median time of ``repeats`` calls of ``Session.run`` (what ``hetero-solve run``
+   calls) on the whole model as one part, and what a second one-node part adds to a
+   one-node session (the per-part cost: the runtime's call and ``Session``'s bookkeeping);
+4. node times made to add up to the whole run minus the per-part cost
    (:func:`.attribute.attribute`): predicted and measured agree on the model in one part.
 """
 
 from __future__ import annotations
 
-import os
+import json
+import statistics
 import tempfile
+import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import onnx
+from onnx import TensorProto, helper
 
 from ..errors import HeteroSolveError
+from ..pipeline import solve
 from ..readers import read_bytes
+from ..run.backend import RunOptions
 from ..run.inputs import InputSpec, index_bounds, random_inputs
+from ..run.session import Session
 from . import onnxruntime as ort_profile
 from . import openvino as ov_profile
 from .attribute import attribute
@@ -118,27 +127,6 @@ def model_feeds(mg, seed: int = 0, ranges: Mapping[str, tuple[float, float]] | N
     return random_inputs(specs, mg.dims, seed=seed, ranges=ranges)
 
 
-def static_model(mg, model: str, folder: str) -> str:
-    """``model`` with its graph inputs fixed to the shapes ``mg`` was loaded at, written in
-    ``folder`` (runtimes plan static shapes better, as parts are exported); the original
-    when its weights live in other files."""
-    if not mg.weights_inline:
-        return model
-    proto = onnx.ModelProto()
-    proto.CopyFrom(mg.model)
-    for vi in proto.graph.input:
-        shape = mg.types[vi.name].shape
-        if vi.name in mg.graph_inputs and shape is not None and all(
-                isinstance(d, int) for d in shape):
-            dims = vi.type.tensor_type.shape.dim
-            for d, n in zip(dims, shape):
-                d.Clear()
-                d.dim_value = n
-    path = os.path.join(folder, Path(model).name)
-    onnx.save(proto, path)
-    return path
-
-
 def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repeats: int = 20,
             optimization: str = "all", threads: int = 0, seed: int = 0,
             ranges: Mapping[str, tuple[float, float]] | None = None,
@@ -148,23 +136,35 @@ def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repea
     :func:`runs_needed` runs in all)."""
     feeds = model_feeds(mg, seed, ranges)
     devices: dict[str, DeviceProfile] = {}
+    options = RunOptions(optimization=optimization, intra_op_threads=threads)
     with tempfile.TemporaryDirectory(prefix="hetero-solve-profile-") as tmp:
-        path = static_model(mg, model, tmp)
-        for t in targets:
+        tiny = _tiny_parts(tmp, any(d.name for d in mg.input_dims))
+        for k, t in enumerate(targets):
             step = lambda: tick(t.device, 1)   # noqa: E731
+            runtime = ({"onnxruntime": list(t.what)} if t.kind == "onnxruntime"
+                       else {"openvino": t.what})
+            # What Session runs: the model exported as one part on the device (folded
+            # constants, the part file's own input dims), timed and profiled as it is.
+            out = one_part(mg, t.device, runtime, Path(tmp) / f"answer{k}")
+            manifest = json.loads((out / "partition.json").read_text())
+            path = str(out / manifest["partitions"][0]["file"])
             if t.kind == "onnxruntime":
-                recs, wall = ort_profile.measure(mg, path, t.what, feeds, warmup=warmup,
-                                                 repeats=repeats, optimization=optimization,
-                                                 threads=threads, tick=step)
-                cost = ort_profile.part_cost(t.what, PART_REPEATS, threads, step)
+                recs = ort_profile.measure(mg, path, t.what, feeds, warmup=warmup,
+                                           repeats=repeats, optimization=optimization,
+                                           threads=threads, tick=step)
                 floor = ort_profile.profiler_floor(t.what, threads)
             else:
-                recs, wall = ov_profile.measure(mg, path, t.what, feeds, warmup=warmup,
-                                                repeats=repeats, rule_device=t.device,
-                                                threads=threads, tick=step)
-                cost = ov_profile.part_cost(t.what, PART_REPEATS, threads, step)
+                recs = ov_profile.measure(mg, path, t.what, feeds, warmup=warmup,
+                                          repeats=repeats, rule_device=t.device,
+                                          threads=threads, tick=step)
                 floor = 0.0
-            cost = min(cost, wall)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                session = Session(out, options=options)
+            given = {x: feeds[x] for x in manifest["graph_inputs"] if x in feeds}
+            wall = timed(session, given, warmup, repeats, step)
+            cost = min(part_cost(tiny, t.device, runtime, options), wall)
+            step()
             a = attribute(mg, recs, wall - cost, measured=f"{wall * 1e3:.3f} ms",
                           floor=floor)
             devices[t.device] = DeviceProfile(
@@ -173,8 +173,79 @@ def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repea
     return Profile(model_info(mg, model), devices)
 
 
-#: Calls of the one-node part whose median is the per-part cost.
+def one_part(mg, device: str, runtime: Mapping, folder: Path) -> Path:
+    """The answer that puts every node of ``mg`` on ``device`` (one part), written to
+    ``folder`` as ``hetero-solve solve`` writes it."""
+    rules = {"version": 1, "devices": [{"name": device, "ops": {"supported": "all"},
+                                        "value_inputs": "ignore", "runtime": dict(runtime)}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = solve(mg, rules, engine="heuristic")
+    return result.write(folder, annotated=False, dots=False)
+
+
+def timed(session: Session, feeds: Mapping[str, Any], warmup: int, repeats: int,
+          tick: Callable[[], None] = lambda: None) -> float:
+    """The median seconds of ``repeats`` calls of ``session.run`` after ``warmup``."""
+    seconds = []
+    for k in range(warmup + repeats):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        if k >= warmup:
+            seconds.append(time.perf_counter() - t0)
+        tick()
+    return statistics.median(seconds)
+
+
+def session_seconds(folder: Path, parts: Sequence[tuple[str, tuple, tuple]], device: str,
+                    runtime: Mapping, feeds: Mapping[str, Any], warmup: int, repeats: int,
+                    options: RunOptions) -> float:
+    """:func:`timed` for a ``Session`` over ``parts`` (file in ``folder``, inputs, outputs;
+    run in order, all on ``device`` with the rule file's ``runtime``)."""
+    made = {o for _, _, outs in parts for o in outs}
+    manifest = {"partitions": [{"id": k, "device": device, "file": file, "inputs": list(ins),
+                                "outputs": list(outs)}
+                               for k, (file, ins, outs) in enumerate(parts)],
+                "graph_inputs": sorted({x for _, ins, _ in parts for x in ins} - made),
+                "graph_outputs": list(parts[-1][2]),
+                "devices": [{"name": device, "runtime": dict(runtime)}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = Session(folder, manifest=manifest, options=options)
+    return timed(session, {x: feeds[x] for x in manifest["graph_inputs"]}, warmup, repeats)
+
+
+#: Calls of the one- and two-part sessions whose medians give the per-part cost.
 PART_REPEATS = 200
+
+
+def part_cost(tiny: Path, device: str, runtime: Mapping, options: RunOptions) -> float:
+    """What one more part costs a ``Session`` run on ``device``: the median time of two
+    one-node parts (``Identity`` of one float, :func:`_tiny_parts`) minus that of one."""
+    x = {"x": np.ones(1, np.float32)}
+    one = session_seconds(tiny, [("a.onnx", ("x",), ("y",))], device, runtime, x, 10,
+                          PART_REPEATS, options)
+    two = session_seconds(tiny, [("a.onnx", ("x",), ("y",)), ("b.onnx", ("y",), ("z",))],
+                          device, runtime, x, 10, PART_REPEATS, options)
+    return max(two - one, 0.0)
+
+
+def _tiny_parts(folder: str, dynamic: bool) -> Path:
+    """``a.onnx`` (x -> y) and ``b.onnx`` (y -> z), one ``Identity`` each, in ``folder``;
+    with ``dynamic``, of a symbolic size (as the parts of a model with symbolic input dims
+    are written: OpenVINO then plans every call, which a part pays each time)."""
+    path = Path(folder) / "tiny"
+    path.mkdir()
+    dims = ["n"] if dynamic else [1]
+    for name, (x, y) in {"a.onnx": ("x", "y"), "b.onnx": ("y", "z")}.items():
+        graph = helper.make_graph([helper.make_node("Identity", [x], [y], name="identity")],
+                                  "part", [helper.make_tensor_value_info(x, TensorProto.FLOAT,
+                                                                         dims)],
+                                  [helper.make_tensor_value_info(y, TensorProto.FLOAT, dims)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 7
+        onnx.save(model, str(path / name))
+    return path
 
 
 def runs_needed(targets: Sequence[Target], warmup: int, repeats: int) -> int:

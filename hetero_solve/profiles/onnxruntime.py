@@ -31,7 +31,6 @@ import os
 import re
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -41,7 +40,7 @@ import onnx
 from ..readers import read_json
 from ..run.backend import RunOptions
 from ..run.common import ort_line
-from ..run.onnxruntime import OrtPartRunner, session_options
+from ..run.onnxruntime import session_options
 from .attribute import RuntimeNode, medians
 from .format import ProfileError
 
@@ -350,11 +349,9 @@ def import_trace(mg, path: str, model: str, providers: Sequence = ("CPUExecution
 
 def measure(mg, model: str, providers: Sequence, feeds: Mapping[str, Any], *, warmup: int,
             repeats: int, optimization: str = "all", threads: int = 0,
-            tick: Callable[[], None] = lambda: None) -> tuple[list[RuntimeNode], float]:
+            tick: Callable[[], None] = lambda: None) -> list[RuntimeNode]:
     """Profile ``model`` on ``providers``: ``warmup`` runs, then ``repeats`` runs whose
-    kernel times give each record its median; then the median wall time of ``repeats`` runs
-    without the profiler, through the runner ``hetero-solve run`` uses.  ``tick`` is called
-    after each run."""
+    kernel times give each record its median.  ``tick`` is called after each run."""
     import onnxruntime as ort
     options = RunOptions(optimization=optimization, intra_op_threads=threads)
     with tempfile.TemporaryDirectory(prefix="hetero-solve-profile-") as tmp:
@@ -373,36 +370,7 @@ def measure(mg, model: str, providers: Sequence, feeds: Mapping[str, Any], *, wa
         trace = Path(sess.end_profiling())
         events = json.loads(trace.read_text())
         opt = onnx.load(os.path.join(tmp, "optimized.onnx"), load_external_data=False)
-    runs = trace_runs(events, str(trace))[warmup:]
-    runner = OrtPartRunner(model, list(providers), options, label=f"{model}")
-    return records(mg, opt, runs), wall_time(runner, feeds, warmup, repeats, tick)
-
-
-def wall_time(runner, feeds: Mapping[str, Any], warmup: int, repeats: int,
-              tick: Callable[[], None] = lambda: None) -> float:
-    """The median seconds of ``repeats`` calls of a loaded part runner (after ``warmup``
-    calls), as ``Session`` times a part."""
-    given = {t.name: feeds[t.name] for t in runner.inputs}
-    walls = []
-    for k in range(warmup + repeats):
-        t0 = time.perf_counter()
-        runner.run(given)
-        if k >= warmup:
-            walls.append(time.perf_counter() - t0)
-        tick()
-    return statistics.median(walls)
-
-
-def part_cost(providers: Sequence, repeats: int, threads: int = 0,
-              tick: Callable[[], None] = lambda: None) -> float:
-    """The fixed cost of one part: the median time of ``repeats`` calls of a one-node part
-    (``Identity`` on one float) through the runner ``hetero-solve run`` uses."""
-    proto = tiny_model()
-    runner = OrtPartRunner(proto.SerializeToString(), list(providers),
-                           RunOptions(intra_op_threads=threads), label="a one-node part")
-    seconds = wall_time(runner, {"x": np.ones(1, np.float32)}, 5, max(repeats, 1))
-    tick()
-    return seconds
+    return records(mg, opt, trace_runs(events, str(trace))[warmup:])
 
 
 def profiler_floor(providers: Sequence, threads: int = 0, runs: int = 50) -> float:

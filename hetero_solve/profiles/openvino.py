@@ -22,19 +22,14 @@ from __future__ import annotations
 
 import csv
 import io
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
-
-import numpy as np
-import onnx
 
 from ..readers import read_text
 from ..run.backend import PartSpec, RunOptions
 from ..run.openvino import load_part
 from .attribute import RuntimeNode, medians
 from .format import ProfileError
-from .onnxruntime import tiny_model, wall_time
 
 
 def _ov():
@@ -203,10 +198,9 @@ def _static(ov, model, mg):
 
 def measure(mg, model: str, device: str, feeds: Mapping[str, Any], *, warmup: int,
             repeats: int, rule_device: str = "", threads: int = 0,
-            tick: Callable[[], None] = lambda: None) -> tuple[list[RuntimeNode], float]:
+            tick: Callable[[], None] = lambda: None) -> list[RuntimeNode]:
     """Profile ``model`` on the OpenVINO ``device`` through the backend ``hetero-solve run``
-    uses: per-layer medians of ``repeats`` profiled runs after ``warmup``, then the median
-    wall time of ``repeats`` runs without counters."""
+    uses: per-layer medians of ``repeats`` profiled runs after ``warmup``."""
     ov = _ov()
     spec = PartSpec(0, rule_device or device, Path(model), tuple(mg.graph_inputs),
                     tuple(mg.graph_outputs), runtime={"openvino": device})
@@ -221,23 +215,7 @@ def measure(mg, model: str, device: str, feeds: Mapping[str, Any], *, warmup: in
             runs.append(info_run(runner.request.get_profiling_info()))
         tick()
     members = layer_members(mg, runner.compiled, ov.Core().read_model(model))
-    plain = load_part(spec, RunOptions(intra_op_threads=threads, backend_options=backend))
-    return records(runs, members, mg), wall_time(plain, feeds, warmup, repeats, tick)
-
-
-def part_cost(device: str, repeats: int, threads: int = 0,
-              tick: Callable[[], None] = lambda: None) -> float:
-    """The fixed cost of one part on the OpenVINO ``device``: the median time of a one-node
-    part (``Identity`` of one float) through the backend ``hetero-solve run`` uses."""
-    with tempfile.TemporaryDirectory(prefix="hetero-solve-part-") as tmp:
-        path = Path(tmp) / "part.onnx"
-        onnx.save(tiny_model(), str(path))
-        spec = PartSpec(0, device, path, ("x",), ("y",), runtime={"openvino": device})
-        runner = load_part(spec, RunOptions(intra_op_threads=threads,
-                                            backend_options={"device_map": {device: device}}))
-    seconds = wall_time(runner, {"x": np.ones(1, np.float32)}, 5, max(repeats, 1))
-    tick()
-    return seconds
+    return records(runs, members, mg)
 
 
 def available_devices() -> list[str]:
