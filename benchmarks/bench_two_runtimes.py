@@ -12,8 +12,9 @@ per runtime), then these answers, each written and loaded once into ``hetero_sol
 - ``latency``: ``hetero-solve solve --costs PROFILE --objective latency``, when this tree has
   it (issue 30 items 1-2; the row says why not otherwise).
 
-Each answer's latency is **predicted** from the profile (per part: the device's ``part_cost``
-plus its nodes' ``node_seconds``; the devices share host memory, so no transfer cost) and
+Each answer's latency is **predicted** from the profile (per part: the device's ``part_cost``,
+its ``tensor_cost`` for each input and output beyond one of each, and its nodes'
+``node_seconds``; the devices share host memory, so nothing else moves) and
 **measured**: after a warm-up, the answers of a model run in turn (paired rounds, so drift of a loaded machine hits them alike; in each round an answer runs
 once untimed, then ``--burst`` timed runs in a row, as a deployed model runs), until
 ``--runs`` timed runs each; medians.
@@ -123,7 +124,9 @@ def predicted(out_dir: Path, profile) -> float:
     total = 0.0
     for part in manifest["partitions"]:
         d = profile.devices[part["device"]]
-        total += d.part_cost + sum(d.node_seconds.get(n, 0.0) for n in part["node_names"])
+        extra = len(part["inputs"]) + len(part["outputs"]) - 2
+        total += d.part_cost + d.tensor_cost * max(extra, 0) + \
+            sum(d.node_seconds.get(n, 0.0) for n in part["node_names"])
     return total
 
 
@@ -190,7 +193,8 @@ def render(results: list[dict], meta: dict) -> str:
              "`hetero_solve.Session` (its parts on their devices' runtimes) after 3 warm-up "
              f"runs; the answers of a model take turns, each running {meta['burst']} times in "
              f"a row after one untimed run, until {meta['runs']} timed runs each: medians. "
-             "Predicted = per part, the device's part cost + its nodes' profiled times.", "",
+             "Predicted = per part, the device's part cost + its tensor cost per input and output "
+             "beyond one of each + its nodes' profiled times.", "",
              f"Machine: {meta['machine']}; {meta['when']}.", "",
              f"**Load** (1/5/15-min load averages on {meta['cores']} cores): before "
              f"{meta['load_before']}, after {meta['load_after']}. Other work shared the cores "

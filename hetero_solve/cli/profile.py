@@ -63,9 +63,9 @@ def profile_command(
     OpenVINO's per-layer counters.  A device this machine cannot run is named and left out;
     the others are measured.  Per device: --warmup runs, then --repeats profiled runs (each
     runtime node's median), mapped back to ONNX nodes (fused kernels, OpenVINO's
-    originalLayersNames, QDQ units); then the median time of the whole model and of a
-    one-node part (the per-part cost) through the runner of hetero-solve run.  Node times are
-    scaled to add up to the whole run minus the per-part cost; the file says how much of the
+    originalLayersNames, QDQ units); then the median time of hetero-solve run's Session on
+    the model as one part on the device, and what a second part adds (the per-part cost).
+    Node times are made to add up to the whole run minus the per-part cost; the file says how much of the
     profiler's time it could name ONNX nodes for ("attributed") and how the rest was spread.
 
     A profile belongs to the model at its input shapes: give the same --dim/--shape as to

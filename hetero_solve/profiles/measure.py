@@ -163,13 +163,15 @@ def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repea
                 session = Session(out, options=options)
             given = {x: feeds[x] for x in manifest["graph_inputs"] if x in feeds}
             wall = timed(session, given, warmup, repeats, step)
-            cost = min(part_cost(tiny, t.device, runtime, options), wall)
+            cost, per_tensor = part_cost(tiny, t.device, runtime, options)
+            cost = min(cost, wall)
             step()
             a = attribute(mg, recs, wall - cost, measured=f"{wall * 1e3:.3f} ms",
                           floor=floor)
             devices[t.device] = DeviceProfile(
                 a.node_seconds, part_cost=cost, runtime=t.label, repeats=repeats,
-                warmup=warmup, total_seconds=wall, attributed=a.attributed, spread=a.spread)
+                warmup=warmup, total_seconds=wall, attributed=a.attributed, spread=a.spread,
+                tensor_cost=per_tensor)
     return Profile(model_info(mg, model), devices)
 
 
@@ -219,29 +221,36 @@ def session_seconds(folder: Path, parts: Sequence[tuple[str, tuple, tuple]], dev
 PART_REPEATS = 200
 
 
-def part_cost(tiny: Path, device: str, runtime: Mapping, options: RunOptions) -> float:
-    """What one more part costs a ``Session`` run on ``device``: the median time of two
-    one-node parts (``Identity`` of one float, :func:`_tiny_parts`) minus that of one."""
-    x = {"x": np.ones(1, np.float32)}
+def part_cost(tiny: Path, device: str, runtime: Mapping, options: RunOptions
+              ) -> tuple[float, float]:
+    """What one more part costs a ``Session`` run on ``device`` (the median time of two
+    one-node parts, ``Identity`` of one float each (:func:`_tiny_parts`), minus that of one),
+    and what each further tensor in and out of a part costs (half of what a part passing two
+    tensors takes more than one passing one)."""
+    x = {"x": np.ones(1, np.float32), "x2": np.ones(1, np.float32)}
     one = session_seconds(tiny, [("a.onnx", ("x",), ("y",))], device, runtime, x, 10,
                           PART_REPEATS, options)
     two = session_seconds(tiny, [("a.onnx", ("x",), ("y",)), ("b.onnx", ("y",), ("z",))],
                           device, runtime, x, 10, PART_REPEATS, options)
-    return max(two - one, 0.0)
+    wide = session_seconds(tiny, [("c.onnx", ("x", "x2"), ("y", "y2"))], device, runtime, x,
+                           10, PART_REPEATS, options)
+    return max(two - one, 0.0), max((wide - one) / 2, 0.0)
 
 
 def _tiny_parts(folder: str, dynamic: bool) -> Path:
-    """``a.onnx`` (x -> y) and ``b.onnx`` (y -> z), one ``Identity`` each, in ``folder``;
+    """``a.onnx`` (x -> y), ``b.onnx`` (y -> z), one ``Identity`` each, and ``c.onnx`` (x -> y,
+    x2 -> y2) in ``folder``;
     with ``dynamic``, of a symbolic size (as the parts of a model with symbolic input dims
     are written: OpenVINO then plans every call, which a part pays each time)."""
     path = Path(folder) / "tiny"
     path.mkdir()
     dims = ["n"] if dynamic else [1]
-    for name, (x, y) in {"a.onnx": ("x", "y"), "b.onnx": ("y", "z")}.items():
-        graph = helper.make_graph([helper.make_node("Identity", [x], [y], name="identity")],
-                                  "part", [helper.make_tensor_value_info(x, TensorProto.FLOAT,
-                                                                         dims)],
-                                  [helper.make_tensor_value_info(y, TensorProto.FLOAT, dims)])
+    for name, pairs in {"a.onnx": [("x", "y")], "b.onnx": [("y", "z")],
+                        "c.onnx": [("x", "y"), ("x2", "y2")]}.items():
+        graph = helper.make_graph(
+            [helper.make_node("Identity", [x], [y], name=f"identity_{y}") for x, y in pairs],
+            "part", [helper.make_tensor_value_info(x, TensorProto.FLOAT, dims) for x, _ in pairs],
+            [helper.make_tensor_value_info(y, TensorProto.FLOAT, dims) for _, y in pairs])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
         model.ir_version = 7
         onnx.save(model, str(path / name))
