@@ -254,8 +254,8 @@ NOTES = [
     "device); their two medians show how far the same run moves on this machine.",
     "- Part files keep the model's input dims, symbolic ones too, so OpenVINO compiles every "
     "part for dynamic shapes and plans each call (likely slower than a static compile; not "
-    "measured apart here), and a cost per part that grows with the part's ops, where `part_cost` is measured on a one-node "
-    "part. Multi-part answers over `OV_CPU` (`per-node faster`) are therefore predicted too "
+    "measured apart here), and a cost per part that grows with the part's ops, where "
+    "`part_cost` is measured on a one-node part. Multi-part answers over `OV_CPU` (`per-node faster`) are therefore predicted too "
     "fast. Compiling parts at the dims they were solved for (`partition.json` `dims`, "
     "`input_shapes`) would likely remove most of it (not done here: `run/` and export).",
     "- `per-node faster` shows why placement needs the cost model: pinning each node to the "
