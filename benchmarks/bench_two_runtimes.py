@@ -1,5 +1,5 @@
 """Two real runtimes on one CPU (issue 30, item 7): OpenVINO's CPU plugin and onnxruntime's CPU
-provider, as the two devices of ``rules/two-runtimes-cpu.yaml``.
+provider, as the two devices of ``rules/runtimes/two-runtimes-cpu.yaml``.
 
 For each corpus model: ``hetero-solve profile`` (the library's ``profiles.measure``, one thread
 per runtime), then these answers, each written and loaded once into ``hetero_solve.Session``
@@ -55,7 +55,7 @@ from hetero_solve.profiles import read_profile, write_profile  # noqa: E402
 from hetero_solve.profiles.measure import measure, plan  # noqa: E402
 from hetero_solve.run.backend import RunOptions  # noqa: E402
 
-TWO = ROOT / "rules" / "two-runtimes-cpu.yaml"
+TWO = ROOT / "rules" / "runtimes" / "two-runtimes-cpu.yaml"
 MODELS = ["resnet-tiny-legacy", "mobilenetv2-tiny-legacy", "resnet-tiny-qdq", "rapidocr-cls",
           "bert-tiny-legacy", "t5-tiny-legacy", "whisper-encoder-tiny-legacy",
           "qwen2-kv-tiny-legacy", "silero-vad-v6-fw"]
@@ -187,7 +187,7 @@ def bench(name: str, runs: int, burst: int, repeats: int, folder: Path) -> dict:
 
 def render(results: list[dict], meta: dict) -> str:
     lines = ["# Two runtimes on one CPU: predicted against measured latency", "",
-             "`benchmarks/bench_two_runtimes.py` (issue 30, item 7): `rules/two-runtimes-cpu.yaml` "
+             "`benchmarks/bench_two_runtimes.py` (issue 30, item 7): `rules/runtimes/two-runtimes-cpu.yaml` "
              "(OpenVINO's CPU plugin as `OV_CPU`, onnxruntime's CPU provider as `ORT_CPU`), "
              "profiled with `hetero-solve profile` (one thread per runtime), each answer run by "
              "`hetero_solve.Session` (its parts on their devices' runtimes) after 3 warm-up "

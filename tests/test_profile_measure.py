@@ -22,7 +22,7 @@ from openvino_quiet import import_openvino
 
 MODELS = ROOT / "corpus" / "models"
 QDQ = MODELS / "resnet-tiny-qdq.onnx"
-TWO = RULES / "two-runtimes-cpu.yaml"
+TWO = RULES / "runtimes" / "two-runtimes-cpu.yaml"
 REPORT = ROOT / "tests" / "data" / "resnet-tiny-qdq.benchmark_app.csv"
 
 needs_openvino = pytest.mark.skipif(import_openvino() is None,

@@ -1,4 +1,4 @@
-"""rules/two-runtimes-cpu.yaml: one device on OpenVINO's CPU plugin, one on onnxruntime's CPU
+"""rules/runtimes/two-runtimes-cpu.yaml: one device on OpenVINO's CPU plugin, one on onnxruntime's CPU
 provider; ``Session`` runs each part of an answer on its device's runtime (``runtime:``) and the
 outputs are the original's."""
 
@@ -16,7 +16,7 @@ from openvino_quiet import import_openvino
 if import_openvino() is None:
     pytest.skip("OpenVINO is not installed", allow_module_level=True)
 
-TWO = RULES / "two-runtimes-cpu.yaml"
+TWO = RULES / "runtimes" / "two-runtimes-cpu.yaml"
 
 
 def test_an_answer_over_both_runtimes_runs_each_part_on_its_own(tmp_path):

@@ -74,7 +74,7 @@ def profile_command(
 
     \b
     Examples:
-      hetero-solve profile model.onnx rules/two-runtimes-cpu.yaml -o model.profile.json
+      hetero-solve profile model.onnx rules/runtimes/two-runtimes-cpu.yaml -o model.profile.json
       hetero-solve profile model.onnx rules.yaml -o p.json --import CPU=onnxruntime_profile.json
       hetero-solve profile model.onnx rules.yaml -o p.json --import NPU=benchmark_detailed_counters_report.csv
     """
