@@ -109,7 +109,7 @@ def answers(name: str, path: Path, entry: dict, profile_path: Path, folder: Path
             out[label] = f"not solved: {e}"
     target = folder / f"{name}-latency"
     cmd = [sys.executable, "-m", "hetero_solve", "solve", str(path), str(TWO), "--costs",
-           str(profile_path), "--objective", "latency", "-o", str(target), "-q", "--force"]
+           str(profile_path), "--objective", "latency", "-o", str(target), "-q"]
     cmd += [f"--dim={k}={v}" for k, v in kw["dims"].items()]
     cmd += [f"--shape={k}={','.join(map(str, v))}" for k, v in kw.get("shapes", {}).items()]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
