@@ -44,6 +44,8 @@ def test_debug_shows_the_traceback(broken_solver, tmp_path, how):
 
 @pytest.mark.parametrize("argv,expect", [
     (["--time-limit", "-1"], "Invalid value for '--time-limit'"),
+    (["--work-limit", "-1"], "Invalid value for '--work-limit'"),
+    (["--time-limit", "1", "--work-limit", "1"], "--time-limit and --work-limit: give one"),
     (["--bogus"], "No such option: --bogus"),
     (["--seed", "x"], "Invalid value for '--seed'"),
     (["--dim", "x"], "--dim 'x': expected NAME=VALUE"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -13,8 +13,9 @@ from ..exact.explain import explain_text
 from ..pipeline import solve
 from . import app
 from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
-                     out_console, parse_dims, parse_shapes, print_json, progress_on_stderr,
-                     quiet_option, shape_option, verbose_option)
+                     limits, out_console, parse_dims, parse_shapes, print_json,
+                     progress_on_stderr, quiet_option, shape_option, time_limit_option,
+                     verbose_option, work_limit_option)
 
 
 
@@ -24,8 +25,8 @@ def explain_command(
                                  show_default=False),
     rules: Path = typer.Argument(..., metavar="RULES", help="Rule file (YAML).",
                                  show_default=False),
-    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
-                                     help="Seconds for the exact solver after the heuristic."),
+    time_limit: Optional[float] = time_limit_option(),
+    work_limit: Optional[float] = work_limit_option(),
     dim: List[str] = dim_option(),
     shape: List[str] = shape_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
@@ -49,11 +50,13 @@ def explain_command(
     if engine not in EXACT_ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(EXACT_ENGINES)}")
     expect_model_and_rules(model, rules, "hetero-solve explain MODEL.onnx RULES.yaml")
+    time_limit, work_limit = limits(time_limit, work_limit)
     dims, shapes = parse_dims(dim), parse_shapes(shape)
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                           time_limit=time_limit, seed=seed, progress=say)
+                           time_limit=time_limit, work_limit=work_limit, seed=seed,
+                           progress=say)
     ex = result.explanation
     if ex is None:
         raise UsageError("no explanation: the exact solver is not available in this build")

@@ -21,8 +21,9 @@ from ..export.writer import check_target
 from ..units import format_bytes, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, expect_model_and_rules, fail, json_option,
-                     note, parse_dims, parse_shapes, print_json, print_line, print_out,
-                     progress_on_stderr, quiet_option, shape_option, verbose_option)
+                     limits, note, parse_dims, parse_shapes, print_json, print_line, print_out,
+                     progress_on_stderr, quiet_option, shape_option, time_limit_option,
+                     verbose_option, work_limit_option)
 
 MAX_ROWS = 40
 
@@ -284,8 +285,8 @@ def check_command(
     shape: List[str] = shape_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
                                help=f"Solver for the comparison: {', '.join(ENGINES)}."),
-    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
-                                     help="Seconds for the exact solver."),
+    time_limit: Optional[float] = time_limit_option(),
+    work_limit: Optional[float] = work_limit_option(),
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Export partition.json, affinity and .dot files only."),
@@ -314,6 +315,7 @@ def check_command(
         expect_model_and_rules(model, rules,
                                "hetero-solve check MODEL.onnx RULES.yaml --affinity MAP.json")
         dims = parse_dims(dim)
+        time_limit, work_limit = limits(time_limit, work_limit)
         target = None
         if not no_export:   # refused before solving, not after
             target = check_target(model.with_name(model.stem + ".user.hetero") if out is None
@@ -321,7 +323,8 @@ def check_command(
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             report = check_affinity(model, rules, affinity, dims=dims,
                                     shapes=parse_shapes(shape), split=split,
-                                    engine=engine, time_limit=time_limit, seed=seed,
+                                    engine=engine, time_limit=time_limit,
+                                    work_limit=work_limit, seed=seed,
                                     progress=say)
             written = None
             if report.valid and not no_export:
