@@ -118,33 +118,61 @@ def test_work_limit_alone_and_beside_a_cpu_hog(tmp_path):
     assert _strip(alone) == _strip(loaded)
 
 
-def test_when_the_clock_ends_first_the_heuristic_answer_is_kept_and_marked(monkeypatch):
-    """A budget with no work left and its deadline passed: nothing but the heuristic runs
-    (no solver, no bounds, no second fold problem), its answer comes back valid, and the
-    answer and the warnings say the clock ended it.  A part of the solve that ignored the
-    budget would call one of the functions below and fail."""
+def _expired() -> Budget:
+    """No work left and the deadline passed a second ago."""
+    return Budget(0.0, time.perf_counter() - 1.0, time_limit=0.0)
+
+
+def _forbid_solvers(monkeypatch) -> None:
+    """Every solver run, the relaxed models, the search over device sequences, the second
+    fold problem and the certification over every fold choice raise: a part of the solve
+    that ignored the deadline would reach one of them."""
     import hetero_solve.exact as exact
     import hetero_solve.exact.cpsat as cpsat
     import hetero_solve.exact.folds as folds
-    import hetero_solve.exact.search as search
+    import hetero_solve.exact.sat as sat
+    import hetero_solve.exact.stages.fallback as fallback
+    import hetero_solve.exact.stages.partitions as partitions
 
     def forbidden(*_a, **_k):
         raise AssertionError("work ran after the deadline")
 
+    for module, name in ((cpsat, "run"), (sat, "Solver"), (fallback, "relaxed_fallback"),
+                         (partitions.sequence, "search"), (exact, "unfold"),
+                         (folds, "_relaxed_lower_bound"), (folds, "_relaxed_fallback_bound")):
+        monkeypatch.setattr(module, name, forbidden)
+
+
+def test_when_the_clock_ends_first_the_heuristic_answer_is_kept_and_marked(monkeypatch):
+    """A budget with no work left and its deadline passed: nothing but the heuristic runs,
+    its answer comes back valid, and the answer and the warnings say the clock ended it."""
     prepared = prepare(MODEL, RULES, dims=DIMS)
     want = heuristic(prepared.problem)
-    for module, name in ((cpsat, "run"), (search, "lower_bounds"), (search, "memory_bounds"),
-                         (folds, "lower_bounds"), (exact, "unfold")):
-        if hasattr(module, name):
-            monkeypatch.setattr(module, name, forbidden)
-    expired = Budget(0.0, time.perf_counter() - 1.0, time_limit=0.0)
-    r = solve_prepared(prepared, budget=expired)
+    _forbid_solvers(monkeypatch)
+    r = solve_prepared(prepared, budget=_expired())
     assert not hs.validate(r.problem, r.solution)
     assert (r.solution.part_of, r.solution.part_device) == (want.part_of, want.part_device)
     assert r.solution.status == "feasible"
     assert r.solution.stats["deterministic"] is False
     assert r.solution.stats["stopped_by"] == TIME_LIMIT
     assert sum("time limit ended the search" in w for w in r.warnings) == 1
+    # a model with an optional fold: the second problem and the certification wait too
+    cf = prepare(ROOT / "examples" / "control_flow.onnx", ROOT / "rules" / "multi-card.yaml",
+                 dims={"seq": 5, "batch": 2})
+    assert cf.problem.fold_options
+    r = solve_prepared(cf, budget=_expired())
+    assert not hs.validate(r.problem, r.solution) and r.solution.stats["stopped_by"] == TIME_LIMIT
+
+
+def test_the_rescue_search_draws_on_the_budget_too(monkeypatch):
+    """When the heuristic cannot pack memory the exact solver searches; past the deadline it
+    does not, and the error says the budget, not a proof, ended it."""
+    from hetero_solve.pipeline import initial_solution
+    p = hs.make_problem(6, [], [[0]] * 6, [hs.Device("ACC", 10, 2)], tensor_bytes=0,
+                        const_bytes=[5, 4, 3, 3, 3, 2])
+    _forbid_solvers(monkeypatch)
+    with pytest.raises(hs.InfeasibleError, match="within its budget"):
+        initial_solution(p, engine="auto", budget=_expired())
 
 
 def test_a_fold_choice_and_its_certification_draw_on_one_budget():

@@ -29,6 +29,10 @@ FULL_K_NODES = 100         # up to this many nodes, stages that may need more pa
 STAGE_WEIGHT = {"fallback": 1, "partitions": 2, "transfer": 1}   # shares of the time budget
 MEMORY_STAGE_WEIGHT = {"fallback": 2, "partitions": 2, "transfer": 1}   # ... when memory binds
 
+#: Up to this many nodes the report's bounds cost milliseconds: computed even past the
+#: deadline (a true lower bound beats "1"); above, they wait for no deadline.
+CHEAP_BOUNDS_NODES = 2_000
+
 INVALID = (float("inf"),)  # the objective key of an invalid answer: worse than any valid one
 
 
@@ -215,15 +219,16 @@ class Search:
 
     def bounds_in_time(self, fixed: bool) -> Bounds | None:
         """:meth:`bounds`, or ``None`` when they are not computed yet and the deadline has
-        passed (the report's bounds are inside the budget too)."""
-        if fixed not in self._bounds and self.guard():
+        passed (the report's bounds are inside the budget too), unless the problem is small
+        enough for them to cost milliseconds (:data:`CHEAP_BOUNDS_NODES`)."""
+        if fixed not in self._bounds and self.p.n > CHEAP_BOUNDS_NODES and self.guard():
             return None
         return self.bounds(fixed)
 
     def memory_bounds_in_time(self) -> MemoryBounds | None:
         """:meth:`memory_bounds`, or ``None`` when not computed yet and the deadline has
-        passed."""
-        if self._memory_bounds is None and self.guard():
+        passed (small problems: as :meth:`bounds_in_time`)."""
+        if self._memory_bounds is None and self.p.n > CHEAP_BOUNDS_NODES and self.guard():
             return None
         return self.memory_bounds()
 
