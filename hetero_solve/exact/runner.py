@@ -107,6 +107,9 @@ def solve(ctx: Search, runs: list[dict], prob: Problem, R, K: int, bounds: Bound
         ctx.say(f"{label}: the full model is too large (about {size:,} variables); "
                 f"improving within {delta} slot(s) of the best answer, no proof")
         runs.append({"engine": "neighbourhood", "slots": delta, "full_size": size})
+    if ctx.guard():         # no model is built past the deadline
+        runs.append({"engine": "none", "skipped": "time limit"})
+        return None
     terms = tuple(sorted(set(weights) | set(caps)))
     enc = Encoding(prob, R, K, bounds, terms=terms, memory_devices=tuple(mem))
     best, bound, proven = _run_engines(ctx, runs, enc, weights, caps, hint, budget, label,

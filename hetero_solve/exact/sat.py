@@ -164,6 +164,8 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     within ``budget`` (default: 10 deterministic seconds, no clock), which is charged the
     build and the search."""
     budget = budget if budget is not None else Budget(10.0)
+    if budget.out_of_time():        # nothing is built past the deadline
+        return EngineResult(None, None, None, False, stats={"skipped": "time limit"})
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
     say = progress or (lambda _m: None)
