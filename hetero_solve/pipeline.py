@@ -14,19 +14,23 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import onnx
 
 from .algorithms.greedy import PackingFailed, heuristic
+from .algorithms.islands import cost_islands
+from .algorithms.single import SingleDevice, best_single_device
 from .budget import RUN_STEPS_PER_SECOND, Budget
 from .compile import compile_problem, missing_dims
+from .cost_sources import Measured
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
 from .problem import Objective, Problem
+from .profiles import read_profile
 from .result import Result
 from .rules import Rules, load_rules
 from .solution import Solution, evaluate
@@ -37,6 +41,8 @@ from .validate import check, validate
 SOLVE_STAGE = "greedy heuristic"
 EXACT_STAGE = "exact refinement"
 Progress = Callable[[str], None]
+#: Measured times: a profile file (``--costs``), a loaded profile, or :class:`Measured`.
+CostSource = Any
 
 __all__ = ["prepare", "Prepared", "solve", "solve_prepared", "refine", "Result"]
 
@@ -80,9 +86,11 @@ class _Clock:
 def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
             rules: str | os.PathLike | dict | Rules, *, dims: dict[str, int] | None = None,
             shapes: dict[str, list[int]] | None = None, objective: Objective | None = None,
-            progress: Progress | None = None, defer_check: bool = False) -> Prepared:
+            progress: Progress | None = None, defer_check: bool = False,
+            costs: CostSource = None) -> Prepared:
     """Rules -> load -> compile: the steps ``solve``, ``check``, ``explain`` and ``study``
-    share (parameters as :func:`solve`'s).
+    share (parameters as :func:`solve`'s).  ``costs``: measured times (a profile), the one
+    door for cost data beside the rule file's rooflines (:mod:`hetero_solve.cost_sources`).
 
     ``defer_check``: on large models the ONNX checker runs in a forked process; the caller
     waits for its verdict with ``model_graph.ensure_valid()`` (:func:`solve` does after
@@ -101,8 +109,9 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
                         defer_check=defer_check)
     clock.lap("load")
     try:
+        measured = measured_times(costs, mg)
         say(f"compiling rules for {len(mg.names)} nodes")
-        problem = compile_problem(mg, rule_set, objective=objective)
+        problem = compile_problem(mg, rule_set, objective=objective, measured=measured)
         # Input dims with no value may cost a static-shape device nodes: say which, how many.
         problem.info.missing_dims = missing_dims(mg, rule_set, problem)
         problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
@@ -113,11 +122,22 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     return Prepared(mg, rule_set, problem, clock.seconds)
 
 
+def measured_times(costs: CostSource, mg: ModelGraph) -> Measured | None:
+    """What ``costs=`` gives: a profile file read (and checked to be one of this model) by
+    :mod:`hetero_solve.profiles`, or a profile or :class:`Measured` as it is."""
+    if costs is None:
+        return None
+    if isinstance(costs, (str, os.PathLike)):
+        return Measured.of(read_profile(costs, mg))
+    return Measured.of(costs)
+
+
 def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
           rules: str | os.PathLike | dict | Rules, *, dims: dict[str, int] | None = None,
           shapes: dict[str, list[int]] | None = None, engine: str = "auto",
           time_limit: float | None = None, work_limit: float | None = None, seed: int = 0,
-          objective: Objective | None = None, progress: Progress | None = None) -> Result:
+          objective: Objective | None = None, progress: Progress | None = None,
+          costs: CostSource = None) -> Result:
     """Partition ``model`` under ``rules``: the fewest parts every device can run.
 
     Runs the pipeline (load, compile, heuristic, exact refinement, validate) and returns the
@@ -151,9 +171,13 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     seed : int, default 0
         Solver seed: same input and seed, same answer.
     objective : Objective, optional
-        Overrides the rule file's objective.
+        Overrides the rule file's objective (``Objective(order=("latency",))``: the fastest
+        answer; docs/costs.md).
     progress : callable, optional
         Called with a short text at every stage (the command line shows it on a terminal).
+    costs : path or profile, optional
+        Measured node times (a profile file, ``--costs``); they win over the rule file's
+        rooflines where they have a node's time.
 
     Returns
     -------
@@ -189,7 +213,7 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     with paused_gc():
         # The checker (forked, lowest priority, on large models) is waited for at the end.
         prepared = prepare(model, rules, dims=dims, shapes=shapes, objective=objective,
-                           progress=progress, defer_check=True)
+                           progress=progress, defer_check=True, costs=costs)
         # the clock starts here: the model is prepared
         result = _solve(prepared, engine=engine, budget=Budget.of(time_limit, work_limit),
                         seed=seed, progress=progress)
@@ -248,6 +272,8 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
                 sol.stats.pop(key, None)
             sol.stats.update(budget.stats(), deterministic_seconds=round(budget.spent, 3))
         lap("exact")
+        single = best_single_device(problem)
+        sol = never_slower(problem, sol, single)
         say("validating")
         metrics = evaluate(problem, sol)
         check(problem, sol, metrics=metrics)
@@ -268,15 +294,35 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
         sol.stats.update(deterministic=False, stopped_by=budget.stopped_by)
         warnings.append(budget.warning())
     return Result(mg, rule_set, problem, sol, metrics, clock.seconds, warnings,
-                  explanation=sol.stats.pop("explain", None))
+                  explanation=sol.stats.pop("explain", None), single_device=single)
+
+
+def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -> Solution:
+    """``sol``, or the whole model on the best single device when the objective has a cost
+    term and ranks that better or equal (docs/costs.md: an answer is never predicted slower
+    than the obvious one; a tie keeps one part).  The kept answer has ``sol``'s bounds and
+    records."""
+    if single is None or not problem.objective.uses_costs():
+        return sol
+    key = problem.objective.key
+    alone = key(evaluate(problem, single.solution).as_dict())
+    found = key(evaluate(problem, sol).as_dict())
+    if alone > found or (alone == found and sol.num_parts == 1):
+        return sol
+    # a tie keeps the one part (and what was proven of the tied value)
+    return dataclasses.replace(single.solution, lower_bound=sol.lower_bound,
+                               stats=dict(sol.stats),
+                               status=sol.status if alone == found else "feasible")
 
 
 def initial_solution(problem: Problem, *, engine: str = "auto", budget: Budget | None = None,
                      seed: int = 0, progress: Progress | None = None) -> Solution:
-    """The heuristic's answer; when it cannot fit the memory limits (and says that is not a
-    proof), the exact solver's, searched from one node per part within half of ``budget``
-    (default: 5 deterministic seconds, no clock).  The heuristic always runs (an answer is
-    needed) and is charged to ``budget`` (one step per node).
+    """The heuristic's answer (under a cost objective, with the islands that do not pay moved
+    back: :func:`~hetero_solve.algorithms.islands.cost_islands`); when it cannot fit the
+    memory limits (and says that is not a proof), the exact solver's, searched from one node
+    per part within half of ``budget`` (default: 5 deterministic seconds, no clock).  The
+    heuristic always runs (an answer is needed) and is charged to ``budget`` (one step per
+    node).
 
     Raises
     ------
@@ -286,12 +332,15 @@ def initial_solution(problem: Problem, *, engine: str = "auto", budget: Budget |
     """
     budget = budget if budget is not None else Budget.of(work_limit=5.0)
     try:
-        return heuristic(problem)
+        sol = heuristic(problem)
     except PackingFailed as failure:
         return _exact_rescue(problem, failure, engine, budget.split(2), seed,
                              progress or (lambda _m: None))
     finally:
         budget.charge(problem.n / RUN_STEPS_PER_SECOND)
+    if problem.costs is not None and problem.objective.uses_costs():
+        sol = cost_islands(problem, sol)     # islands that do not pay go back
+    return sol
 
 
 def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, budget: Budget,

@@ -20,10 +20,11 @@ from ..errors import HeteroSolveError
 from ..export.writer import check_target
 from ..units import format_bytes, instance_label
 from . import app
-from .common import (UsageError, caught_warnings, expect_model_and_rules, fail, json_option,
-                     limits, note, parse_dims, parse_shapes, print_json, print_line, print_out,
-                     progress_on_stderr, quiet_option, shape_option, time_limit_option,
-                     verbose_option, work_limit_option)
+from .common import (UsageError, caught_warnings, costs_option, expect_model_and_rules, fail,
+                     json_option, limits, note, objective_option, parse_dims, parse_objective,
+                     parse_shapes, print_json, print_line, print_out, progress_on_stderr,
+                     quiet_option, shape_option, time_limit_option, verbose_option,
+                     work_limit_option)
 
 MAX_ROWS = 40
 
@@ -288,6 +289,8 @@ def check_command(
     time_limit: Optional[float] = time_limit_option(),
     work_limit: Optional[float] = work_limit_option(),
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
+    objective: Optional[str] = objective_option(),
+    costs: Optional[Path] = costs_option(),
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Export partition.json, affinity and .dot files only."),
     as_json: bool = json_option("the check (violations, parts, comparison)"),
@@ -316,6 +319,7 @@ def check_command(
                                "hetero-solve check MODEL.onnx RULES.yaml --affinity MAP.json")
         dims = parse_dims(dim)
         time_limit, work_limit = limits(time_limit, work_limit)
+        goal = parse_objective(objective)
         target = None
         if not no_export:   # refused before solving, not after
             target = check_target(model.with_name(model.stem + ".user.hetero") if out is None
@@ -325,7 +329,7 @@ def check_command(
                                     shapes=parse_shapes(shape), split=split,
                                     engine=engine, time_limit=time_limit,
                                     work_limit=work_limit, seed=seed,
-                                    progress=say)
+                                    progress=say, objective=goal, costs=costs)
             written = None
             if report.valid and not no_export:
                 say(f"writing {target}")
