@@ -22,18 +22,25 @@ from .algorithms.greedy import PackingFailed, heuristic
 from .algorithms.islands import cost_islands
 from .algorithms.single import SingleDevice, best_single_device
 from .budget import RUN_STEPS_PER_SECOND, Budget
-from .compile import compile_problem, missing_dims
+from .compile import compile_problem, missing_dims, missing_dims_ahead
 from .cost_sources import Measured
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
+from .exact import lower_bound, refine as exact_refine, refine_with_folds
+from .exact.folds import relaxed
+from .fitting.bounds import memory_bounds
+from .fitting.devices import device_sets
+from .fitting.floors import binding_devices
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
+from .model.parallel import Forked
 from .problem import Objective, Problem
 from .profiles import read_profile
 from .result import Result
 from .rules import Rules, load_rules
 from .solution import Solution, evaluate
+from .user_map import judge_answer
 from .validate import check, validate
 
 #: The progress message sent when the solve starts (the model is prepared: the time limit
@@ -62,12 +69,37 @@ class Prepared:
         dims with no value cost each static-shape device (also in ``info.warnings``).
     seconds : dict of str to float
         Wall time of the ``rules``, ``load`` and ``compile`` stages.
+    missing_dims : PendingMissingDims or None
+        With ``prepare(defer_check=True)`` on a large model: ``problem.info.missing_dims``
+        still being found in a forked process; :func:`solve` adds it before validating.
     """
 
     model_graph: ModelGraph
     rules: Rules
     problem: Problem
     seconds: dict[str, float] = field(default_factory=dict)
+    missing_dims: PendingMissingDims | None = None
+
+
+@dataclass
+class PendingMissingDims:
+    """:func:`~hetero_solve.compile.missing_dims` running beside the solve (its analysis
+    forked right after loading): :meth:`add_to` waits for it and puts its entries and
+    warnings where ``prepare`` would have (``at``: after the compile's warnings)."""
+
+    model_graph: ModelGraph
+    rules: Rules
+    problem: Problem
+    ahead: Forked
+    at: int
+
+    def add_to(self, problem: Problem) -> None:
+        found = missing_dims(self.model_graph, self.rules, self.problem, ahead=self.ahead)
+        problem.info.missing_dims = found
+        problem.info.warnings[self.at:self.at] = [m.text() for m in found]
+
+    def cancel(self) -> None:
+        self.ahead.cancel()
 
 
 class _Clock:
@@ -108,18 +140,27 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims,
                         defer_check=defer_check)
     clock.lap("load")
+    # Input dims with no value may cost a static-shape device nodes: say which, how many.
+    # On a large model the counterfactual analysis runs forked, beside the rest.
+    ahead = missing_dims_ahead(mg, rule_set)
+    pending = None
     try:
         measured = measured_times(costs, mg)
         say(f"compiling rules for {len(mg.names)} nodes")
         problem = compile_problem(mg, rule_set, objective=objective, measured=measured)
-        # Input dims with no value may cost a static-shape device nodes: say which, how many.
-        problem.info.missing_dims = missing_dims(mg, rule_set, problem)
-        problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
-    except Exception:
-        mg.ensure_valid()   # an invalid model explains the failure
+        if defer_check and ahead is not None:
+            pending = PendingMissingDims(mg, rule_set, problem, ahead, len(problem.info.warnings))
+        else:
+            problem.info.missing_dims = missing_dims(mg, rule_set, problem, ahead=ahead)
+            problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
+    except BaseException as e:
+        if ahead is not None:
+            ahead.cancel()
+        if isinstance(e, Exception):
+            mg.ensure_valid()   # an invalid model explains the failure
         raise
     clock.lap("compile")
-    return Prepared(mg, rule_set, problem, clock.seconds)
+    return Prepared(mg, rule_set, problem, clock.seconds, pending)
 
 
 def measured_times(costs: CostSource, mg: ModelGraph) -> Measured | None:
@@ -264,7 +305,6 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
         if engine == "heuristic":
             sol = refine(problem, sol, engine=engine, budget=budget, seed=seed, progress=say)
         else:   # the exact engine also decides optional folds: the problem may change
-            from .exact import refine_with_folds
             problem, sol = refine_with_folds(problem, sol, engine=engine, budget=budget,
                                              seed=seed, progress=say)
             # the call's budget, not one refinement's: folds and rescue drew on it too
@@ -280,12 +320,16 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
         if problem is not compiled:
             # foldable nodes placed: the answer must pass check of what will be written,
             # which rebuilds its problem from the compiled one and the parts' node names
-            from .user_partition import judge_answer
             violations = judge_answer(mg, compiled, problem, sol)
             if violations:
                 raise ValidationError(violations)
-    except Exception:
-        mg.ensure_valid()   # an invalid model explains the failure
+        if prepared.missing_dims is not None:
+            prepared.missing_dims.add_to(problem)
+    except BaseException as e:
+        if prepared.missing_dims is not None:
+            prepared.missing_dims.cancel()
+        if isinstance(e, Exception):
+            mg.ensure_valid()   # an invalid model explains the failure
         raise
     mg.ensure_valid()
     lap("validate")
@@ -391,20 +435,15 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto",
     computed (unless the deadline has passed)."""
     if problem.n == 0:
         return start
-    from .exact import lower_bound, refine as exact_refine
     if engine == "heuristic":
         if budget is not None and budget.out_of_time():
             return start
         if progress:
             progress("lower bound")
         # bounds over every fold choice: on the problem each optional fold relaxes
-        from .exact.folds import relaxed
         rel = relaxed(problem)
         start.lower_bound = lower_bound(rel, start)
         if problem.has_memory_limits():
-            from .exact.analysis import device_sets
-            from .fitting.bounds import memory_bounds
-            from .fitting.floors import binding_devices
             R = device_sets(rel, fixed=False)
             if binding_devices(rel, R):
                 start.stats.setdefault("bounds", {})["fallback"] = memory_bounds(rel, R).fallback

@@ -15,7 +15,8 @@ from hetero_solve.exact.analysis import device_sets
 from hetero_solve.exact.assign import relaxed_fallback, relaxed_parts
 from support.brute import brute_force
 from hetero_solve.fitting.floors import binding_devices
-from hetero_solve.fitting.realize import fit_by_runs, parts_without_memory, realize
+from hetero_solve.algorithms.greedy import parts_without_memory
+from hetero_solve.fitting.realize import fit_by_runs, realize
 from support.generators import random_memory
 from hetero_solve.measures import topological_order
 from hetero_solve.problem import Device, Objective, make_problem
@@ -152,7 +153,7 @@ def test_relaxed_assignment_bounds_the_fallback(seed):
     assert a.optimal
     assert a.bound <= evaluate(p, best).fallback
     for devices in ([p.allowed[v][0] for v in range(p.n)], a.node_device):
-        for sol in (fit_by_runs(p, parts_without_memory(p, devices)), realize(p, devices)):
+        for sol in (fit_by_runs(p, parts_without_memory(p, devices)), realize(p, devices, parts=parts_without_memory(p, devices))):
             if sol is not None:
                 assert validate(p, normalize(p, sol)) == []
 

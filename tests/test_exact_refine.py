@@ -206,7 +206,7 @@ def test_explain_command():
 
 
 def test_doctests_of_the_exact_modules():
-    import hetero_solve.exact.analysis as m1
+    import hetero_solve.fitting.devices as m1     # R(v): exact/analysis reads it there
     import hetero_solve.exact.bounds as m2
     import support.brute as m3
     import hetero_solve.exact.cpsat as m4

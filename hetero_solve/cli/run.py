@@ -25,6 +25,11 @@ from .common import (UsageError, caught_warnings, costs_option, expect_model_and
                      parse_shapes, print_json, print_line, print_out, progress_on_stderr,
                      quiet_option, shape_option, time_limit_option, verbose_option,
                      work_limit_option)
+from ..run.inputs import load_npy
+from ..run.backend import OPTIMIZATION_LEVELS
+from ..run.session import run
+from ..run.verify import verify
+from ..user_partition import SPLITS, check_affinity
 
 MAX_ROWS = 40
 
@@ -40,7 +45,6 @@ def _errors() -> Iterator[None]:
 
 def parse_inputs(values: list[str] | None) -> dict[str, np.ndarray]:
     """``NAME=FILE.npy`` options -> arrays."""
-    from ..run.inputs import load_npy
     out: dict[str, np.ndarray] = {}
     for item in values or []:
         name, sep, file = item.partition("=")
@@ -87,7 +91,6 @@ def _ms(seconds: float) -> str:
 
 
 def _optimization(value: str) -> str:
-    from ..run.backend import OPTIMIZATION_LEVELS
     if value not in OPTIMIZATION_LEVELS:
         raise UsageError(f"--optimization {value!r}: expected one of "
                          f"{', '.join(OPTIMIZATION_LEVELS)}")
@@ -137,7 +140,6 @@ def run_command(
       hetero-solve run resnet_like.hetero --input image=image.npy
       hetero-solve run yolo.hetero --shape images=1,3,320,320 --repeat 20 --profile
     """
-    from ..run.session import run
     with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
@@ -223,7 +225,6 @@ def verify_command(
     Example:
       hetero-solve verify examples/resnet_like.onnx examples/resnet_like.hetero
     """
-    from ..run.verify import verify
     with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
@@ -309,7 +310,6 @@ def check_command(
     Example:
       hetero-solve check model.onnx rules/npu-static.yaml --affinity my_affinity.json
     """
-    from ..user_partition import SPLITS, check_affinity
     with _errors(), caught_warnings() as warned:
         if split not in SPLITS:
             raise UsageError(f"--split {split!r}: expected one of {', '.join(SPLITS)}")

@@ -22,6 +22,7 @@ from .common import (UsageError, caught_warnings, costs_option, dim_option, expe
                      parse_shapes, predicted_line, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, time_limit_option,
                      verbose_option, work_limit_option)
+from ..export.submodels import part_boundary
 
 MAX_ROWS = 40
 
@@ -145,5 +146,4 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
 
 
 def _boundary(p, sol, k, nodes) -> tuple[list[str], list[str]]:
-    from ..export.submodels import part_boundary
     return part_boundary(p, sol, k, nodes)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..algorithms.greedy import heuristic
 from ..budget import Budget
 from ..errors import InfeasibleError
 from ..problem import Problem
@@ -178,7 +179,6 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
     folded = refine(problem, start, engine=engine, budget=budget.allot(half), seed=seed,
                     progress=progress, workers=workers)
     q = unfold(problem, cands)
-    from ..algorithms.greedy import heuristic
     placed = None
     if not budget.out_of_time():
         try:

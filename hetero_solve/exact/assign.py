@@ -72,6 +72,7 @@ INTERVAL_LIMIT = 32     # split witnesses per edge at most (see split_witnesses)
 #: the relaxed model stays a relaxation (its bound valid), only weaker.
 REACH_NODES = 20_000
 from ..measures import topological_order
+from .cpsat import run
 
 
 @dataclass
@@ -270,7 +271,6 @@ def _solve(m, budget: Budget | None, seed: int):
     deterministic seconds, no clock), charging it the search and the build: the solver, its
     status and the run's stats (``deterministic``: False when the clock, not the work,
     stopped it)."""
-    from .cpsat import run
     cp_model = _cp_model()
     solver = cp_model.CpSolver()
     prm = solver.parameters

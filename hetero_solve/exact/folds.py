@@ -32,8 +32,15 @@ import dataclasses
 from typing import Iterable
 
 from ..budget import Budget
+from ..errors import InfeasibleError
+from ..fitting.bounds import memory_bounds
+from ..fitting.devices import device_sets
+from ..fitting.floors import binding_devices
+from ..measures import problem_arrays
 from ..problem import Problem
-from ..solution import Solution, normalize
+from ..solution import Solution, evaluate, normalize, objective_key
+from .bounds import lower_bounds
+from .explain import with_folds
 
 
 def closure(problem: Problem, chosen: Iterable[int]) -> list[int]:
@@ -239,7 +246,6 @@ def relaxed(problem: Problem) -> Problem:
     out = dataclasses.replace(problem, node_consts=node_consts, const_names=names,
                               const_bytes=cb, arrays=None, fold_options=[])
     if problem.arrays is not None:
-        from ..measures import problem_arrays
         out.arrays = problem_arrays(out)
     return out
 
@@ -296,9 +302,6 @@ def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, bud
     ``"feasible"``.  ``lower_bound`` becomes a bound on the parts over every fold choice.
     ``stats["folds"]`` gains ``proven`` and ``relaxed_objective``."""
     from . import lower_bound, refine
-    from ..errors import InfeasibleError
-    from ..solution import evaluate, objective_key
-    from .explain import with_folds
     rel = relaxed(problem)
     start = restrict(problem, answered, sol)
     r = None
@@ -336,9 +339,6 @@ def _relaxed_fallback_bound(rel: Problem, r: Solution | None) -> int:
     refinement's when it ran, else :func:`~hetero_solve.fitting.bounds.memory_bounds`)."""
     if r is not None and "fallback" in r.stats.get("bounds", {}):
         return r.stats["bounds"]["fallback"]
-    from ..fitting.bounds import memory_bounds
-    from ..fitting.floors import binding_devices
-    from .analysis import device_sets
     R = device_sets(rel, fixed=False)
     return memory_bounds(rel, R).fallback if binding_devices(rel, R) else 0
 
@@ -347,12 +347,8 @@ def _relaxed_lower_bound(rel: Problem, start: Solution, fallback: int, bound) ->
     """The solver-free parts bound on ``rel`` for every answer as good as one with
     ``fallback`` (``bound``: :func:`hetero_solve.exact.lower_bound`, which assumes fallback 0
     when ``start`` has none: only right when the answer itself has none)."""
-    from ..solution import evaluate
     if fallback == 0 or evaluate(rel, start).fallback > 0:
         return bound(rel, start)
-    from ..fitting.floors import binding_devices
-    from .analysis import device_sets
-    from .bounds import lower_bounds
     R = device_sets(rel, fixed=False)
     return lower_bounds(rel, R, binding_devices(rel, R)).lb
 

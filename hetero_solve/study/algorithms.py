@@ -19,6 +19,7 @@ from ..budget import Budget
 from ..engines import ENGINES
 from ..problem import Problem
 from ..solution import Solution
+from ..pipeline import refine
 
 Runner = Callable[..., Solution]
 
@@ -45,7 +46,6 @@ def _plain(fn: Callable[[Problem], Solution]) -> Runner:
 
 def _exact(engine: str) -> Runner:
     def run(problem: Problem, *, budget: Budget | None = None, seed: int = 0) -> Solution:
-        from ..pipeline import refine
         start = heuristic(problem)
         try:
             sol = refine(problem, start, engine=engine,

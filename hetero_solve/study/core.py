@@ -26,6 +26,7 @@ from .executors import EXECUTORS, execute
 from .runner import MEMORY_METHODS, Job, rss_source
 from .store import RunStore, file_digest, read_csv, rules_digest, run_key, write_csv
 from .summary import machine_info, render
+from ..pipeline import prepare
 
 
 class StudyError(HeteroSolveError):
@@ -185,7 +186,6 @@ def compile_pair(model: Path, rules: Path, dims: dict[str, int],
         import onnx
         names = {x.name for x in onnx.load(str(model), load_external_data=False).graph.input}
         shapes = {k: v for k, v in shapes.items() if k in names}
-    from ..pipeline import prepare
     return prepare(model, rules, dims=dims, shapes=shapes or None, objective=objective).problem
 
 

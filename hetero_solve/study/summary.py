@@ -33,6 +33,8 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 from statistics import mean
+from .runner import rss_source
+from ..units import format_bytes
 
 SOLVED = ("optimal", "feasible")
 
@@ -364,7 +366,6 @@ def _git_commit() -> str | None:
 
 
 def _memory_note(method: str | None) -> str:
-    from .runner import rss_source
     rss = ("peak increase of the worker's resident set size during the run (psutil, sampled "
            "every 5 ms; includes native solver memory; 0 when the run reused memory the worker "
            "already held)") if rss_source() == "psutil" else (
@@ -388,7 +389,6 @@ def _num(x, digits: int = 0) -> str:
 def _bytes(x) -> str:
     if x is None:
         return ""
-    from ..units import format_bytes
     return format_bytes(x)
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from ...errors import InfeasibleError
 from ..assign import relaxed_fallback
 from ..runner import engines, solve, take, window_search
-from ...fitting.realize import fit_by_runs, parts_without_memory
+from ...algorithms.greedy import parts_without_memory
+from ...fitting.realize import fit_by_runs
 from ..search import FULL_K_NODES, Search, StageRecord, unbounded_K
 from .segments import segment_devices
 

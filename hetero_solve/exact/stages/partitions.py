@@ -18,6 +18,7 @@ from .. import sequence
 from ..bounds import Bounds, lower_bounds
 from ..reductions import Reduced, contract_chains
 from ..runner import engines, solve, take
+from ...algorithms.greedy import parts_without_memory
 from ...fitting.realize import realize
 from ..search import PartsView, Search, StageRecord
 from .segments import segment_devices
@@ -109,7 +110,8 @@ def _regroup(ctx: Search, rec: StageRecord) -> None:
     """Fewer parts with the same devices: the best answer's device per node, parts
     rebuilt without memory and cut into runs that fit (:func:`~hetero_solve.fitting.realize.realize`); the
     fallback does not change."""
-    sol = ctx.counted(realize, ctx.p, ctx.best.node_device())
+    devices = ctx.best.node_device()
+    sol = ctx.counted(realize, ctx.p, devices, parts=parts_without_memory(ctx.p, devices))
     kept = ctx.accept(sol, "exact-runs", rec.runs)
     rec.runs.append({"engine": "runs", "from": "best devices",
                      "parts": sol.num_parts if sol else None, "kept": kept})

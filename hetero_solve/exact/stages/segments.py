@@ -16,7 +16,8 @@ from ..assign import relaxed_parts
 from ..bounds import lower_bounds
 from ..encoding import Encoding
 from ..runner import model_size
-from ...fitting.realize import fit_by_runs, parts_without_memory, realize
+from ...algorithms.greedy import parts_without_memory
+from ...fitting.realize import fit_by_runs, realize
 from ..search import Search
 from ...solution import objective_key
 
@@ -37,8 +38,10 @@ def segment_devices(ctx: Search, runs: list[dict], R, mem, cap: int, budget: flo
     r = relaxed_parts(ctx.p, R, mem, cap, budget=ctx.allot(budget), seed=ctx.seed)
     runs.append({"engine": "relaxed parts", "bound": r.bound, **r.stats})
     if r.node_device is not None:
-        for how, build in (("realize", realize), ("runs", lambda p, d, steps: fit_by_runs(
-                p, parts_without_memory(p, d), budget=ctx.budget, steps=steps))):
+        for how, build in (("realize", lambda p, d, steps: realize(
+                p, d, parts=parts_without_memory(p, d), steps=steps)),
+                           ("runs", lambda p, d, steps: fit_by_runs(
+                               p, parts_without_memory(p, d), budget=ctx.budget, steps=steps))):
             if ctx.guard():
                 break
             sol = ctx.counted(build, ctx.p, r.node_device)
