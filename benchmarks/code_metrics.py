@@ -218,6 +218,20 @@ def sizes(srcs: dict[str, str]) -> dict:
             "lines": sum(t.count("\n") for t in srcs.values())}
 
 
+def time_limit_functions(srcs: dict[str, str]) -> list[str]:
+    """Functions with a parameter named ``time_limit`` (``module:name``): issue 29 wants them
+    at the entry points only, every other function taking the one ``Budget``."""
+    found = []
+    for mod, text in srcs.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+                if "time_limit" in names:
+                    found.append(f"{mod}:{node.name}")
+    return sorted(found)
+
+
 def duplicate_pairs(rev: str | None) -> int | None:
     """Pairs of places in ``hetero_solve/`` sharing 6+ lines, by the ``duplicates`` command
     (on an exported copy of ``rev``'s package); ``None`` where that command is not installed."""
@@ -267,6 +281,8 @@ def measures(rev: str | None) -> dict:
         "package imports inside functions": str(len(local_imports(srcs))),
         "duplicate blocks (`duplicates` pairs in `hetero_solve/`)": "n/a" if dup is None else str(dup),
         "private attributes used across modules": str(len(private_accesses(srcs))),
+        "functions taking a `time_limit` (modules)":
+            f"{len(tl := time_limit_functions(srcs))} ({len({f.split(':')[0] for f in tl})})",
     }
 
 
@@ -320,6 +336,7 @@ def main() -> None:
     print(f"| ... private: writes | {sum(1 for *_, k in acc if k == 'write')} |")
     if args.details:
         print("\nFunctions over 50 lines:", ", ".join(f"{n} ({k})" for k, n in sizes(srcs)["over_50"]))
+        print("\nFunctions taking a time_limit:", ", ".join(time_limit_functions(srcs)))
         print("\nMutual imports:", ", ".join(f"{a} <-> {b}" for a, b in pairs) or "none")
         for c in sccs:
             print(f"\nCycle group ({len(c)}): {', '.join(c)}")

@@ -20,6 +20,7 @@ from typing import Callable, Mapping
 
 import onnx
 
+from .budget import Budget
 from .engines import check_engine
 from .errors import HeteroSolveError
 from .model import ModelGraph
@@ -94,16 +95,15 @@ class CheckReport:
 
 
 def fewest_for_devices(problem: Problem, node_device: list[int], *, engine: str = "auto",
-                       time_limit: float = 10.0, seed: int = 0,
+                       budget: Budget | None = None, seed: int = 0,
                        progress: Progress | None = None) -> Solution:
     """The fewest parts that keep node ``v`` on ``node_device[v]`` (the solver with allowed
-    devices restricted to those).  Raises :class:`~hetero_solve.errors.InfeasibleError` when
-    memory cannot hold them."""
+    devices restricted to those), within ``budget``.  Raises
+    :class:`~hetero_solve.errors.InfeasibleError` when memory cannot hold them."""
     restricted = dataclasses.replace(problem, allowed=[(d,) for d in node_device])
-    sol = initial_solution(restricted, engine=engine, time_limit=time_limit, seed=seed,
+    sol = initial_solution(restricted, engine=engine, budget=budget, seed=seed,
                            progress=progress)
-    sol = refine(restricted, sol, engine=engine, time_limit=time_limit, seed=seed,
-                 progress=progress)
+    sol = refine(restricted, sol, engine=engine, budget=budget, seed=seed, progress=progress)
     return normalize(problem, sol)
 
 
@@ -111,9 +111,9 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
                    rules: str | os.PathLike | dict | Rules,
                    affinity: str | os.PathLike | Mapping, *, dims: Mapping[str, int] | None = None,
                    shapes: Mapping[str, list[int]] | None = None, split: str = "acyclic", optimum: bool = True, engine: str = "auto",
-                   time_limit: float = 10.0, seed: int = 0,
-                   progress: Progress | None = None, objective: Objective | None = None,
-                   costs=None) -> CheckReport:
+                   time_limit: float | None = None, work_limit: float | None = None,
+                   seed: int = 0, progress: Progress | None = None,
+                   objective: Objective | None = None, costs=None) -> CheckReport:
     """Validate a user-defined map against ``model`` and ``rules`` (``hetero-solve check``).
     ``objective`` overrides the rule file's (the comparison's ranking); ``costs``: measured
     times, as :func:`hetero_solve.solve` takes them.
@@ -121,7 +121,9 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     Bad input (unreadable files, unknown or missing nodes, unknown devices) raises a
     :class:`~hetero_solve.errors.HeteroSolveError`; violations of the five conditions are
     listed in the report.  ``optimum``: also run ``hetero_solve.solve`` for comparison.
-    Nothing is written; :meth:`CheckReport.write` exports a valid map.
+    Nothing is written; :meth:`CheckReport.write` exports a valid map.  ``time_limit`` or
+    ``work_limit`` (as :func:`hetero_solve.solve`'s) is one budget for both solves (the
+    fewest parts for the map's devices, then the optimum), made once the model is prepared.
 
     >>> rep = check_affinity("examples/seed000.onnx", "rules/seed000.yaml",
     ...                      {"1": 0, "2": 0, "4": 1, "3": 2, "5": 2, "6": 2, "7": 2})  # doctest: +SKIP
@@ -131,10 +133,12 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
     check_engine(engine)
+    Budget.of(time_limit, work_limit)   # bad limits fail before any work
     say = progress or (lambda _msg: None)
     umap = read_affinity(affinity)
     prepared = prepare(model, rules, dims=dims, shapes=shapes, progress=say, objective=objective,
                        costs=costs)
+    budget = Budget.of(time_limit, work_limit)
     mg, rule_set, base = prepared.model_graph, prepared.rules, prepared.problem
     warnings = list(base.info.warnings)
     say("validating the map")
@@ -147,7 +151,8 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         say("searching the fewest parts for these devices")
         try:
             device_sol = fewest_for_devices(problem, node_device, engine=engine,
-                                            time_limit=time_limit, seed=seed, progress=say)
+                                            budget=budget.split(2) if optimum else budget,
+                                            seed=seed, progress=say)
             device_status = device_sol.status
         except HeteroSolveError as e:
             warnings.append(f"no split keeps every node on its device: {e}")
@@ -169,7 +174,7 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     if optimum:
         say("solving for the optimum")
         try:
-            best = solve_prepared(prepared, engine=engine, time_limit=time_limit, seed=seed,
+            best = solve_prepared(prepared, engine=engine, budget=budget, seed=seed,
                                   progress=say)
         except HeteroSolveError as e:
             warnings.append(f"hetero-solve found no partition to compare with: {e}")

@@ -33,17 +33,13 @@ The result is a valid partition or ``None``; it is never claimed optimal by itse
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ..budget import Budget, Steps
 from ..measures import part_memory, topological_order
 from ..problem import Problem
 from ..solution import Solution
 from .cuts import SlotRuns, cut_runs
 from .order import branch_order
 from .packing import first_fit
-
-if TYPE_CHECKING:       # the budget's types only; importing exact/ here would be a cycle
-    from ..exact.budget import Guard, Steps
 
 Run = tuple[int, list[int], int]        # (device, nodes, memory): one part of an answer
 
@@ -52,7 +48,7 @@ def realize(problem: Problem, node_device: list[int], *, parts: Solution,
             steps: Steps | None = None) -> Solution | None:
     """A valid-by-construction partition with these devices that fits memory, or ``None``
     (module doc).  ``parts``: the parts to cut (valid apart from memory, those devices: :func:`~hetero_solve.algorithms.greedy.parts_without_memory`);
-    ``steps`` counts the work (nodes added to runs, :mod:`hetero_solve.exact.budget`)."""
+    ``steps`` counts the work (nodes added to runs, :mod:`hetero_solve.budget`)."""
     pos = {v: k for k, v in enumerate(topological_order(problem.succ, problem.pred))}
     members: list[list[int]] = [[] for _ in range(parts.num_parts)]
     for v in sorted(range(problem.n), key=pos.__getitem__):
@@ -77,7 +73,7 @@ def realize(problem: Problem, node_device: list[int], *, parts: Solution,
 
 def fit_by_runs(problem: Problem, parts: Solution, *, part_cost: float = 1e-3,
                 iterations: int = 40, depth_first: bool = True,
-                guard: Guard | None = None, steps: Steps | None = None) -> Solution | None:
+                budget: Budget | None = None, steps: Steps | None = None) -> Solution | None:
     """Make ``parts`` (valid apart from memory) fit: every part on a limited device is cut into
     contiguous runs of its topological order, each kept on the device or dropped to an
     unlimited one, choosing the cuts that minimise ``fallback + lam x memory kept`` per part
@@ -85,9 +81,9 @@ def fit_by_runs(problem: Problem, parts: Solution, *, part_cost: float = 1e-3,
     kept runs pack into the instances.  A Lagrangian relaxation of the capacity: each
     evaluation is exact, the packing is first fit decreasing.  ``None`` when no ``lam``
     packs.  The work is a fixed number of bisection steps (counted in ``steps``,
-    :mod:`hetero_solve.exact.budget`); once ``guard`` has passed
-    (:class:`~hetero_solve.exact.budget.Guard`, never in a normal run), the bisection stops
-    at the best ``lam`` found."""
+    :mod:`hetero_solve.budget`); once ``budget``'s deadline has passed
+    (:meth:`~hetero_solve.budget.Budget.out_of_time`: the clock ended first), the bisection
+    stops at the best ``lam`` found."""
     order = (branch_order(problem, ties="edges") if depth_first
              else topological_order(problem.succ, problem.pred))
     members: list[list[int]] = [[] for _ in range(parts.num_parts)]
@@ -119,7 +115,7 @@ def fit_by_runs(problem: Problem, parts: Solution, *, part_cost: float = 1e-3,
     if attempt(hi) is None:
         return None
     for _ in range(iterations):
-        if guard is not None and guard.passed():
+        if budget is not None and budget.out_of_time():
             break
         mid = (lo * hi) ** 0.5
         if attempt(mid) is None:

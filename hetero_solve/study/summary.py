@@ -134,6 +134,17 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
     return "\n".join(lines)
 
 
+def _limit(records: list[dict], config: dict) -> str:
+    """Which limit the runs used (CP-SAT and SAT only): work (no clock, reproducible) or wall
+    time, and how many runs the clock ended first."""
+    if config.get("work_limit") is not None:
+        return (f"Work limit {config['work_limit']} deterministic s (CP-SAT and SAT only; no "
+                f"clock: the same answers on any machine)")
+    cut = sum(1 for r in records if r.get("deterministic") is False)
+    return (f"Time limit {config.get('time_limit')} s of wall clock (CP-SAT and SAT only; "
+            f"{cut} run(s) ended by the clock, whose answers may depend on the load)")
+
+
 def _head(records: list[dict], algorithms: list[str], a: dict, config: dict) -> list[str]:
     """The title, what was run and how."""
     lines: list[str] = ["# Study summary", ""]
@@ -141,8 +152,8 @@ def _head(records: list[dict], algorithms: list[str], a: dict, config: dict) -> 
     n_rules = len({r["rules"] for r in records})
     lines += [
         f"{len(a['problems'])} problems ({n_models} models × {n_rules} rule files), "
-        f"{len(algorithms)} algorithms, {len(records)} runs.  Time limit "
-        f"{config.get('time_limit')} s (CP-SAT and SAT only), seed {config.get('seed')}, "
+        f"{len(algorithms)} algorithms, {len(records)} runs.  {_limit(records, config)}, "
+        f"seed {config.get('seed')}, "
         f"executor {config.get('executor')} with {config.get('jobs')} job(s).  "
         f"Peak memory: {_memory_note(config.get('memory'))}.", ""]
     if config.get("command"):
