@@ -17,7 +17,10 @@ from rich.spinner import Spinner
 
 from ..errors import HeteroSolveError, HeteroSolveWarning
 from ..filekind import content_kind
-from ..pipeline import EXACT_STAGE
+from ..pipeline import SOLVE_STAGE
+from ..problem import Objective
+from ..rules.load import objective_from_text
+from ..units import format_seconds
 
 out_console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -88,6 +91,50 @@ def dim_option(more: str = ""):
     return typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
                         help="Value of a symbolic dimension of the model's inputs, e.g. --dim "
                              "batch=1 (repeatable; beats the rule file's dims)." + more)
+
+
+def objective_option():
+    return typer.Option(None, "--objective", metavar="TERMS",
+                        help="What to minimise, overriding the rule file's objective: terms in "
+                             "order (lexicographic), e.g. 'latency' or 'fallback,latency', or "
+                             "weights, e.g. 'fallback=1,partitions=20'. Terms: fallback, "
+                             "partitions, transfer, latency, throughput (the last two need "
+                             "each device's roofline in RULES or measured times, --costs).",
+                        show_default=False)
+
+
+def costs_option():
+    return typer.Option(None, "--costs", metavar="PROFILE.json",
+                        help="Measured node times of this model (a profile: 'hetero-solve "
+                             "profile' writes one); they win over the rule file's rooflines "
+                             "where they have a node's time.", show_default=False)
+
+
+def parse_objective(text: str | None) -> Objective | None:
+    """``--objective`` (:func:`hetero_solve.rules.load.objective_from_text`); ``None`` when
+    not given."""
+    if text is None:
+        return None
+    try:
+        return objective_from_text(text)
+    except ValueError as e:
+        raise UsageError(f"--objective {text!r}: {e}") from None
+
+
+def predicted_line(result: Any) -> str:
+    """The answer's predicted latency (time per sample under a throughput objective) next to
+    the best single device's (docs/costs.md)."""
+    terms = result.problem.objective.terms()
+    term = "throughput" if "throughput" in terms and "latency" not in terms else "latency"
+    word = "time per sample" if term == "throughput" else "latency"
+    value = getattr(result.metrics, term)
+    single = result.single_device
+    if single is None:
+        other = "no single device can run the whole model"
+    else:
+        name = result.problem.devices[single.device].name
+        other = f"on {name} alone: {format_seconds(getattr(single, term))}"
+    return f"predicted {word}: {format_seconds(value)}   ({other})"
 
 
 # -- arguments in the wrong place --------------------------------------------------------------
@@ -192,8 +239,8 @@ def caught_warnings() -> Iterator[Warnings]:
 # -- progress ----------------------------------------------------------------------------------
 
 class _LiveLine:
-    """The live progress line: spinner, running clock, stage, and while the exact solver runs
-    the time it has used of its limit.  Rendered by rich several times a second, so the clock
+    """The live progress line: spinner, running clock, stage, and from the model prepared to
+    the answer ready the time used of ``--time-limit`` (none with ``--work-limit``: no clock).  Rendered by rich several times a second, so the clock
     moves while a stage runs."""
 
     def __init__(self, time_limit: float | None):
@@ -204,7 +251,7 @@ class _LiveLine:
         self.spinner = Spinner("dots", style="cyan")
 
     def say(self, message: str) -> None:
-        if message.startswith(EXACT_STAGE):
+        if message.startswith(SOLVE_STAGE) and self.budget_start is None:
             self.budget_start = time.perf_counter()
         elif message.startswith(("validating", "writing")):
             self.budget_start = None
@@ -256,6 +303,34 @@ def _silent(_message: str) -> None:
 
 
 # -- options shared by several commands --------------------------------------------------------
+
+def time_limit_option(default: float = 10.0) -> Any:
+    return typer.Option(None, "--time-limit", "-t", min=0, show_default=False,
+                        help=f"Wall-clock seconds from the model loaded to the answer ready "
+                             f"(default {default:g}): kept. Work inside it is counted "
+                             f"deterministically, so on a quiet machine the same input gives "
+                             f"the same answer; if the clock ends first, the answer says "
+                             f"'deterministic: false'.")
+
+
+def work_limit_option() -> Any:
+    return typer.Option(None, "--work-limit", min=0, show_default=False,
+                        help="Instead of --time-limit: deterministic seconds of solver work, "
+                             "no clock at all: the same answer on any machine at any load "
+                             "(studies, CI). --time-limit T gives 0.5 x T of them.")
+
+
+def limits(time_limit: float | None, work_limit: float | None,
+           default: float = 10.0) -> tuple[float | None, float | None]:
+    """``(time_limit, work_limit)`` to pass on: one of them (``default`` seconds when neither
+    was given).  Both given is a usage error (exit 2)."""
+    if time_limit is not None and work_limit is not None:
+        raise UsageError("--time-limit and --work-limit: give one, not both (wall-clock "
+                         "seconds, or deterministic work with no clock)")
+    if time_limit is None and work_limit is None:
+        time_limit = default
+    return time_limit, work_limit
+
 
 def quiet_option() -> Any:
     return typer.Option(False, "--quiet", "-q", help="No progress line, even on a terminal.")

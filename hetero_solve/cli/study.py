@@ -13,8 +13,8 @@ from rich.table import Table
 from ..study import ALGORITHMS, StudyConfig, analyse, run_study
 from ..study.executors import EXECUTORS
 from . import app
-from .common import (UsageError, out_console, parse_dims, parse_shapes, quiet_option,
-                     shape_option, verbose_option)
+from .common import (UsageError, limits, objective_option, out_console, parse_dims,
+                     parse_shapes, quiet_option, shape_option, verbose_option)
 
 RULE_SUFFIXES = (".yaml", ".yml")
 
@@ -30,9 +30,14 @@ def study_command(
     algorithms: List[str] = typer.Option(
         ["all"], "--algorithms", "-a", metavar="A[,B...]",
         help=f"Algorithms to run, comma-separated or repeated: {', '.join(ALGORITHMS)}, or all."),
-    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
-                                     help="Seconds per run for CP-SAT and SAT (the others run "
-                                          "to completion)."),
+    time_limit: Optional[float] = typer.Option(
+        None, "--time-limit", "-t", min=0, show_default=False,
+        help="Wall-clock seconds per run for CP-SAT and SAT (default 10; the others run to "
+             "completion). A run the clock ends first says deterministic=False."),
+    work_limit: Optional[float] = typer.Option(
+        None, "--work-limit", min=0, show_default=False,
+        help="Instead: deterministic seconds of work per run, no clock: the same answers on "
+             "any machine at any load (results.csv records the mode)."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1,
                              help="Runs in parallel: local processes, or Dask workers of a local "
                                   "cluster. 1 = in this process."),
@@ -50,6 +55,7 @@ def study_command(
                                             help="Dask scheduler, e.g. tcp://host:8786 "
                                                  "(default: a local cluster of --jobs workers)."),
     seed: int = typer.Option(0, "--seed", help="Solver seed for CP-SAT and SAT."),
+    objective: Optional[str] = objective_option(),
     memory: str = typer.Option("rss", "--memory",
                                help="Peak memory measure: rss (resident set increase, no "
                                     "overhead), tracemalloc (Python heap, a second traced run), "
@@ -79,10 +85,13 @@ def study_command(
     names = [a.strip() for item in algorithms for a in item.split(",") if a.strip()]
     if scheduler and executor == "local":
         executor = "dask"               # an address only makes sense for Dask
+    time_limit, work_limit = limits(time_limit, work_limit)
     config = StudyConfig(models=models, rules=_unique(rule_files), out_dir=out,
-                         algorithms=names, time_limit=time_limit, jobs=jobs,
+                         algorithms=names, time_limit=time_limit, work_limit=work_limit,
+                         jobs=jobs,
                          dims=parse_dims(dim), shapes=parse_shapes(shape), executor=executor, scheduler=scheduler,
                          seed=seed, memory=memory, note=note, plots=not no_plots,
+                         objective=objective,
                          command=" ".join(shlex.quote(a) for a in ["hetero-solve", *sys.argv[1:]]))
     result = run_study(config, progress=not quiet, verbose=verbose)
     print_table(result.records, config_algorithms(result.records))

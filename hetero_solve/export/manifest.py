@@ -8,6 +8,8 @@ from ..problem import Problem
 from ..measures import part_boundaries, quotient_edges
 from ..solution import Solution
 from .submodels import DIRECT_FILE, direct_outputs, part_file, unused_inputs
+from ..run.onnxruntime import supports_layer_assignment
+from .annotated import LAYER_SETTINGS, layer_assignment_settings
 
 #: The annotated model's file name in OUT_DIR.
 ANNOTATED_FILE = "model.annotated.onnx"
@@ -104,6 +106,8 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         "model": mg.path, "rules": result.rules.path,
         "status": sol.status,
         "objective": metrics.as_dict(),
+        **({"single_device": result.single_device.as_dict(p)}
+           if result.single_device is not None else {}),
         "objective_spec": p.objective.describe(),
         "lower_bound": {"partitions": sol.lower_bound,
                         **({"fallback": stats["bounds"]["fallback"]}
@@ -142,8 +146,6 @@ def onnxruntime_settings(result: "Result") -> dict:
     entries under which onnxruntime places the annotated model's nodes (``layer_ann``) on the
     execution providers the rule file gives their devices; empty when the installed
     onnxruntime does not partition by annotations."""
-    from ..run.onnxruntime import supports_layer_assignment
-    from .annotated import LAYER_SETTINGS, layer_assignment_settings
     if not supports_layer_assignment():
         return {}
     devices = [(d.name, r.runtime) for d, r in zip(result.problem.devices, result.rules.devices)]
