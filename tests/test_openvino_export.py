@@ -264,7 +264,8 @@ def test_run_on_openvino_with_a_device_map_per_instance(three_instances, capsys)
         None, {"x": np.ones((1, 64), np.float32)})[0]
     np.testing.assert_allclose(r.outputs["y"], want, rtol=1e-4, atol=1e-5)
     with pytest.raises(SystemExit) as e:
-        main(["run", str(three_instances), "--no-save", "--device-map", "ACC=CPU"])
+        main(["run", str(three_instances), "--backend", "onnxruntime", "--no-save",
+              "--device-map", "ACC=CPU"])
     assert e.value.code == 2 and "openvino backend" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         main(["run", str(three_instances), "--backend", "openvino", "--no-save",

@@ -19,6 +19,7 @@ import typer.exceptions
 from typer.core import TyperGroup
 
 from ..errors import HeteroSolveError, one_line
+from ..filekind import content_kind
 from ..interrupt import exit_interrupted, release_imports, restore_interrupts, take_interrupts
 from .common import err_console
 
@@ -29,7 +30,6 @@ class _DefaultToSolve(TyperGroup):
 
     def parse_args(self, ctx, args):
         if args and not args[0].startswith("-") and args[0] not in self.commands:
-            from ..filekind import content_kind      # an instance file has a command of its own
             args = ["instance" if content_kind(args[0]) == "instance" else "solve", *args]
         return super().parse_args(ctx, args)
 
@@ -88,6 +88,7 @@ from . import dims as _dims  # noqa: E402,F401  (dims)
 from . import export as _export  # noqa: E402,F401  (export openvino)
 from . import rules_runtime as _rules_runtime  # noqa: E402,F401  (rules from-openvino, ...)
 from . import instance as _instance  # noqa: E402,F401  (instance files)
+from . import profile as _profile  # noqa: E402,F401  (profile)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,8 +5,8 @@ them: docs/runtimes.md).
 Which OpenVINO device runs a part: ``RunOptions.backend_options["device_map"]`` (rule-file
 device or device instance -> OpenVINO device name, e.g. ``{"NPU": "NPU", "CPU": "CPU"}``, or
 ``["ACC=GPU", "ACC.2=CPU"]``; a device with several instances runs instance ``i`` on
-``DEVICE.i``: :mod:`hetero_solve.export.device_map`), else the rule file's name (``NAME.i``
-for an instance) when this OpenVINO has such a device, else ``CPU`` with a warning (as the
+``DEVICE.i``: :mod:`hetero_solve.export.device_map`), else the device's ``runtime: {openvino: DEVICE}`` in the rule file, else
+the rule file's name (``NAME.i`` for an instance) when this OpenVINO has such a device, else ``CPU`` with a warning (as the
 onnxruntime backend falls back to its CPU provider).  Other ``backend_options``:
 
 - ``config``: properties for every ``compile_model`` (``{"PERFORMANCE_HINT": "LATENCY"}``);
@@ -67,7 +67,8 @@ def device_for(part: PartSpec, options: RunOptions,
     label = instance_label(part.device, part.instance, part.instances)
     if label in mapped or part.device in mapped:
         return target_of(mapped, part.device, part.instance, part.instances), []
-    name = per_instance(part.device, part.instance, part.instances)
+    name = str((part.runtime or {}).get("openvino")
+               or per_instance(part.device, part.instance, part.instances))
     if name in available or name.split(".")[0] in available or name.split(":")[0] in _VIRTUAL:
         return name, []
     return "CPU", [f"device {label}: OpenVINO has no such device here (no {name}; it has "

@@ -19,12 +19,13 @@ import numpy as np
 
 from ..errors import warn
 from ..export.device_map import parse_pairs, resolve_device_map
-from .backend import NodeTime, PartRunner, RunOptions, TensorInfo, load_backend
+from .backend import NodeTime, PartRunner, RunOptions, TensorInfo, backend_of, load_backend
 from .common import RunError, nbytes
 from .inputs import (RandomInputsError, check_dims, check_inputs, check_ranges, check_shapes,
                      describe_random, part_input_specs, random_inputs, with_shapes)
 from .manifest import load_manifest, part_specs
 from .report import PartRun, RunResult, save_outputs
+from .onnxruntime import OrtPartRunner
 
 
 class Session:
@@ -35,9 +36,11 @@ class Session:
     ----------
     out_dir : str or os.PathLike
         An OUT_DIR written by hetero-solve (``partition.json`` and the part files).
-    backend : str or mapping, default "onnxruntime"
+    backend : str or mapping, default "auto"
         The backend of every part (a name of :data:`~hetero_solve.run.backend.BACKENDS`), or
-        device name -> backend (devices not named use onnxruntime).
+        device name -> backend; ``auto`` (and devices a mapping does not name): the device's
+        ``runtime:`` in the rule file, OpenVINO for ``{openvino: DEVICE}``, else onnxruntime
+        (:func:`~hetero_solve.run.backend.backend_of`).
     optimization : {"all", "extended", "basic", "disabled"}, default "all"
         onnxruntime's graph optimisation level for every part ("all" is its default).
     profile : bool, default False
@@ -66,7 +69,7 @@ class Session:
     """
 
     def __init__(self, out_dir: str | os.PathLike, *,
-                 backend: str | Mapping[str, str] = "onnxruntime", optimization: str = "all",
+                 backend: str | Mapping[str, str] = "auto", optimization: str = "all",
                  profile: bool = False, options: RunOptions | None = None,
                  manifest: dict | None = None):
         self.out_dir = Path(out_dir)
@@ -93,7 +96,8 @@ class Session:
     # -- loading ----------------------------------------------------------------------------
 
     def _load(self, spec, backend) -> PartRunner:
-        name = backend if isinstance(backend, str) else backend.get(spec.device, "onnxruntime")
+        name = backend if isinstance(backend, str) else backend.get(spec.device, "auto")
+        name = backend_of(spec) if name == "auto" else name
         try:
             load = load_backend(name)
         except ValueError as e:
@@ -114,7 +118,6 @@ class Session:
         direct = self.manifest.get("direct_outputs")
         if not direct:
             return None
-        from .onnxruntime import OrtPartRunner
         path = self.out_dir / direct["file"]
         if not path.is_file():
             raise RunError(f"{path}: no such file (it makes the graph outputs "
@@ -255,7 +258,7 @@ class Session:
 def run_partitioned(out_dir: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
                     repeat: int = 1, manifest: dict | None = None,
                     options: RunOptions | None = None,
-                    backend: str | Mapping[str, str] = "onnxruntime",
+                    backend: str | Mapping[str, str] = "auto",
                     warmup: bool = False) -> RunResult:
     """Run every part in id order on ``feeds`` (the original model's inputs); the original
     model's outputs and per-part counters.  ``repeat`` runs the whole partition that many
@@ -284,7 +287,7 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
         save: str | os.PathLike | None = None,
         ranges: Mapping[str, tuple[float, float]] | None = None,
         shapes: Mapping[str, Sequence[int]] | None = None, optimization: str = "all",
-        profile: bool = False, backend: str | Mapping[str, str] = "onnxruntime",
+        profile: bool = False, backend: str | Mapping[str, str] = "auto",
         device_map: Sequence[str] | Mapping[str, str] | None = None) -> RunResult:
     """Run the partition in ``out_dir`` (``hetero-solve run``).
 
@@ -306,7 +309,7 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     backend_options = {}
     if device_map:
         backends = {backend} if isinstance(backend, str) else set(backend.values())
-        if "openvino" not in backends:
+        if not backends & {"openvino", "auto"}:
             raise RunError("a device map names OpenVINO devices: it needs the openvino "
                            "backend")
         pairs = parse_pairs(device_map)
