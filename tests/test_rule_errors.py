@@ -133,3 +133,20 @@ def test_memory_units(tmp_path):
     for text, expected in (("512KiB", 512 * 1024), ("1.5GB", 1_500_000_000), ("64MB", 64_000_000), ("4096", 4096)):
         rules = hs.load_rules(write(tmp_path, BASE.replace("64MiB", f'"{text}"')))
         assert rules.devices[0].memory == expected
+
+
+def test_a_misspelt_dtype_gets_a_did_you_mean(tmp_path):
+    for wrong, meant in (("fp32", "float32"), ("flaot16", "float16"), ("f16", "float16")):
+        e = error_of(write(tmp_path, BASE.replace(
+            "      supported: [Relu, Add]",
+            f"      supported: [Relu]\n      when: {{Relu: {{dtypes: [{wrong}]}}}}")))
+        assert f"unknown dtype {wrong!r} (did you mean {meant!r}?)" in e.reason, e
+
+
+@pytest.mark.parametrize("key", ["onnxruntime", "onnxruntime_options"])
+def test_an_empty_runtime_entry_is_an_error(tmp_path, key):
+    """``runtime: {onnxruntime: null}`` says nothing: it is refused, not taken as absent."""
+    e = error_of(write(tmp_path, BASE.replace("    ops: {supported: all}",
+                                              f"    ops: {{supported: all}}\n"
+                                              f"    runtime: {{{key}: null}}")))
+    assert e.key == f"devices[1].runtime.{key}" and e.reason.startswith("empty:"), e

@@ -195,9 +195,13 @@ class _Parser:
             check_regular(file, lambda why: self.fail(k, f"{item}: {why}"))   # FIFOs, devices
             if str(file) in seen:
                 raise self.fail(k, f"include cycle: {item} includes itself")
-            content = _read_yaml(file, str(file), "")
+            try:
+                content = _read_yaml(file, str(file), "")
+            except RuleError as e:   # named where the user wrote it: this file, this key
+                raise self.fail(k, f"{item}: {e.reason}") from None
             if not isinstance(content, dict):
-                raise RuleError(str(file), "", "expected a mapping (a catalog with value_inputs)")
+                raise self.fail(k, f"{item}: expected a mapping (a catalog with value_inputs), "
+                                   f"not {_kind(content)}")
             found.append((str(file), content))
         return found
 
@@ -307,6 +311,14 @@ def _schema_attributes(op: str) -> set[str] | None:
 
 def pin_matches(pin: Pin, name: str) -> bool:
     return fnmatch.fnmatchcase(name, pin.pattern) if pin.is_glob else name == pin.pattern
+
+
+def _kind(value: Any) -> str:
+    """What a YAML document is, in words: ``a list``, ``a string``, ``nothing``."""
+    if value is None:
+        return "nothing (an empty file)"
+    return {list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
 
 
 def _join(a: str, b: str) -> str:

@@ -328,9 +328,11 @@ class MapOf(Node):
 
 @dataclass(frozen=True)
 class Key:
-    """A known key of a :class:`Record`."""
+    """A known key of a :class:`Record` (``null``: taken as absent unless ``null`` says why
+    it cannot be, then an error)."""
     node: Node
     required: bool = False
+    null: str = ""
 
 
 @dataclass(frozen=True)
@@ -355,6 +357,8 @@ class Record(Node):
                                                           f"of: {', '.join(known)})")
         out = {k: v for k, v in value.items() if k not in self.keys} if self.extra else {}
         for name, spec in self.keys.items():
+            if spec.null and name in value and value[name] is None:
+                raise DefinitionError(_join(key, name), spec.null)
             if name in value and value[name] is not None:
                 out[name] = spec.node.check(value[name], _join(key, name))
             elif spec.required:
@@ -453,10 +457,12 @@ class DtypeName(Str):
     """An element type: ``float32`` style (numpy's names) or ONNX's (``FLOAT``)."""
 
     def check(self, value: Any, key: str) -> Any:
-        from ..units import dtype_from_name
+        from ..units import closest_dtype, dtype_from_name
         value = super().check(value, key)
         if dtype_from_name(value) is None:
-            raise DefinitionError(key, f"unknown dtype {value!r}")
+            close = closest_dtype(value)
+            hint = f" (did you mean {close!r}?)" if close else ""
+            raise DefinitionError(key, f"unknown dtype {value!r}{hint}")
         return value
 
     def schema(self) -> dict:
@@ -564,8 +570,12 @@ DEVICE = Record(
         "runtime": Key(Record(
             what="a mapping such as {onnxruntime: CPUExecutionProvider}",
             doc="How `hetero-solve run` runs the device's parts.",
-            keys={"onnxruntime": Key(PROVIDERS),
-                  "onnxruntime_options": Key(PROVIDER_OPTIONS)})),
+            keys={"onnxruntime": Key(PROVIDERS, null="empty: name an execution provider "
+                                                      "(onnxruntime: CPUExecutionProvider) "
+                                                      "or leave the key out"),
+                  "onnxruntime_options": Key(PROVIDER_OPTIONS, null="empty: give "
+                                             "{provider: {option: value}} or leave the key "
+                                             "out")})),
     })
 
 INDICES = ListOf(Int(minimum=0, maximum=MAX_INDEX), what="a list of input indices (whole "
