@@ -150,3 +150,19 @@ def test_an_empty_runtime_entry_is_an_error(tmp_path, key):
                                               f"    ops: {{supported: all}}\n"
                                               f"    runtime: {{{key}: null}}")))
     assert e.key == f"devices[1].runtime.{key}" and e.reason.startswith("empty:"), e
+
+
+def test_another_domains_op_written_bare_in_unsupported_is_a_warning(tmp_path):
+    """``unsupported: [FusedConv]`` (an onnxruntime op, whose rule name is
+    com.microsoft.FusedConv) is read with its domain and warned about, not refused; a
+    misspelling stays an error (it would let the device take what the user refused)."""
+    path = write(tmp_path, BASE.replace("      supported: [Relu, Add]",
+                                        "      supported: all\n"
+                                        "      unsupported: [FusedConv, Relu]"))
+    with pytest.warns(hs.HeteroSolveWarning,
+                      match=r"devices\[0\]\.ops\.unsupported\[0\]: 'FusedConv' is not an op "
+                            r"of onnx; read as com\.microsoft\.FusedConv"):
+        rules = hs.load_rules(path)
+    assert rules.devices[0].unsupported == frozenset({"com.microsoft.FusedConv", "Relu"})
+    e = error_of(write(tmp_path, BASE.replace("[Relu, Add]", "all\n      unsupported: [Reluu]")))
+    assert e.key == "devices[0].ops.unsupported[0]" and "did you mean Relu" in e.reason

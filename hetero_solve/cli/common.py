@@ -140,6 +140,12 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def written_line(out_dir: Path, replaced: bool) -> str:
+    """``written: OUT/``, saying so when a previous answer there was replaced."""
+    return f"written: {out_dir}/" + (" (replacing the previous answer there)" if replaced
+                                     else "")
+
+
 def note(text: str) -> None:
     """An informative line on stderr."""
     err_console.print(f"hetero-solve: {text}", markup=False, highlight=False, soft_wrap=True)

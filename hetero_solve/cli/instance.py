@@ -9,11 +9,11 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ..export.writer import check_target
+from ..export.writer import answer_files, check_target
 from ..instances.solve import OBJECTIVES, InstanceResult, instance_manifest, solve_instance, write_instance
 from . import app
 from .common import (UsageError, json_option, print_json, print_line, print_out,
-                     progress_on_stderr, quiet_option, verbose_option)
+                     progress_on_stderr, quiet_option, verbose_option, written_line)
 
 MAX_ROWS = 40
 
@@ -55,6 +55,7 @@ def instance_command(
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
     target = check_target(path.with_suffix(".hetero") if out is None else out)
+    replaced = bool(answer_files(target))
     with progress_on_stderr(quiet, verbose, time_limit) as say:
         result = solve_instance(path, objective, contiguous=contiguous, time_limit=time_limit,
                                 progress=say)
@@ -62,10 +63,11 @@ def instance_command(
     if as_json:
         print_json({**instance_manifest(result), "out_dir": str(written)})
         return
-    print_instance_summary(result, written)
+    print_instance_summary(result, written, replaced)
 
 
-def print_instance_summary(result: InstanceResult, out_dir: Path | None = None) -> None:
+def print_instance_summary(result: InstanceResult, out_dir: Path | None = None,
+                           replaced: bool = False) -> None:
     """The parts (device instance, nodes, load) and the objective, on stdout."""
     p, sol, m = result.problem, result.solution, result.metrics
     loads = instance_manifest(result)
@@ -86,4 +88,4 @@ def print_instance_summary(result: InstanceResult, out_dir: Path | None = None) 
                + ("   contiguous stages" if p.costs.contiguous else "")
                + f"   time: {result.seconds:.2f}s")
     if out_dir is not None:
-        print_line(f"written: {out_dir}/")
+        print_line(written_line(out_dir, replaced))

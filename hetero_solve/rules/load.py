@@ -16,11 +16,12 @@ from typing import Any
 
 import onnx.defs
 
-from ..errors import RuleError
+from ..errors import RuleError, warn
 from ..filekind import content_kind
 from ..readers import check_regular, read_yaml
 from ..problem import Objective
 from ..units import dtype_from_name
+from .ops import check_op_name, other_domain_ops
 from .schema import CATALOG_FILE, RULE_FILE, DefinitionError, check
 
 GLOB_CHARS = re.compile(r"[*?\[]")
@@ -239,12 +240,22 @@ class _Parser:
     def device(self, d: dict, k: str) -> DeviceRules:
         ops = d["ops"]
         supported = ops["supported"]
+        unsupported = []
+        for i, name in enumerate(ops.get("unsupported") or ()):
+            domains = other_domain_ops().get(name, ()) if check_op_name(name) else ()
+            if domains:   # another domain's op written bare: read with its domain
+                full = [f"{domain}.{name}" for domain in domains]
+                warn(f"{self.path}: {k}.ops.unsupported[{i}]: {name!r} is not an op of "
+                     f"onnx; read as {', '.join(full)} (write it so to silence this)")
+                unsupported.extend(full)
+            else:
+                unsupported.append(name)
         runtime = dict(d.get("runtime") or {})
         return DeviceRules(
             name=d["name"], memory=d.get("memory"), instances=d["instances"],
             enforce_values=(d["value_inputs"] == "enforce"),
             supported=None if supported == "all" else frozenset(supported),
-            unsupported=frozenset(ops.get("unsupported") or ()),
+            unsupported=frozenset(unsupported),
             when=self.when(ops.get("when"), f"{k}.ops.when"),
             static_shapes=ops["static_shapes"], runtime=runtime,
             description=str(d.get("description") or ""))

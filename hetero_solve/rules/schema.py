@@ -425,13 +425,15 @@ class OpName(Str):
     """An op type: one the installed onnx knows (any domain it knows, any opset), or
     ``domain.Op`` for an op of another domain (``com.microsoft.FusedConv``).  The loader checks
     it (:func:`hetero_solve.rules.ops.check_op_name`); the JSON Schema lists the known names
-    and accepts any ``domain.Op``."""
+    and accepts any ``domain.Op``.  ``bare_ok``: a bare name of another domain's op
+    (``FusedConv``) is left to the loader, which reads it with its domain and warns."""
+    bare_ok: bool = False
 
     def check(self, value: Any, key: str) -> Any:
-        from .ops import check_op_name
+        from .ops import check_op_name, other_domain_ops
         value = super().check(value, key)
         reason = check_op_name(value)
-        if reason:
+        if reason and not (self.bare_ok and value in other_domain_ops()):
             raise DefinitionError(key, reason)
         return value
 
@@ -513,7 +515,8 @@ OPS = Record(
                                what="'all' or a list of op type names",
                                doc="The ops the device takes: `all`, or a list of op types.",
                                example="[Conv, Relu, Add]"), required=True),
-        "unsupported": Key(ListOf(OpName(min_length=1), what="a list of op type names",
+        "unsupported": Key(ListOf(OpName(min_length=1, bare_ok=True),
+                                  what="a list of op type names",
                                   doc="Ops subtracted from `supported`.", default=[],
                                   example="[Softmax]")),
         "when": Key(MapOf(keys=OpName(min_length=1), values=CONDITION, key_text="op type",

@@ -1,0 +1,46 @@
+"""Lines a user reads (issue 31, items 8 and 10): each says what happened and what exists."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import EXAMPLES, RULES
+from hetero_solve.cli import main
+
+FAST = ["-q", "--engine", "heuristic"]
+
+
+def cli(args, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def test_re_solving_says_it_replaced_the_previous_answer(tmp_path, capsys):
+    model = tmp_path / "m.onnx"
+    shutil.copy(EXAMPLES / "seed000.onnx", model)
+    args = [model, RULES / "seed000.yaml", "--engine", "heuristic"]
+    code, out, err = cli(args, capsys)
+    assert code == 0, err
+    assert f"written: {tmp_path / 'm.hetero'}/\n" in out
+    code, out, err = cli(args, capsys)   # the default folder again
+    assert code == 0, err
+    assert f"written: {tmp_path / 'm.hetero'}/ (replacing the previous answer there)" in out
+
+
+def test_a_misspelt_node_in_check_affinity_gets_a_did_you_mean(tmp_path, capsys):
+    import json
+    import onnx
+    model = EXAMPLES / "seed000.onnx"
+    names = [n.name for n in onnx.load(str(model)).graph.node]
+    mapping = {n: "CPU" for n in names}
+    mapping[names[0] + "x"] = mapping.pop(names[0])    # one name misspelt
+    amap = tmp_path / "a.json"
+    amap.write_text(json.dumps(mapping))
+    code, _, err = cli(["check", model, RULES / "seed000.yaml", "-a", amap, "--no-export",
+                        "-q"], capsys)
+    assert code == 2 and f"no node named {names[0] + 'x'!r}" in err
+    assert f"(did you mean {names[0]!r}" in err, err
