@@ -52,8 +52,10 @@ def test_pictures_without_a_system_binary(result, tmp_path, fmt, monkeypatch):
 
 def test_without_any_drawing_library_the_command_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(dot, "drawing_backend", lambda: None)
-    with pytest.raises(dot.PictureError, match="pictures needs matplotlib"):
+    with pytest.raises(dot.PictureError, match="pictures needs matplotlib") as e:
         dot.check_can_draw("svg")
+    # it is raised before anything is written: it says so, and how to get the .dot files
+    assert "nothing was written (without --pictures" in str(e.value)
     r = subprocess.run([sys.executable, "-m", "hetero_solve", EXAMPLES / "seed000.onnx",
                         RULES / "seed000.yaml", "-o", tmp_path / "out", "--pictures", "gif"],
                        capture_output=True, text=True, cwd=ROOT)

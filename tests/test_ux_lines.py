@@ -44,3 +44,23 @@ def test_a_misspelt_node_in_check_affinity_gets_a_did_you_mean(tmp_path, capsys)
                         "-q"], capsys)
     assert code == 2 and f"no node named {names[0] + 'x'!r}" in err
     assert f"(did you mean {names[0]!r}" in err, err
+
+
+def test_hs_verify_issues_each_warning_once(tmp_path):
+    """A device whose provider this onnxruntime lacks: one warning, not one from the run and
+    one more from verify."""
+    import warnings
+
+    import hetero_solve as hs
+    rules = tmp_path / "r.yaml"
+    rules.write_text((RULES / "seed000.yaml").read_text().replace(
+        "runtime: {onnxruntime: CPUExecutionProvider}\n  - name: CPU",
+        "runtime: {onnxruntime: NoSuchExecutionProvider}\n  - name: CPU", 1))
+    model = EXAMPLES / "seed000.onnx"
+    out = hs.solve(model, rules, engine="heuristic").write(tmp_path / "out")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = hs.verify(model, out)
+    texts = [str(w.message) for w in caught if issubclass(w.category, hs.HeteroSolveWarning)]
+    assert report.ok and texts and len(texts) == len(set(texts)), texts
+    assert any("NoSuchExecutionProvider" in t for t in texts), texts

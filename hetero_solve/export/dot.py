@@ -166,7 +166,8 @@ def check_can_draw(fmt: str) -> str:
     backend = drawing_backend()
     if backend is None:
         raise PictureError("--pictures needs matplotlib (pip install 'hetero-solve[pictures]') "
-                           "or Graphviz's dot program; the .dot files are written without them")
+                           "or Graphviz's dot program; nothing was written (without --pictures "
+                           "the answer is written with partitions.dot and affinity.dot)")
     return backend
 
 

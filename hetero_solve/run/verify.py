@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import onnx
 
-from ..errors import HeteroSolveError, warn
+from ..errors import HeteroSolveError
 from .backend import RunOptions
 from .inputs import (check_dims, check_inputs, check_ranges, check_shapes, is_extra_float,
                      model_input_specs, random_inputs, with_shapes)
@@ -174,8 +174,7 @@ def verify(model: str | os.PathLike | onnx.ModelProto, out_dir: str | os.PathLik
     quantized = quantized_outputs(proto)
     diffs = [compare(name, run.outputs.get(name), expected[name], tolerance,
                      step=quantized.get(name, 0.0)) for name in outs]
-    for message in run.warnings:
-        warn(message)
+    # run_partitioned's session has issued run.warnings already (once each)
     settings = {"optimization": optimization, "original_providers": ["CPUExecutionProvider"],
                 "same_session_options": True}
     return VerifyReport(diffs, tolerance, run, original_seconds, run.random, all_dims, settings)
