@@ -86,6 +86,14 @@ def study_command(
                          command=" ".join(shlex.quote(a) for a in ["hetero-solve", *sys.argv[1:]]))
     result = run_study(config, progress=not quiet, verbose=verbose)
     print_table(result.records, config_algorithms(result.records))
+    open_dims = {(r["model"], r["rules"]): r["missing_dims"] for r in result.records
+                 if r.get("missing_dims")}
+    if open_dims:
+        (model, rules), text = next(iter(open_dims.items()))
+        out_console.print(f"dims with no value in {len(open_dims)} problem(s) (their answers "
+                          f"are marked † in summary.md and parts.*): {Path(model).name} × "
+                          f"{Path(rules).name}: {text}", markup=False, highlight=False,
+                          soft_wrap=True)
     out_console.print(f"runs: {result.computed} computed, {result.reused} reused   "
                       f"written: {out}/ ({', '.join(p.name for p in result.files)})")
 
