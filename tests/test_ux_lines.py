@@ -64,3 +64,16 @@ def test_hs_verify_issues_each_warning_once(tmp_path):
     texts = [str(w.message) for w in caught if issubclass(w.category, hs.HeteroSolveWarning)]
     assert report.ok and texts and len(texts) == len(set(texts)), texts
     assert any("NoSuchExecutionProvider" in t for t in texts), texts
+
+
+def test_tables_in_a_pipe_keep_each_row_on_one_line_and_titles_unpadded(tmp_path, capsys):
+    """stdout not a terminal (a pipe, a file): rows are not wrapped at 80 columns in the
+    middle of a phrase, and no line ends in spaces (rich padded titles to the table width)."""
+    code, out, err = cli([EXAMPLES / "resnet_like.onnx", RULES / "npu-static.yaml", "-o",
+                          tmp_path / "o", *FAST], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "resnet_like.onnx: 3 part(s)"
+    assert all(line == line.rstrip() for line in lines), [x for x in lines if x != x.rstrip()]
+    row = next(x for x in lines if "NPU" in x and "Conv" in x)
+    assert "Conv×10, BatchNormalization×8, Relu×7, ..." in row and "KiB" in row

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 import typer
 from rich.console import Console
 from rich.spinner import Spinner
+from rich.table import Table
 
 from ..errors import HeteroSolveError, HeteroSolveWarning
 from ..filekind import content_kind
@@ -109,10 +110,21 @@ def expect_model_and_rules(model: Path, rules: Path, usage: str = USAGE) -> None
 
 def print_out(renderable: Any, **options) -> None:
     """Print to stdout; tables are never wrapped in the middle of a field when stdout is a
-    pipe or a file."""
-    if not out_console.is_terminal:
-        options.setdefault("width", PIPE_WIDTH)
-    out_console.print(renderable, **options)
+    pipe or a file (rich caps a print's width at the console's, 80 columns for a pipe: a
+    console of :data:`PIPE_WIDTH` renders them; on a terminal narrower than a table, its text
+    columns are cut with an ellipsis, numbers kept whole), and a table's title is a line of
+    its own (rich pads a title with spaces to the table's width)."""
+    if isinstance(renderable, Table) and renderable.title:
+        print_line(str(renderable.title))
+        renderable.title = None
+    if out_console.is_terminal:
+        if isinstance(renderable, Table):   # narrower than the table: cut text, never wrap it
+            for column in renderable.columns:
+                if column.justify == "left":
+                    column.no_wrap, column.overflow = True, "ellipsis"
+        out_console.print(renderable, **options)
+        return
+    Console(file=sys.stdout, highlight=False, width=PIPE_WIDTH).print(renderable, **options)
 
 
 def print_line(text: str) -> None:

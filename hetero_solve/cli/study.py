@@ -13,7 +13,7 @@ from rich.table import Table
 from ..study import ALGORITHMS, StudyConfig, analyse, run_study
 from ..study.executors import EXECUTORS
 from . import app
-from .common import (UsageError, out_console, parse_dims, parse_shapes, quiet_option,
+from .common import (UsageError, out_console, parse_dims, parse_shapes, print_out, quiet_option,
                      shape_option, verbose_option)
 
 RULE_SUFFIXES = (".yaml", ".yml")
@@ -117,7 +117,7 @@ def print_table(records: list[dict], algorithms: list[str]) -> None:
         secs = "" if s["mean_seconds"] is None else f"{s['mean_seconds']:.4f}"
         table.add_row(alg, f"{s['solved']}/{s['runs']}", str(s["valid"]), str(s["optimal"]),
                       gap, secs, other)
-    out_console.print(table)
+    print_out(table)
 
 
 def _split_inputs(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
