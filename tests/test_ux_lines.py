@@ -77,3 +77,64 @@ def test_tables_in_a_pipe_keep_each_row_on_one_line_and_titles_unpadded(tmp_path
     assert all(line == line.rstrip() for line in lines), [x for x in lines if x != x.rstrip()]
     row = next(x for x in lines if "NPU" in x and "Conv" in x)
     assert "Conv×10, BatchNormalization×8, Relu×7, ..." in row and "KiB" in row
+
+
+# -- item 8: objectives and files an ONNX user tries -----------------------------------------
+
+def test_instance_on_an_onnx_model_says_what_it_is_and_what_to_run(capsys):
+    model = EXAMPLES / "seed000.onnx"
+    code, _, err = cli(["instance", model, "--objective", "latency"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert f"{model} is an ONNX model" in err and f"hetero-solve {model} RULES.yaml" in err
+
+
+def test_json_that_is_not_an_instance_is_named_as_such(tmp_path, capsys):
+    other = tmp_path / "config.json"
+    other.write_text('{"layers": 12}')
+    for args in ([other], ["instance", other], [other, RULES / "seed000.yaml"]):
+        code, _, err = cli(args, capsys)
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"{other} is JSON but not an instance file" in err, err
+        assert "ModelProto" not in err and "maxSizePerFPGA: missing" not in err
+    answer = tmp_path / "a"
+    cli([EXAMPLES / "seed000.onnx", RULES / "seed000.yaml", "-o", answer, *FAST], capsys)
+    code, _, err = cli([answer / "partition.json"], capsys)
+    assert code == 2 and "is an answer of hetero-solve: run, verify and export take its " \
+        f"folder {answer}" in err, err
+
+
+def test_a_bad_objective_in_the_library_is_a_typed_error_naming_no_flag():
+    import hetero_solve as hs
+    from hetero_solve.instances.solve import solve_instance
+    path = EXAMPLES.parent / "benchmarks" / "tarnawski2020" / "throughput_bert_l-3_inference.json"
+    with pytest.raises(hs.HeteroSolveError) as e:
+        solve_instance(path, "speed")
+    assert "unknown objective 'speed'" in str(e.value) and "throughput or latency" in str(e.value)
+    assert "--" not in str(e.value)
+
+
+def test_a_one_part_instance_answer_is_on_the_first_instance(tmp_path, capsys):
+    """A chain every accelerator runs faster: latency puts it in one part, on FPGA.0 (the
+    instances are identical; the solver's pick of one was shown as it came)."""
+    import json
+
+    from hetero_solve.instances.solve import first_instances
+    from hetero_solve.solution import Solution
+    assert first_instances(Solution([0, 1, 2], [0, 1, 0], [2, 5, 0])).part_instance == [0, 0, 1]
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps({
+        "maxSizePerFPGA": 100.0, "maxFPGAs": 4, "maxCPUs": 1,
+        "nodes": [{"id": k, "supportedOnFpga": True, "cpuLatency": 10, "fpgaLatency": 1,
+                   "size": 1.0} for k in range(6)],
+        "edges": [{"sourceId": k, "destId": k + 1, "cost": 1} for k in range(5)]}))
+    for objective in ("latency", "throughput"):
+        code, out, err = cli(["instance", path, "--objective", objective, "-o",
+                              tmp_path / objective, "-t", "5"], capsys)
+        assert code == 0, err
+        parts = json.loads((tmp_path / objective / "partition.json").read_text())["partitions"]
+        used = {}
+        for part in parts:   # each device's instances are numbered 0, 1, ... as parts come
+            assert part["instance"] == used.setdefault(part["device"], {}).setdefault(
+                part["instance"], len(used[part["device"]])), parts
+        if objective == "latency":
+            assert len(parts) == 1 and "FPGA.0" in out, out

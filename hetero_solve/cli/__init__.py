@@ -29,8 +29,13 @@ class _DefaultToSolve(TyperGroup):
 
     def parse_args(self, ctx, args):
         if args and not args[0].startswith("-") and args[0] not in self.commands:
-            from ..filekind import content_kind      # an instance file has a command of its own
-            args = ["instance" if content_kind(args[0]) == "instance" else "solve", *args]
+            # an instance file has a command of its own, which also names other JSON files
+            from ..filekind import content_kind, looks_like_json
+            kind = content_kind(args[0])
+            alone = len(args) == 1 or args[1].startswith("-")   # no RULES after it
+            to_instance = alone and (kind == "instance" or (kind == "other"
+                                                            and looks_like_json(args[0])))
+            args = ["instance" if to_instance else "solve", *args]
         return super().parse_args(ctx, args)
 
 

@@ -17,7 +17,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 
 from ..errors import HeteroSolveError, HeteroSolveWarning
-from ..filekind import content_kind
+from ..filekind import content_kind, looks_like_json
 from ..pipeline import EXACT_STAGE
 
 out_console = Console(highlight=False)
@@ -102,8 +102,21 @@ def expect_model_and_rules(model: Path, rules: Path, usage: str = USAGE) -> None
                          f"ONNX model; the model comes first: {usage}")
     if model_kind == "rules":
         raise UsageError(f"{model} is a rule file where the ONNX model is expected: {usage}")
+    if model_kind == "instance" or (model_kind == "other" and looks_like_json(model)):
+        raise UsageError(f"expected an ONNX model first ({usage}): {json_text(model)}")
     if rules_kind == "model":
         raise UsageError(f"{rules} is an ONNX model where the rule file is expected: {usage}")
+
+
+def json_text(path: Path) -> str:
+    """What a JSON file that is neither a model nor a rule file is, and what takes it."""
+    if content_kind(path) == "instance":
+        return f"{path} is an instance file: hetero-solve instance {path} solves it alone"
+    if Path(path).name == "partition.json":
+        return (f"{path} is an answer of hetero-solve: run, verify and export take its folder "
+                f"{Path(path).parent}")
+    return (f"{path} is JSON but not an instance file (an instance has the keys "
+            f"maxSizePerFPGA, maxFPGAs, maxCPUs and nodes: docs/costs.md)")
 
 
 # -- printing ----------------------------------------------------------------------------------

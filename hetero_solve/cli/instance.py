@@ -10,9 +10,10 @@ import typer
 from rich.table import Table
 
 from ..export.writer import answer_files, check_target
+from ..filekind import content_kind, looks_like_json
 from ..instances.solve import OBJECTIVES, InstanceResult, instance_manifest, solve_instance, write_instance
 from . import app
-from .common import (UsageError, json_option, print_json, print_line, print_out,
+from .common import (UsageError, json_option, json_text, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, verbose_option, written_line)
 
 MAX_ROWS = 40
@@ -54,6 +55,7 @@ def instance_command(
     """
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
+    expect_instance(path)
     target = check_target(path.with_suffix(".hetero") if out is None else out)
     replaced = bool(answer_files(target))
     with progress_on_stderr(quiet, verbose, time_limit) as say:
@@ -64,6 +66,22 @@ def instance_command(
         print_json({**instance_manifest(result), "out_dir": str(written)})
         return
     print_instance_summary(result, written, replaced)
+
+
+def expect_instance(path: Path) -> None:
+    """A model, a rule file, an answer's partition.json or other JSON given as an instance is
+    named as what it is, with the command that takes it (one line, exit code 2)."""
+    kind = content_kind(path)
+    if kind == "model":
+        raise UsageError(f"{path} is an ONNX model; 'instance' solves instance files (an "
+                         f"operator graph with times, docs/costs.md). A model is solved with "
+                         f"its rule file: hetero-solve {path} RULES.yaml")
+    if kind == "rules":
+        raise UsageError(f"{path} is a rule file; 'instance' solves instance files (an operator "
+                         f"graph with times, docs/costs.md); a rule file goes after its model: "
+                         f"hetero-solve MODEL.onnx {path}")
+    if kind == "other" and looks_like_json(path):
+        raise UsageError(json_text(path))
 
 
 def print_instance_summary(result: InstanceResult, out_dir: Path | None = None,
