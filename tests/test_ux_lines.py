@@ -138,3 +138,13 @@ def test_a_one_part_instance_answer_is_on_the_first_instance(tmp_path, capsys):
                 part["instance"], len(used[part["device"]])), parts
         if objective == "latency":
             assert len(parts) == 1 and "FPGA.0" in out, out
+
+
+def test_rules_check_without_a_model_prints_the_rule_files_warnings(tmp_path, capsys):
+    """They were shown before the loader's warnings were collected: never printed."""
+    rules = tmp_path / "r.yaml"
+    rules.write_text((RULES / "seed000.yaml").read_text().replace(
+        "    ops: {supported: all}", "    ops: {supported: all, unsupported: [FusedConv]}", 1))
+    code, _, err = cli(["rules", "check", rules], capsys)
+    assert code == 0, err
+    assert "warning: " in err and "read as com.microsoft.FusedConv" in err
