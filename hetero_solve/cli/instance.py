@@ -75,7 +75,8 @@ def expect_instance(path: Path) -> None:
     if kind == "model":
         raise UsageError(f"{path} is an ONNX model; 'instance' solves instance files (an "
                          f"operator graph with times, docs/costs.md). A model is solved with "
-                         f"its rule file: hetero-solve {path} RULES.yaml")
+                         f"its rule file: hetero-solve {path} RULES.yaml (with --objective "
+                         f"latency or throughput and a cost source: docs/costs.md)")
     if kind == "rules":
         raise UsageError(f"{path} is a rule file; 'instance' solves instance files (an operator "
                          f"graph with times, docs/costs.md); a rule file goes after its model: "
