@@ -652,7 +652,14 @@ DEVICE = Record(
                                                       "or leave the key out"),
                   "onnxruntime_options": Key(PROVIDER_OPTIONS, null="empty: give "
                                              "{provider: {option: value}} or leave the key "
-                                             "out")})),
+                                             "out"),
+                  "openvino": Key(Str(min_length=1, hint="an OpenVINO device name",
+                                      doc="An OpenVINO device (`CPU`, `GPU`, `GPU.1`, `NPU`): "
+                                          "the device's parts run on OpenVINO there (where "
+                                          "`onnxruntime` is also given, it wins unless `run "
+                                          "--backend openvino`).", example="CPU"),
+                                  null="empty: name an OpenVINO device (openvino: CPU) or "
+                                       "leave the key out")})),
     })
 
 INDICES = ListOf(Int(minimum=0, maximum=MAX_INDEX), what="a list of input indices (whole "
