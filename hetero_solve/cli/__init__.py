@@ -19,6 +19,7 @@ import typer.exceptions
 from typer.core import TyperGroup
 
 from ..errors import HeteroSolveError, one_line
+from ..filekind import content_kind, looks_like_json
 from ..interrupt import release_imports
 from .common import err_console
 
@@ -30,7 +31,6 @@ class _DefaultToSolve(TyperGroup):
     def parse_args(self, ctx, args):
         if args and not args[0].startswith("-") and args[0] not in self.commands:
             # an instance file has a command of its own, which also names other JSON files
-            from ..filekind import content_kind, looks_like_json
             kind = content_kind(args[0])
             alone = len(args) == 1 or args[1].startswith("-")   # no RULES after it
             to_instance = alone and (kind == "instance" or (kind == "other"

@@ -13,8 +13,9 @@ from ..export.writer import answer_files, check_target
 from ..filekind import content_kind, looks_like_json
 from ..instances.solve import OBJECTIVES, InstanceResult, instance_manifest, solve_instance, write_instance
 from . import app
-from .common import (UsageError, json_option, json_text, print_json, print_line, print_out,
-                     progress_on_stderr, quiet_option, verbose_option, written_line)
+from .common import (UsageError, json_option, json_text, limits, print_json, print_line,
+                     print_out, progress_on_stderr, quiet_option, time_limit_option,
+                     verbose_option, work_limit_option, written_line)
 
 MAX_ROWS = 40
 
@@ -34,8 +35,8 @@ def instance_command(
     out: Optional[str] = typer.Option(None, "-o", "--out",
                                       help="Output directory for partition.json (default: "
                                            "INSTANCE_STEM.hetero/ next to the file)."),
-    time_limit: float = typer.Option(30.0, "--time-limit", "-t", min=0,
-                                     help="Seconds for the exact solver."),
+    time_limit: Optional[float] = time_limit_option(30.0),
+    work_limit: Optional[float] = work_limit_option(),
     seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
     as_json: bool = json_option("the result (partition.json's content)"),
     quiet: bool = quiet_option(),
@@ -56,11 +57,12 @@ def instance_command(
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
     expect_instance(path)
+    time_limit, work_limit = limits(time_limit, work_limit, default=30.0)
     target = check_target(path.with_suffix(".hetero") if out is None else out)
     replaced = bool(answer_files(target))
     with progress_on_stderr(quiet, verbose, time_limit) as say:
         result = solve_instance(path, objective, contiguous=contiguous, time_limit=time_limit,
-                                progress=say)
+                                work_limit=work_limit, progress=say)
         written = write_instance(result, target)
     if as_json:
         print_json({**instance_manifest(result), "out_dir": str(written)})
