@@ -44,3 +44,19 @@ def content_kind(path: str | os.PathLike) -> str:
     if head.lstrip().startswith(b"{") and _INSTANCE_KEYS.search(head):
         return "instance"
     return "other"
+
+
+def looks_like_json(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a regular file whose first non-blank byte opens a JSON object or
+    array (or whose name ends in ``.json``)."""
+    p = Path(path)
+    if p.suffix.lower() == ".json":
+        return True
+    try:
+        if not stat.S_ISREG(os.stat(p).st_mode):
+            return False
+        with open(p, "rb") as f:
+            head = f.read(HEAD_BYTES)
+    except OSError:
+        return False
+    return head.lstrip()[:1] in (b"{", b"[")

@@ -158,6 +158,7 @@ class _PlainDataLoader(yaml.SafeLoader):
     def __init__(self, stream: str):
         super().__init__(stream)
         self._path: list[str] = []   # where composing is: one step per level
+        self.aliased: set[int] = set()   # ids of the nodes an alias (*name) stands for
 
     def compose_node(self, parent, index):
         # Composing recurses once per level: stop before Python's recursion limit does.
@@ -167,7 +168,11 @@ class _PlainDataLoader(yaml.SafeLoader):
                 raise yaml.composer.ComposerError(
                     None, None, f"nested deeper than {YAML_DEPTH} levels under "
                     f"{key_path(self._path[1:])}", self.peek_event().start_mark)
-            return super().compose_node(parent, index)
+            alias = self.check_event(yaml.AliasEvent)
+            node = super().compose_node(parent, index)
+            if alias:
+                self.aliased.add(id(node))
+            return node
         finally:
             self._path.pop()
 
@@ -253,15 +258,32 @@ def _expanded_nodes(root: yaml.Node, limit: int) -> int:
     return size[id(root)]
 
 
-def _largest_key(root: yaml.Node) -> str:
-    """The top-level key whose value stands for the most nodes (the one holding a YAML
-    bomb), as ``key 'notes'``; ``the top level`` when the document is not a mapping."""
-    if not isinstance(root, yaml.MappingNode) or not root.value:
-        return "the top level"
-    sizes = [(_expanded_nodes(value, YAML_NODES), k) for k, (key, value) in enumerate(root.value)]
-    _, k = max(sizes)
-    key = root.value[k][0]
-    return f"key {key.value!r}" if isinstance(key, yaml.ScalarNode) else "a key that is a list or mapping"
+def _bomb_key(root: yaml.Node, aliased: set[int]) -> str:
+    """The key holding a YAML bomb, as ``key 'devices[0].instances'``: from the top, into
+    the last child (in file order: an alias comes after its anchor, so the last one is where
+    the bomb is used) standing for over :data:`YAML_NODES` values, until that child is an
+    alias; list positions at the end are left out (the key holds the list).  ``the top
+    level`` when no key does."""
+    steps: list[str] = []
+    node, seen = root, set()
+    while isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and id(node) not in seen:
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            children = [(f".{k.value}" if isinstance(k, yaml.ScalarNode) else ".<key>", v)
+                        for k, v in node.value]
+        else:
+            children = [(f"[{i}]", v) for i, v in enumerate(node.value)]
+        big = [(step, child) for step, child in children
+               if _expanded_nodes(child, YAML_NODES) > YAML_NODES]
+        if not big:
+            break
+        step, node = big[-1]
+        steps.append(step)
+        if id(node) in aliased:
+            break
+    while steps and steps[-1].startswith("["):
+        steps.pop()
+    return f"key {''.join(steps).lstrip('.')!r}" if steps else "the top level"
 
 
 def load_yaml(text: str, error: Fail) -> Any:
@@ -276,7 +298,7 @@ def load_yaml(text: str, error: Fail) -> Any:
         nodes = _expanded_nodes(node, YAML_NODES)
         if nodes > YAML_NODES:
             raise error(f"its aliases expand to over {YAML_NODES:,} values, or refer to "
-                        f"themselves (a YAML bomb?), under {_largest_key(node)}")
+                        f"themselves (a YAML bomb?), under {_bomb_key(node, loader.aliased)}")
         return loader.construct_document(node)
     except yaml.YAMLError as e:
         raise error(yaml_problem(e)) from None

@@ -4,6 +4,7 @@ so a size or an instance is spelled one way everywhere."""
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from onnx import TensorProto
@@ -118,6 +119,26 @@ def dtype_names() -> list[str]:
     names = [n for e, n in sorted(_NAMES.items()) if e]
     onnx_names = [TensorProto.DataType.Name(e) for e in sorted(_NAMES) if e]
     return list(dict.fromkeys(names + onnx_names))
+
+
+#: Short names users write for a dtype, and the name rule files use.
+_DTYPE_ALIASES = {"fp32": "float32", "f32": "float32", "float": "float32", "single": "float32",
+                  "fp16": "float16", "f16": "float16", "half": "float16",
+                  "fp64": "float64", "f64": "float64", "double": "float64",
+                  "bf16": "bfloat16", "i8": "int8", "i16": "int16", "i32": "int32",
+                  "int": "int64", "long": "int64", "i64": "int64", "u8": "uint8",
+                  "u16": "uint16", "u32": "uint32", "u64": "uint64", "boolean": "bool",
+                  "str": "string"}
+
+
+def closest_dtype(name: str) -> str | None:
+    """The dtype name a misspelt ``name`` most likely meant (``fp32`` -> ``float32``,
+    ``flaot16`` -> ``float16``), or None."""
+    key = name.strip().lower()
+    if key in _DTYPE_ALIASES:
+        return _DTYPE_ALIASES[key]
+    close = difflib.get_close_matches(key, [n for e, n in sorted(_NAMES.items()) if e], n=1)
+    return close[0] if close else None
 
 
 def dtype_from_name(name: str) -> int | None:

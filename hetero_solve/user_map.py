@@ -30,6 +30,7 @@ How a node -> device map becomes parts (``split``):
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -172,7 +173,9 @@ def _resolve(umap: UserMap, mg: ModelGraph, problem: Problem,
     all_names = set(mg.names)
     unknown = [n for n in umap.entries if n not in all_names]
     if unknown:
-        raise AffinityError(label, f"no node named {_named(unknown)} in {mg.path}")
+        close = difflib.get_close_matches(unknown[0], mg.names, n=3)
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        raise AffinityError(label, f"no node named {_named(unknown)} in {mg.path}{hint}")
     shared = _check_units(umap, mg, problem)
     for n, pid in umap.repeated.items():
         if n not in shared:

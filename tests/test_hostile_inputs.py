@@ -5,7 +5,9 @@ block (FIFOs), exhaust memory (YAML bombs) or leak a file from elsewhere (extern
 from __future__ import annotations
 
 import builtins
+import errno
 import json
+import re
 import os
 import shutil
 
@@ -75,7 +77,7 @@ def test_billion_laughs_is_refused_naming_its_key(box):
     refused(box, "m.onnx", "bomb.yaml", expect="aliases expand to over 1,000,000 values")
     (box / "bomb.yaml").write_text(RULE_TEXT + "notes:\n" + "".join(
         "  " + line + "\n" for line in BILLION_LAUGHS.splitlines()[1:]))
-    refused(box, "m.onnx", "bomb.yaml", expect="(a YAML bomb?), under key 'notes'")
+    refused(box, "m.onnx", "bomb.yaml", expect="(a YAML bomb?), under key 'notes.i'")
 
 
 def test_a_self_referencing_alias_is_refused():
@@ -304,3 +306,63 @@ def test_external_data_inside_the_folder_still_loads(box):
     r = outcome([path, "r.yaml", "-o", "out", *FAST], cwd=box)
     assert r.code == 0, r
     assert hs.verify(path, box / "out").ok
+
+
+# -- issue 31: a bomb and a failed include are named where the user wrote them ----------------
+
+LAUGHS = "".join(f"{chr(97 + i)}: &{chr(97 + i)} [" + ",".join(
+    ['"lol"'] * 9 if i == 0 else ["*" + chr(96 + i)] * 9) + "]\n" for i in range(8))
+
+
+@pytest.mark.parametrize("device, where", [
+    ("{name: X, instances: *h, ops: {supported: all}}", "devices[0].instances"),
+    ("{name: X, memory: *h, ops: {supported: all}}", "devices[0].memory"),
+    ("{name: X, ops: {supported: *h}}", "devices[0].ops.supported"),
+    ("{name: X, ops: {supported: all, unsupported: [Relu, *h]}}", "devices[0].ops.unsupported"),
+    ("{name: X, ops: {supported: all, when: {Conv: {max_rank: *h}}}}",
+     "devices[0].ops.when.Conv.max_rank"),
+    ("{name: X, ops: {supported: all, when: {Conv: {attributes: {group: *h}}}}}",
+     "devices[0].ops.when.Conv.attributes.group"),
+    ("{name: *h, ops: {supported: all}}", "devices[0].name"),
+    ("{name: X, ops: {supported: all}, runtime: *h}", "devices[0].runtime"),
+    ("{name: X, ops: {supported: all}, runtime: {onnxruntime: *h}}",
+     "devices[0].runtime.onnxruntime"),
+    ("{name: X, ops: {supported: all}, instances: &z [*h, *h]}", "devices[0].instances")])
+def test_a_yaml_bomb_names_the_key_that_holds_it(tmp_path, device, where):
+    """The anchors are under ``notes`` (a free mapping); the error names where the bomb is
+    used, not the outermost key (``devices``) nor the anchors' key."""
+    text = "version: 1\nnotes:\n" + "".join("  " + x + "\n" for x in LAUGHS.splitlines()) \
+        + f"devices:\n  - {device}\n"
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    with pytest.raises(RuleError, match=r"\(a YAML bomb\?\), under key '" + re.escape(where)
+                       + "'$"):
+        hs.load_rules(path)
+
+
+@pytest.mark.parametrize("make, expect", [
+    (lambda p: p.write_bytes(bytes(range(256))), "not a text file: a NUL byte"),
+    (lambda p: None, "expected a mapping (a catalog with value_inputs)"),     # /etc/passwd
+    (lambda p: p.write_text("- a\n- b\n"), "expected a mapping (a catalog with value_inputs)"),
+    (lambda p: p.write_text("value_inputs: {}\n"), "cannot read: Input/output error")])
+def test_a_failed_include_names_the_rule_file_and_its_include_key(tmp_path, monkeypatch,
+                                                                   make, expect):
+    target = tmp_path / "cat.yaml"
+    make(target)
+    name = "/etc/passwd" if not target.exists() else "cat.yaml"
+    if name == "/etc/passwd" and not os.path.exists(name):
+        pytest.skip("no /etc/passwd here")
+    if expect.startswith("cannot read"):   # a disk that fails (root reads a mode-0 file)
+        real_open = os.open
+
+        def failing_open(path, *args, **kwargs):
+            if str(path) == str(target):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            return real_open(path, *args, **kwargs)
+        monkeypatch.setattr(os, "open", failing_open)
+    rules = tmp_path / "r.yaml"
+    rules.write_text(RULE_TEXT.replace("version: 1", f"version: 1\ninclude: ['{name}']", 1))
+    with pytest.raises(RuleError) as e:
+        hs.load_rules(rules)
+    assert e.value.path == str(rules) and e.value.key == "include[0]", e.value
+    assert str(e.value).startswith(f"{rules}: include[0]: {name}") and expect in str(e.value)

@@ -52,8 +52,10 @@ def test_pictures_without_a_system_binary(result, tmp_path, fmt, monkeypatch):
 
 def test_without_any_drawing_library_the_command_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(dot, "drawing_backend", lambda: None)
-    with pytest.raises(dot.PictureError, match="pictures needs matplotlib"):
+    with pytest.raises(dot.PictureError, match="pictures needs matplotlib") as e:
         dot.check_can_draw("svg")
+    # it is raised before anything is written: it says so, and how to get the .dot files
+    assert "nothing was written (without --pictures" in str(e.value)
     r = subprocess.run([sys.executable, "-m", "hetero_solve", EXAMPLES / "seed000.onnx",
                         RULES / "seed000.yaml", "-o", tmp_path / "out", "--pictures", "gif"],
                        capture_output=True, text=True, cwd=ROOT)
@@ -140,3 +142,72 @@ def test_random_dags_route_every_arrow_around_the_boxes(seed):
                       edges=[(a, b, "", False) for a, b in edges])
     lay = layout(nodes, edges)
     _check_arrows(pic, lay)
+
+
+# -- issue 31: pictures a person can read, in a time a person waits for -------------------------
+
+def _fan(n: int, bundle: bool):
+    """A chain of ``n`` boxes and a source that feeds every one of them (a mask read by every
+    layer): ``n - 1`` arrows leave the source for rows further and further down."""
+    from hetero_solve.export.layout import layout
+    nodes = [("mask", 1.0, 0.4)] + [(f"layer{i}", 1.5, 0.4) for i in range(n)]
+    edges = [(f"layer{i}", f"layer{i + 1}") for i in range(n - 1)]
+    edges += [("mask", f"layer{i}") for i in range(n)]
+    pic = dot.Picture("fan", nodes=[(i, [i], "#ffffff") for i, _w, _h in nodes],
+                      edges=[(a, b, "", False) for a, b in edges])
+    return pic, layout(nodes, edges, bundle=bundle)
+
+
+def test_arrows_sharing_a_source_are_one_wire(monkeypatch):
+    """Twelve arrows from one box to twelve rows: bundled, they share their waypoints (one
+    wire branching off at each row) instead of twelve wires side by side; none crosses a box
+    and each still ends on its own target."""
+    def wires(lay):   # distinct vertical steps between rows (rounded), over every arrow
+        return {(round(x0, 3), round(y0, 3), round(x1, 3), round(y1, 3)) for pts in lay.arrows
+                for (x0, y0), (x1, y1) in zip(pts, pts[1:])}
+    pic, apart = _fan(12, bundle=False)
+    _pic, bundled = _fan(12, bundle=True)
+    _check_arrows(pic, bundled)
+    assert len(wires(bundled)) <= 0.5 * len(wires(apart)), (len(wires(bundled)),
+                                                            len(wires(apart)))
+    # the picture's own choice: arrows without labels (affinity) are bundled, labelled
+    # arrows (the parts' bytes) are not: their labels would sit on one another
+    asked = []
+    real = dot.layout
+    monkeypatch.setattr(dot, "layout", lambda *a, **k: asked.append(k["bundle"]) or real(*a, **k))
+    dot.picture_layout(pic)
+    dot.picture_layout(dot.Picture("x", nodes=pic.nodes,
+                                   edges=[(a, b, "1 KiB", h) for a, b, _l, h in pic.edges]))
+    assert asked == [True, False]
+
+
+def test_one_node_and_a_long_title_on_a_narrow_picture(tmp_path):
+    import struct
+    r = hs.solve(EXAMPLES / "seed000.onnx", RULES / "seed000.yaml", engine="heuristic")
+    pic = dot.partitions_picture(r.problem, r.solution, r.metrics.part_memory)
+    lines = [line for _i, node_lines, _c in pic.nodes for line in node_lines]
+    assert "1 node" in lines and "1 nodes" not in lines
+    if importlib.util.find_spec("matplotlib") is None:
+        return
+    narrow = dot.Picture("a-model-with-a-rather-long-name-that-is-wider-than-its-one-box "
+                         "partitions", nodes=[("p0", ["part 0"], "#ffffff")])
+    path = dot.draw(narrow, tmp_path / "narrow.png", backend="matplotlib")
+    width, _height = struct.unpack(">II", path.read_bytes()[16:24])
+    title_px = len(narrow.title) * dot._CHAR_WIDTH * dot.TITLE_POINTS / 72 * 100
+    assert width >= title_px        # the title is not cut at the picture's edges
+
+
+def test_glyph_text_lands_where_it_is_centred():
+    """The PNG's box labels are pasted from glyphs rendered once: the ink of a centred word
+    is around its centre, as wide as the word."""
+    import numpy as np
+    pytest.importorskip("matplotlib")
+    from hetero_solve.export.glyphs import GlyphText
+    pixels = np.full((60, 300, 3), 255, np.uint8)
+    text = GlyphText(10, 100)
+    text.draw(pixels, ["Conv | part 0"], 150, 30)
+    rows, cols = np.nonzero(pixels.min(axis=2) < 128)
+    assert len(rows) > 50
+    assert abs((rows.min() + rows.max()) / 2 - 30) <= 4
+    assert abs((cols.min() + cols.max()) / 2 - 150) <= 4
+    assert abs((cols.max() - cols.min()) - text.width("Conv | part 0")) <= 4

@@ -46,3 +46,14 @@ def test_the_command_line_runs_without_click_installed(tmp_path):
     bad = subprocess.run([sys.executable, "-c", code.replace("seed000.yaml", "nope.yaml")],
                          capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and bad.stderr.startswith("hetero-solve: error:"), bad.stderr
+
+
+def test_the_two_setup_commands_use_their_own_virtualenv():
+    """The plain install and the test install live in two folders: running the second does
+    not turn the first's plain install into a test one, and neither needs its own clone."""
+    venvs = [re.search(r"python3 -m venv (\S+)", c).group(1) for c in setup_commands()]
+    assert len(set(venvs)) == 2, venvs
+    for command, venv in zip(setup_commands(), venvs):
+        # every tool a command runs is its own venv's
+        assert all(w.startswith(f"{venv}/bin/") for w in shlex.split(command)
+                   if "/bin/" in w), command

@@ -133,3 +133,36 @@ def test_memory_units(tmp_path):
     for text, expected in (("512KiB", 512 * 1024), ("1.5GB", 1_500_000_000), ("64MB", 64_000_000), ("4096", 4096)):
         rules = hs.load_rules(write(tmp_path, BASE.replace("64MiB", f'"{text}"')))
         assert rules.devices[0].memory == expected
+
+
+def test_a_misspelt_dtype_gets_a_did_you_mean(tmp_path):
+    for wrong, meant in (("fp32", "float32"), ("flaot16", "float16"), ("f16", "float16")):
+        e = error_of(write(tmp_path, BASE.replace(
+            "      supported: [Relu, Add]",
+            f"      supported: [Relu]\n      when: {{Relu: {{dtypes: [{wrong}]}}}}")))
+        assert f"unknown dtype {wrong!r} (did you mean {meant!r}?)" in e.reason, e
+
+
+@pytest.mark.parametrize("key", ["onnxruntime", "onnxruntime_options"])
+def test_an_empty_runtime_entry_is_an_error(tmp_path, key):
+    """``runtime: {onnxruntime: null}`` says nothing: it is refused, not taken as absent."""
+    e = error_of(write(tmp_path, BASE.replace("    ops: {supported: all}",
+                                              f"    ops: {{supported: all}}\n"
+                                              f"    runtime: {{{key}: null}}")))
+    assert e.key == f"devices[1].runtime.{key}" and e.reason.startswith("empty:"), e
+
+
+def test_another_domains_op_written_bare_in_unsupported_is_a_warning(tmp_path):
+    """``unsupported: [FusedConv]`` (an onnxruntime op, whose rule name is
+    com.microsoft.FusedConv) is read with its domain and warned about, not refused; a
+    misspelling stays an error (it would let the device take what the user refused)."""
+    path = write(tmp_path, BASE.replace("      supported: [Relu, Add]",
+                                        "      supported: all\n"
+                                        "      unsupported: [FusedConv, Relu]"))
+    with pytest.warns(hs.HeteroSolveWarning,
+                      match=r"devices\[0\]\.ops\.unsupported\[0\]: 'FusedConv' is not an op "
+                            r"of onnx; read as com\.microsoft\.FusedConv"):
+        rules = hs.load_rules(path)
+    assert rules.devices[0].unsupported == frozenset({"com.microsoft.FusedConv", "Relu"})
+    e = error_of(write(tmp_path, BASE.replace("[Relu, Add]", "all\n      unsupported: [Reluu]")))
+    assert e.key == "devices[0].ops.unsupported[0]" and "did you mean Relu" in e.reason

@@ -77,6 +77,63 @@ def test_from_onnxruntime_cpu_rules_solve_a_corpus_model(tmp_path, capsys):
     assert result.metrics.partitions == 1 and result.metrics.fallback == 0
 
 
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_rules_from_the_runtime_solve_a_loop_without_a_fallback(runtime, tmp_path, capsys):
+    """Loop, If and the ops in their bodies are probed (a probe with a body graph), so the
+    CPU's rules take the whole of examples/control_flow.onnx: no fallback device needed."""
+    if runtime == "openvino" and import_openvino() is None:
+        pytest.skip("OpenVINO is not installed: pip install 'hetero-solve[openvino]'")
+    model = ROOT / "examples" / "control_flow.onnx"
+    out = tmp_path / "cpu.yaml"
+    args = ["rules", "from-onnxruntime", "CPUExecutionProvider"] if runtime == "onnxruntime" \
+        else ["rules", "from-openvino", "CPU"]
+    code, _, err = _cli([*args, "--model", str(model), "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "not probed" not in err
+    assert {"Loop", "If"} <= set(yaml.safe_load(out.read_text())["devices"][0]["ops"]["supported"])
+    result = hs.solve(model, out)
+    assert result.metrics.partitions == 1 and result.metrics.fallback == 0
+
+
+def test_sequence_scan_and_contrib_ops_are_probed_or_read_from_the_registry(capsys):
+    """Scan and sequence ops get a probe (a chain around the op); com.microsoft ops, which
+    onnx cannot build a probe for, are taken where onnxruntime's kernel registry has them
+    for the provider, and named in the file's header."""
+    asked = ["Scan", "SequenceAt", "SplitToSequence", "OptionalHasElement",
+             "com.microsoft.Gelu", "com.microsoft.NoSuchOp"]
+    code, text, err = _cli(["rules", "from-onnxruntime", "CPUExecutionProvider", "--ops",
+                            ",".join(asked)], capsys)
+    assert code == 0, err
+    supported = yaml.safe_load(text)["devices"][0]["ops"]["supported"]
+    assert set(asked[:5]) <= set(supported) and "com.microsoft.NoSuchOp" not in supported
+    assert "kernel registry" in text and "com.microsoft.Gelu" in text.split("version:")[0]
+    # what could not be probed is named, with the way round it
+    assert "not probed" in err and "com.microsoft.NoSuchOp" in err and "--fallback" in err
+
+
+def test_a_contrib_op_model_solves_on_the_cpu_rules(tmp_path, capsys):
+    """A model with a com.microsoft op (FusedMatMul) runs on onnxruntime's CPU provider; the
+    rules asked of it take it without a fallback."""
+    graph = helper.make_graph(
+        [helper.make_node("FusedMatMul", ["a", "b"], ["c"], domain="com.microsoft", alpha=1.0),
+         helper.make_node("Relu", ["c"], ["y"])], "fused",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    path = tmp_path / "fused.onnx"
+    onnx.save(model, str(path))
+    ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])   # it does run
+    out = tmp_path / "cpu.yaml"
+    code, _, err = _cli(["rules", "from-onnxruntime", "CPUExecutionProvider", "--model",
+                         str(path), "-o", str(out)], capsys)
+    assert code == 0, err
+    result = hs.solve(path, out)
+    assert result.metrics.partitions == 1 and result.metrics.fallback == 0
+
+
 def test_what_the_cpu_provider_refuses_it_really_refuses():
     found = ask_runtime("onnxruntime", "CPUExecutionProvider",
                         onnxruntime_taker("CPUExecutionProvider"), ops=["Erf"])

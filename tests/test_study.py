@@ -385,3 +385,28 @@ def test_a_device_refusing_nodes_for_want_of_a_dim_is_marked_as_solve_says(tmp_p
     assert [r["missing_dims"] for r in load_results(cfg.out_dir)] == [""]
     assert "†" not in (cfg.out_dir / "summary.md").read_text().split("## Parts per problem")[1] \
         .split("| model |")[1]
+
+
+def test_open_dims_are_marked_on_the_terminal_and_in_the_plot_and_progress_reads(
+        tmp_path, capsys, monkeypatch):
+    """Issue 31: the terminal table and the parts plot say what summary.md says (†), and the
+    progress line reads 'running in this process', not 'running on in this process'."""
+    from hetero_solve.study import plots
+    labels = []
+    real_save = plots._save
+
+    def save(fig, out_dir, stem):
+        if stem == "parts":
+            labels.extend(t.get_text() for t in fig.axes[0].get_xticklabels())
+            labels.append(fig.axes[0].get_title())
+        return real_save(fig, out_dir, stem)
+    monkeypatch.setattr(plots, "_save", save)
+    with pytest.raises(SystemExit) as e:
+        main(["study", str(EX / "transformer_encoder.onnx"), "-r", str(RU / "npu-static.yaml"),
+              "-a", "heuristic", "-o", str(tmp_path / "s"), "-v"])
+    assert e.value.code in (0, None)
+    out, err = capsys.readouterr()
+    assert "running in this process" in err and "running on in" not in err
+    assert "dims with no value in 1 problem(s)" in out and "only because dim 'seq'" in out
+    assert labels and labels[0].startswith("transformer_encoder †"), labels
+    assert "†: dims with no value" in labels[-1]

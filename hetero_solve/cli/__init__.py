@@ -19,7 +19,7 @@ import typer.exceptions
 from typer.core import TyperGroup
 
 from ..errors import HeteroSolveError, one_line
-from ..filekind import content_kind
+from ..filekind import content_kind, looks_like_json
 from ..interrupt import exit_interrupted, release_imports, restore_interrupts, take_interrupts
 from .common import err_console
 
@@ -30,7 +30,12 @@ class _DefaultToSolve(TyperGroup):
 
     def parse_args(self, ctx, args):
         if args and not args[0].startswith("-") and args[0] not in self.commands:
-            args = ["instance" if content_kind(args[0]) == "instance" else "solve", *args]
+            # an instance file has a command of its own, which also names other JSON files
+            kind = content_kind(args[0])
+            alone = len(args) == 1 or args[1].startswith("-")   # no RULES after it
+            to_instance = alone and (kind == "instance" or (kind == "other"
+                                                            and looks_like_json(args[0])))
+            args = ["instance" if to_instance else "solve", *args]
         return super().parse_args(ctx, args)
 
 

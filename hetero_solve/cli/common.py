@@ -14,9 +14,10 @@ from typing import Any, Callable, Iterable, Iterator
 import typer
 from rich.console import Console
 from rich.spinner import Spinner
+from rich.table import Table
 
 from ..errors import HeteroSolveError, HeteroSolveWarning
-from ..filekind import content_kind
+from ..filekind import content_kind, looks_like_json
 from ..pipeline import SOLVE_STAGE
 from ..problem import Objective
 from ..rules.load import objective_from_text
@@ -148,18 +149,42 @@ def expect_model_and_rules(model: Path, rules: Path, usage: str = USAGE) -> None
                          f"ONNX model; the model comes first: {usage}")
     if model_kind == "rules":
         raise UsageError(f"{model} is a rule file where the ONNX model is expected: {usage}")
+    if model_kind == "instance" or (model_kind == "other" and looks_like_json(model)):
+        raise UsageError(f"expected an ONNX model first ({usage}): {json_text(model)}")
     if rules_kind == "model":
         raise UsageError(f"{rules} is an ONNX model where the rule file is expected: {usage}")
+
+
+def json_text(path: Path) -> str:
+    """What a JSON file that is neither a model nor a rule file is, and what takes it."""
+    if content_kind(path) == "instance":
+        return f"{path} is an instance file: hetero-solve instance {path} solves it alone"
+    if Path(path).name == "partition.json":
+        return (f"{path} is an answer of hetero-solve: run, verify and export take its folder "
+                f"{Path(path).parent}")
+    return (f"{path} is JSON but not an instance file (an instance has the keys "
+            f"maxSizePerFPGA, maxFPGAs, maxCPUs and nodes: docs/costs.md)")
 
 
 # -- printing ----------------------------------------------------------------------------------
 
 def print_out(renderable: Any, **options) -> None:
     """Print to stdout; tables are never wrapped in the middle of a field when stdout is a
-    pipe or a file."""
-    if not out_console.is_terminal:
-        options.setdefault("width", PIPE_WIDTH)
-    out_console.print(renderable, **options)
+    pipe or a file (rich caps a print's width at the console's, 80 columns for a pipe: a
+    console of :data:`PIPE_WIDTH` renders them; on a terminal narrower than a table, its text
+    columns are cut with an ellipsis, numbers kept whole), and a table's title is a line of
+    its own (rich pads a title with spaces to the table's width)."""
+    if isinstance(renderable, Table) and renderable.title:
+        print_line(str(renderable.title))
+        renderable.title = None
+    if out_console.is_terminal:
+        if isinstance(renderable, Table):   # narrower than the table: cut text, never wrap it
+            for column in renderable.columns:
+                if column.justify == "left":
+                    column.no_wrap, column.overflow = True, "ellipsis"
+        out_console.print(renderable, **options)
+        return
+    Console(file=sys.stdout, highlight=False, width=PIPE_WIDTH).print(renderable, **options)
 
 
 def print_line(text: str) -> None:
@@ -185,6 +210,12 @@ def _finite(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
+
+
+def written_line(out_dir: Path, replaced: bool) -> str:
+    """``written: OUT/``, saying so when a previous answer there was replaced."""
+    return f"written: {out_dir}/" + (" (replacing the previous answer there)" if replaced
+                                     else "")
 
 
 def note(text: str) -> None:

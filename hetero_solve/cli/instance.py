@@ -9,12 +9,13 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ..export.writer import check_target
+from ..export.writer import answer_files, check_target
+from ..filekind import content_kind, looks_like_json
 from ..instances.solve import OBJECTIVES, InstanceResult, instance_manifest, solve_instance, write_instance
 from . import app
-from .common import (UsageError, json_option, limits, print_json, print_line, print_out,
-                     progress_on_stderr, quiet_option, time_limit_option, verbose_option,
-                     work_limit_option)
+from .common import (UsageError, json_option, json_text, limits, print_json, print_line,
+                     print_out, progress_on_stderr, quiet_option, time_limit_option,
+                     verbose_option, work_limit_option, written_line)
 
 MAX_ROWS = 40
 
@@ -55,8 +56,10 @@ def instance_command(
     """
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
+    expect_instance(path)
     time_limit, work_limit = limits(time_limit, work_limit, default=30.0)
     target = check_target(path.with_suffix(".hetero") if out is None else out)
+    replaced = bool(answer_files(target))
     with progress_on_stderr(quiet, verbose, time_limit) as say:
         result = solve_instance(path, objective, contiguous=contiguous, time_limit=time_limit,
                                 work_limit=work_limit, progress=say)
@@ -64,10 +67,28 @@ def instance_command(
     if as_json:
         print_json({**instance_manifest(result), "out_dir": str(written)})
         return
-    print_instance_summary(result, written)
+    print_instance_summary(result, written, replaced)
 
 
-def print_instance_summary(result: InstanceResult, out_dir: Path | None = None) -> None:
+def expect_instance(path: Path) -> None:
+    """A model, a rule file, an answer's partition.json or other JSON given as an instance is
+    named as what it is, with the command that takes it (one line, exit code 2)."""
+    kind = content_kind(path)
+    if kind == "model":
+        raise UsageError(f"{path} is an ONNX model; 'instance' solves instance files (an "
+                         f"operator graph with times, docs/costs.md). A model is solved with "
+                         f"its rule file: hetero-solve {path} RULES.yaml (with --objective "
+                         f"latency or throughput and a cost source: docs/costs.md)")
+    if kind == "rules":
+        raise UsageError(f"{path} is a rule file; 'instance' solves instance files (an operator "
+                         f"graph with times, docs/costs.md); a rule file goes after its model: "
+                         f"hetero-solve MODEL.onnx {path}")
+    if kind == "other" and looks_like_json(path):
+        raise UsageError(json_text(path))
+
+
+def print_instance_summary(result: InstanceResult, out_dir: Path | None = None,
+                           replaced: bool = False) -> None:
     """The parts (device instance, nodes, load) and the objective, on stdout."""
     p, sol, m = result.problem, result.solution, result.metrics
     loads = instance_manifest(result)
@@ -88,4 +109,4 @@ def print_instance_summary(result: InstanceResult, out_dir: Path | None = None) 
                + ("   contiguous stages" if p.costs.contiguous else "")
                + f"   time: {result.seconds:.2f}s")
     if out_dir is not None:
-        print_line(f"written: {out_dir}/")
+        print_line(written_line(out_dir, replaced))

@@ -54,12 +54,14 @@ def check_command(
         rule_set = load_rules(rules)
         if model is None:
             s = summary(rule_set)
-            warned.show()
-            print_json(s) if as_json else _print(format_summary(s))
-            return
-        mg = load_model(model, dims=parse_dims(dim), shapes=parse_shapes(shape),
-                        rule_dims=rule_set.dims)
-        report = query(rule_set, mg)
+        else:
+            mg = load_model(model, dims=parse_dims(dim), shapes=parse_shapes(shape),
+                            rule_dims=rule_set.dims)
+            report = query(rule_set, mg)
+    if model is None:   # the warnings are caught once the block is left
+        warned.show()
+        print_json(s) if as_json else _print(format_summary(s))
+        return
     warned.show(skip=report.warnings if not as_json else ())
     print_json(report.as_dict()) if as_json else _print(format_query(report, nodes=nodes))
     if not report.ok:

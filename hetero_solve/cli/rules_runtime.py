@@ -12,10 +12,11 @@ from typing import List, Optional
 
 import typer
 
+from ..rules.ops import rule_op_name
 from .common import UsageError, note
 from .rules import rules_app
-from ..rules.from_runtime import (ask_runtime, onnxruntime_taker, openvino_taker, rule_file,
-                                  yaml_text)
+from ..rules.from_runtime import (ask_runtime, onnxruntime_registry, onnxruntime_taker,
+                                  openvino_taker, rule_file, yaml_text)
 from ..rules import load_rules
 from ..model.load import read_model
 
@@ -64,7 +65,8 @@ def from_openvino_command(
     OpenVINO and put to core.query_model(model, DEVICE).
 
     Ops OpenVINO refuses on some element types get a 'when: {Op: {dtypes: [...]}}'
-    condition; ops no probe could be built for are named in the file's header and left out.
+    condition; ops no probe could be built for (com.microsoft.*, ...) are named in the
+    file's header and a 'not probed' line, and left out (use --fallback for them).
     Shapes are not probed.  The file is checked by the rule-file loader before it is written.
     Needs OpenVINO: pip install 'hetero-solve[openvino]'.
 
@@ -93,7 +95,9 @@ def from_onnxruntime_command(
     schemas), loaded with [PROVIDER, CPUExecutionProvider] and graph optimisations off; an op
     is taken when onnxruntime's graph assignment report puts its node on PROVIDER (on an
     onnxruntime without that report, only the CPU provider can be probed: taken when the
-    session loads).  The device's runtime is set to PROVIDER.
+    session loads).  Ops no probe can be built for (com.microsoft.*, ai.onnx.ml, a few of
+    ONNX's) are taken where onnxruntime's kernel registry has them for PROVIDER; what is left
+    is named ('not probed').  The device's runtime is set to PROVIDER.
 
     \b
     Examples:
@@ -104,17 +108,21 @@ def from_onnxruntime_command(
         and provider != "ExecutionProvider" else provider
     _generate("onnxruntime", provider, name or default, onnxruntime_taker(provider),
               {"onnxruntime": provider}, fallback, ops, model, opset, value_inputs, output,
-              force)
+              force, registry=lambda: onnxruntime_registry(provider, opset))
 
 
 def _generate(runtime, device, name, takes, run_with, fallback, ops, model, opset,
-              value_inputs, output, force) -> None:
+              value_inputs, output, force, registry=None) -> None:
+    """Probe, add what ``registry()`` (the runtime's kernel registry, when it has one) says of
+    the ops no probe was built for, check and write the rule file."""
     if value_inputs not in ("enforce", "ignore"):
         raise UsageError(f"--value-inputs {value_inputs!r}: expected enforce or ignore")
     if output is not None and os.path.lexists(output) and not force:
         raise UsageError(f"{output} exists: pass --force to replace it")
     wanted = _wanted_ops(ops, model)
     found = ask_runtime(runtime, device, takes, opset=opset, ops=wanted)
+    if registry is not None:
+        found.take_registered(registry(), every_op=wanted is None)
     if not found.taken:
         raise UsageError(f"{runtime} {device} took no probe of the op types asked for")
     rules = rule_file(found, name, fallback=fallback, value_inputs=value_inputs,
@@ -123,9 +131,14 @@ def _generate(runtime, device, name, takes, run_with, fallback, ops, model, opse
     text = yaml_text(rules, found, command)
     _check_and_write(text, output, load_rules)
     if output is not None:
-        note(f"written: {output} ({len(found.taken)} op type(s) taken by {device}"
-             + (f"; not probed: {', '.join(found.not_probed)}" if found.not_probed else "")
-             + ")")
+        registered = f", {len(found.registered)} more from its kernel registry" \
+            if found.registered else ""
+        note(f"written: {output} ({len(found.taken)} op type(s) taken by {device} in probes"
+             f"{registered})")
+    if found.not_probed:
+        note(f"not probed, left out of supported: {', '.join(found.not_probed)} (a model "
+             f"using them needs --fallback NAME, a device taking every op, or the ops added "
+             f"to supported by hand once checked)")
 
 
 def _wanted_ops(ops: list[str], model: Path | None) -> list[str] | None:
@@ -138,8 +151,7 @@ def _wanted_ops(ops: list[str], model: Path | None) -> list[str] | None:
         while todo:   # the model's nodes and those of its subgraphs
             graph = todo.pop()
             for node in graph.node:
-                if node.domain in ("", "ai.onnx"):
-                    found.add(node.op_type)
+                found.add(rule_op_name(node.op_type, node.domain))
                 for attr in node.attribute:
                     todo.extend([attr.g] if attr.HasField("g") else [])
                     todo.extend(attr.graphs)

@@ -11,7 +11,7 @@ from rich.table import Table
 from ..answer import read_answer
 from ..errors import OutputError
 from ..export.dot import check_can_draw
-from ..export.writer import check_target, default_out_dir
+from ..export.writer import answer_files, check_target, default_out_dir
 from ..engines import ENGINES
 from ..pipeline import solve
 from ..result import Result
@@ -21,7 +21,7 @@ from .common import (UsageError, caught_warnings, costs_option, dim_option, expe
                      json_option, limits, objective_option, parse_dims, parse_objective,
                      parse_shapes, predicted_line, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, time_limit_option,
-                     verbose_option, work_limit_option)
+                     verbose_option, work_limit_option, written_line)
 from ..export.submodels import part_boundary
 
 MAX_ROWS = 40
@@ -85,6 +85,7 @@ def solve_command(
     if pictures is not None:
         check_can_draw(pictures)                   # before solving: say what to install
     target = check_target(default_out_dir(str(model)) if out is None else out)   # before solving
+    replaced = bool(answer_files(target))
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
@@ -102,10 +103,10 @@ def solve_command(
         manifest = read_answer(written, lambda why: OutputError(written, why)).data
         print_json({**manifest, "out_dir": str(written)})
         return
-    print_summary(result, written)
+    print_summary(result, written, replaced)
 
 
-def print_summary(result: Result, out_dir: Path | None = None) -> None:
+def print_summary(result: Result, out_dir: Path | None = None, replaced: bool = False) -> None:
     """The summary table on stdout."""
     p, sol, m = result.problem, result.solution, result.metrics
     manifest_parts = result.parts()
@@ -142,7 +143,7 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
     for entry in result.problem.info.missing_dims:
         print_line(entry.text())
     if out_dir is not None:
-        print_line(f"written: {out_dir}/")
+        print_line(written_line(out_dir, replaced))
 
 
 def _boundary(p, sol, k, nodes) -> tuple[list[str], list[str]]:

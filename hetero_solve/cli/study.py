@@ -14,7 +14,7 @@ from ..study import ALGORITHMS, StudyConfig, analyse, run_study
 from ..study.executors import EXECUTORS
 from . import app
 from .common import (UsageError, limits, objective_option, out_console, parse_dims,
-                     parse_shapes, quiet_option, shape_option, verbose_option)
+                     parse_shapes, print_out, quiet_option, shape_option, verbose_option)
 
 RULE_SUFFIXES = (".yaml", ".yml")
 
@@ -95,6 +95,14 @@ def study_command(
                          command=" ".join(shlex.quote(a) for a in ["hetero-solve", *sys.argv[1:]]))
     result = run_study(config, progress=not quiet, verbose=verbose)
     print_table(result.records, config_algorithms(result.records))
+    open_dims = {(r["model"], r["rules"]): r["missing_dims"] for r in result.records
+                 if r.get("missing_dims")}
+    if open_dims:
+        (model, rules), text = next(iter(open_dims.items()))
+        out_console.print(f"dims with no value in {len(open_dims)} problem(s) (their answers "
+                          f"are marked † in summary.md and parts.*): {Path(model).name} × "
+                          f"{Path(rules).name}: {text}", markup=False, highlight=False,
+                          soft_wrap=True)
     out_console.print(f"runs: {result.computed} computed, {result.reused} reused   "
                       f"written: {out}/ ({', '.join(p.name for p in result.files)})")
 
@@ -118,7 +126,7 @@ def print_table(records: list[dict], algorithms: list[str]) -> None:
         secs = "" if s["mean_seconds"] is None else f"{s['mean_seconds']:.4f}"
         table.add_row(alg, f"{s['solved']}/{s['runs']}", str(s["valid"]), str(s["optimal"]),
                       gap, secs, other)
-    out_console.print(table)
+    print_out(table)
 
 
 def _split_inputs(inputs: list[Path]) -> tuple[list[Path], list[Path]]:

@@ -18,11 +18,14 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import HeteroSolveError
 from ..measures import quotient_edges
 from ..problem import Problem
 from ..solution import Solution
 from ..units import format_bytes, instance_label
+from .glyphs import GlyphText
 from .layout import Layout, layout
 
 PALETTE = ["#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5",
@@ -86,7 +89,8 @@ def partitions_picture(problem: Problem, sol: Solution, memory: list[int],
         dev = problem.devices[sol.part_device[p]]
         pic.nodes.append((f"p{p}", [f"part {p}",
                                     instance_label(dev.name, sol.part_instance[p], dev.instances),
-                                    f"{sizes[p]} nodes", format_bytes(memory[p])],
+                                    f"{sizes[p]} node{'s' if sizes[p] != 1 else ''}",
+                                    format_bytes(memory[p])],
                           colours[sol.part_device[p]]))
     for a, b in sorted(quotient_edges(problem, sol.part_of)):
         pic.edges.append((f"p{a}", f"p{b}", format_bytes(carried.get((a, b), 0)), False))
@@ -166,7 +170,8 @@ def check_can_draw(fmt: str) -> str:
     backend = drawing_backend()
     if backend is None:
         raise PictureError("--pictures needs matplotlib (pip install 'hetero-solve[pictures]') "
-                           "or Graphviz's dot program; the .dot files are written without them")
+                           "or Graphviz's dot program; nothing was written (without --pictures "
+                           "the answer is written with partitions.dot and affinity.dot)")
     return backend
 
 
@@ -193,8 +198,11 @@ DRAWN_LINE_CHARS = 36
 _CHAR_WIDTH = 0.62
 _LINE_HEIGHT = 1.3
 _PAD = 0.08
-#: The largest side of a PNG, in pixels: a bigger picture is drawn at a lower resolution.
-MAX_PIXELS = 6000
+#: The largest side of a PNG, in pixels (a 4K screen's width): a bigger picture is drawn at a
+#: lower resolution (an overview; the SVG or affinity.dot has every name legible when zoomed).
+MAX_PIXELS = 4096
+#: The title's font size (points); a picture is at least as wide as its title.
+TITLE_POINTS = 12
 
 
 def drawn_lines(lines: list[str]) -> list[str]:
@@ -204,13 +212,15 @@ def drawn_lines(lines: list[str]) -> list[str]:
 
 def picture_layout(pic: Picture) -> Layout:
     """Where matplotlib draws ``pic``'s boxes and arrows (inches; :func:`.layout.layout`),
-    each box as large as its text at the drawn font size."""
+    each box as large as its text at the drawn font size; arrows without labels from one box
+    bundled."""
     points = pic.font_size * 0.8
     line_h = _LINE_HEIGHT * points / 72
     rows = max((len(lines) for _i, lines, _c in pic.nodes), default=1)
     nodes = [(node_id, max((len(x) for x in drawn_lines(lines)), default=1) * _CHAR_WIDTH * points / 72
               + 2 * _PAD, rows * line_h + 2 * _PAD) for node_id, lines, _c in pic.nodes]
-    return layout(nodes, [(a, b) for a, b, _l, _h in pic.edges])
+    return layout(nodes, [(a, b) for a, b, _l, _h in pic.edges],
+                  bundle=not any(label for _a, _b, label, _h in pic.edges))
 
 
 def _draw_matplotlib(pic: Picture, path: Path, fmt: str) -> None:
@@ -227,7 +237,8 @@ def _draw_matplotlib(pic: Picture, path: Path, fmt: str) -> None:
     points = pic.font_size * 0.8
     margin, header = 0.4, 0.6 + (0.35 if pic.legend else 0.0)
     legend_w = sum(len(t) * _CHAR_WIDTH * points / 72 + 0.6 for t, _c in pic.legend)
-    fig_w = max(lay.width + 2 * margin, legend_w + 2 * margin, 3.0)
+    title_w = len(pic.title) * _CHAR_WIDTH * TITLE_POINTS / 72
+    fig_w = max(lay.width + 2 * margin, legend_w + 2 * margin, title_w + 2 * margin, 3.0)
     fig_h = lay.height + 2 * margin + header
     fig = plt.figure(figsize=(fig_w, fig_h))
     ax = fig.add_axes([(fig_w - lay.width) / 2 / fig_w, margin / fig_h,
@@ -239,7 +250,9 @@ def _draw_matplotlib(pic: Picture, path: Path, fmt: str) -> None:
     colour_of = {node_id: c for node_id, _l, c in pic.nodes}
     lines_of = {node_id: drawn_lines(lines) for node_id, lines, _c in pic.nodes}
     segments, colours, widths, heads = [], [], [], []
-    for (a, b, label, highlighted), pts, at in zip(pic.edges, lay.arrows, lay.label_at):
+    # highlighted arrows last, over the others (a bundle shares their lines)
+    drawn = sorted(zip(pic.edges, lay.arrows, lay.label_at), key=lambda e: e[0][3])
+    for (a, b, label, highlighted), pts, at in drawn:
         if len(pts) < 2:
             continue
         colour = "red" if highlighted else "#555555"
@@ -261,17 +274,39 @@ def _draw_matplotlib(pic: Picture, path: Path, fmt: str) -> None:
                         lay.boxes[i][2], lay.boxes[i][3], boxstyle="round,pad=0,rounding_size=0.06")
          for i in ids], facecolors=[colour_of[i] for i in ids], edgecolors="#333333",
         linewidths=0.8, zorder=2))
-    for node_id, (cx, cy, _w, _h) in lay.boxes.items():
-        ax.text(cx, cy, "\n".join(lines_of[node_id]), ha="center", va="center",
-                fontsize=points, zorder=5, linespacing=1.1)
-    fig.text(0.5, 1 - 0.3 / fig_h, pic.title, ha="center", va="center", fontsize=12)
+    if fmt != "png":
+        for node_id, (cx, cy, _w, _h) in lay.boxes.items():
+            ax.text(cx, cy, "\n".join(lines_of[node_id]), ha="center", va="center",
+                    fontsize=points, zorder=5, linespacing=1.1)
+    fig.text(0.5, 1 - 0.3 / fig_h, pic.title, ha="center", va="center", fontsize=TITLE_POINTS)
     if pic.legend:
         fig.legend(handles=[Patch(facecolor=c, edgecolor="#333333", label=t)
                             for t, c in pic.legend], loc="center", ncol=len(pic.legend),
                    bbox_to_anchor=(0.5, 1 - 0.8 / fig_h), frameon=False, fontsize=points)
     dpi = max(20, min(100, MAX_PIXELS / max(fig_w, fig_h)))
-    fig.savefig(path, format=fmt, dpi=dpi)
+    if fmt == "png":
+        _save_png(fig, ax, dpi, points, lay, lines_of, path)
+    else:
+        fig.savefig(path, format=fmt, dpi=dpi)
     plt.close(fig)
+
+
+def _save_png(fig, ax, dpi: float, points: float, lay: Layout, lines_of: dict, path: Path
+              ) -> None:
+    """The figure rendered by Agg at ``dpi``, the boxes' text written into its pixels from
+    glyphs rendered once (:mod:`.glyphs`: matplotlib renders each glyph of each text again,
+    most of a large picture's time), saved as an RGB PNG at zlib's fastest level."""
+    from PIL import Image
+    fig.set_dpi(dpi)
+    fig.canvas.draw()
+    pixels = np.ascontiguousarray(np.asarray(fig.canvas.buffer_rgba())[..., :3])
+    height, width = pixels.shape[:2]
+    text = GlyphText(points, dpi)
+    centres = ax.transData.transform([(cx, cy) for cx, cy, _w, _h in lay.boxes.values()])
+    for node_id, (x, y) in zip(lay.boxes, centres):
+        text.draw(pixels, lines_of[node_id], x, height - y)
+    Image.frombuffer("RGB", (width, height), pixels, "raw", "RGB", 0, 1).save(
+        path, format="PNG", compress_level=1, dpi=(round(dpi), round(dpi)))
 
 
 def _arrow_head(pts: list[tuple[float, float]], size: float = 0.09) -> list[tuple[float, float]]:

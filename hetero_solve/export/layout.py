@@ -6,7 +6,9 @@ Step by step (:func:`layout`):
 
 1. Layers: each box one row below the lowest of its predecessors (longest path).  An arrow
    that spans several rows gets a *waypoint* in each row it passes: a thin slot of its own
-   beside the boxes of that row, so it runs past them, never through them.
+   beside the boxes of that row, so it runs past them, never through them.  Arrows without
+   labels that leave one box share their waypoints (a bundle: one wire, branching off at
+   each target's row).
 2. Order within rows: barycentre sweeps (down, then up, a few times), ties kept in their
    previous order: few crossings, the same picture every time.
 3. Columns: a graph much taller than wide (a 12-layer transformer is hundreds of rows of one or
@@ -79,9 +81,14 @@ class _Slot:
     links_down: list["_Slot"] = field(default_factory=list)
 
 
-def layout(nodes: list[tuple[str, float, float]], edges: list[tuple[str, str]]) -> Layout:
+def layout(nodes: list[tuple[str, float, float]], edges: list[tuple[str, str]],
+           bundle: bool = False) -> Layout:
     """Place ``nodes`` (id, width, height) and route ``edges`` (source id, target id) as the
-    module docstring says.  An edge against the order (a cycle) is routed as if reversed."""
+    module docstring says.  An edge against the order (a cycle) is routed as if reversed.
+    ``bundle``: edges that share their upper end share their waypoints too (one wire that
+    branches off at each target's row, not one wire per edge: an attention mask read by
+    every layer of a transformer is one line down the picture); for pictures whose arrows
+    have no labels."""
     ids = [n for n, _w, _h in nodes]
     width = {n: w for n, w, _h in nodes}
     height = max((h for _n, _w, h in nodes), default=1.0)
@@ -92,20 +99,25 @@ def layout(nodes: list[tuple[str, float, float]], edges: list[tuple[str, str]]) 
         slot_of[n] = _Slot(width[n], node=n)
         rows[rank[n]].append(slot_of[n])
     chains: list[list[_Slot] | None] = []
+    trunks: dict[str, list[_Slot]] = {}     # upper end -> its shared waypoints, row by row
+    linked: set[tuple[int, int]] = set()
     for k, (a, b) in enumerate(edges):
         if a == b or a not in slot_of or b not in slot_of:
             chains.append(None)
             continue
         lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
-        chain = [slot_of[lo]]
-        for r in range(rank[lo] + 1, rank[hi]):
+        span = rank[hi] - rank[lo] - 1
+        trunk = trunks.setdefault(lo, []) if bundle else []
+        while len(trunk) < span:
             w = _Slot(WAYPOINT, arrow=k)
-            rows[r].append(w)
-            chain.append(w)
-        chain.append(slot_of[hi])
+            rows[rank[lo] + 1 + len(trunk)].append(w)
+            trunk.append(w)
+        chain = [slot_of[lo], *trunk[:span], slot_of[hi]]
         for u, v in zip(chain, chain[1:]):
-            u.links_down.append(v)
-            v.links_up.append(u)
+            if (id(u), id(v)) not in linked:
+                linked.add((id(u), id(v)))
+                u.links_down.append(v)
+                v.links_up.append(u)
         chains.append(chain if lo == a else chain[::-1])
     _order(rows)
     row_widths = [_place_row(row) for row in rows]
@@ -195,8 +207,8 @@ def _columns(row_widths: list[float], height: float) -> int:
 @dataclass
 class _Grid:
     """Where rows and columns went: each row's column and ``y``, each column's left edge and
-    width, the lane of each arrow step leaving a column (keyed ``(arrow, upper row)``), the
-    bands under and over every row."""
+    width, the lane of each arrow step leaving a column (keyed ``(id(upper slot), id(lower
+    slot))``: arrows sharing the step share the lane), the bands under and over every row."""
     row_of: dict[int, int]
     col_of: list[int]
     y_of: list[float]
@@ -220,12 +232,13 @@ def _grid(rows: list[list[_Slot]], chains: list[list[_Slot] | None], columns: in
     row_of = {id(s): r for r, row in enumerate(rows) for s in row}
     leaving = [0] * columns
     lane: dict[tuple[int, int], int] = {}
-    for k, chain in enumerate(chains):
+    for chain in chains:
         for u, v in zip(chain or (), (chain or ())[1:]):
             ru, rv = row_of[id(u)], row_of[id(v)]
             top = min(ru, rv)
-            if col_of[top] != col_of[max(ru, rv)]:
-                lane[(k, top)] = leaving[col_of[top]]
+            key = (id(u), id(v)) if ru < rv else (id(v), id(u))   # (upper, lower): one lane
+            if col_of[top] != col_of[max(ru, rv)] and key not in lane:   # per shared step
+                lane[key] = leaving[col_of[top]]
                 leaving[col_of[top]] += 1
     left = []
     x = 0.0
@@ -295,7 +308,7 @@ def _polyline(k: int, down: list[_Slot], g: _Grid, exits: dict, entries: dict
                 t = 0.7 if u.fan_out > 1 else 0.3 if v.fan_in > 1 else 0.5
                 label = (xu + t * (xv - xu), yu + t * (yv - yu))
         else:
-            j = g.lane[(k, ru)]
+            j = g.lane[(id(u), id(v))]
             low, high = g.bottom - LANE * j, g.top + LANE * j
             gx = g.left[g.col_of[ru]] + g.col_width[g.col_of[ru]] + 2 * GAP + LANE * j
             points += [(xu, low), (gx, low), (gx, high), (xv, high)]
@@ -310,8 +323,8 @@ def _ports(downs: list[list[_Slot] | None], row_of: dict[int, int], col_of: list
     """Where each arrow leaves the bottom of a box and enters the top of one: spread over
     the box's width in the order of the other ends (arrows leaving the column last), so that
     arrows sharing a box neither share a line nor cross at it.  Keys: (arrow, id(slot))."""
-    below: dict[int, list] = {}
-    above: dict[int, list] = {}
+    below: dict[int, dict[int, tuple]] = {}    # slot -> other end -> (its x, arrows)
+    above: dict[int, dict[int, tuple]] = {}
     slots: dict[int, _Slot] = {}
     for k, down in enumerate(downs):
         for u, v in zip(down or (), (down or ())[1:]):
@@ -320,19 +333,23 @@ def _ports(downs: list[list[_Slot] | None], row_of: dict[int, int], col_of: list
                 continue
             same = col_of[ru] == col_of[rv]
             slots[id(u)], slots[id(v)] = u, v
-            below.setdefault(id(u), []).append((v.x if same else math.inf, k))
-            above.setdefault(id(v), []).append((u.x if same else -math.inf, k))
+            below.setdefault(id(u), {}).setdefault(id(v), (v.x if same else math.inf, []))[1] \
+                .append(k)
+            above.setdefault(id(v), {}).setdefault(id(u), (u.x if same else -math.inf, []))[1] \
+                .append(k)
     exits: dict[tuple[int, int], float] = {}
     entries: dict[tuple[int, int], float] = {}
     for ends, ports, fan in ((below, exits, "fan_out"), (above, entries, "fan_in")):
-        for key, found in ends.items():
+        for key, others in ends.items():
             s = slots[key]
-            setattr(s, fan, len(found))
+            setattr(s, fan, len(others))
             if s.node is None:
                 continue
-            found.sort()
-            for i, (_x, k) in enumerate(found):
-                ports[(k, key)] = s.x - s.width / 2 + s.width * (i + 1) / (len(found) + 1)
+            # one port per other end: arrows sharing a step (a bundle) share its port
+            found = sorted((x, min(arrows), arrows) for x, arrows in others.values())
+            for i, (_x, _first, arrows) in enumerate(found):
+                for k in arrows:
+                    ports[(k, key)] = s.x - s.width / 2 + s.width * (i + 1) / (len(found) + 1)
     return exits, entries
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..budget import Budget
@@ -20,7 +20,7 @@ from ..measures.costs import instance_loads
 from ..problem import Objective, Problem
 from ..solution import Metrics, Solution, evaluate
 from ..validate import check, validate
-from .tarnawski import load_instance
+from .tarnawski import InstanceError, load_instance
 
 OBJECTIVES = ("throughput", "latency")
 
@@ -70,7 +70,8 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
     """
     from ..exact.costs import refine_costs
     if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+        raise InstanceError(path, "", f"unknown objective {objective!r}: an instance is "
+                                      f"solved for {' or '.join(OBJECTIVES)}")
     Budget.of(time_limit, work_limit)   # bad limits fail before any work
     t0 = time.perf_counter()
     problem = load_instance(path, Objective(order=(objective,)), contiguous=contiguous)
@@ -81,10 +82,26 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
         staged = load_instance(path, problem.objective, contiguous=True)
         start = refine_costs(staged, start, budget=budget.split(4), seed=seed,
                              progress=progress)
-    sol = refine_costs(problem, start, budget=budget, seed=seed, progress=progress)
+    sol = first_instances(refine_costs(problem, start, budget=budget, seed=seed,
+                                       progress=progress))
     check(problem, sol)
     return InstanceResult(str(path), problem, sol, evaluate(problem, sol),
                           time.perf_counter() - t0)
+
+
+def first_instances(sol: Solution) -> Solution:
+    """``sol`` with each device's instances renumbered in the order its parts come (the
+    instances of a device are identical, so the answer is the same): a one-part answer is on
+    ``FPGA.0``, not on whichever instance the solver picked."""
+    renumbered: dict[tuple[int, int], int] = {}
+    used: dict[int, int] = {}
+    instances = []
+    for d, i in zip(sol.part_device, sol.part_instance):
+        if (d, i) not in renumbered:
+            renumbered[(d, i)] = used.get(d, 0)
+            used[d] = renumbered[(d, i)] + 1
+        instances.append(renumbered[(d, i)])
+    return replace(sol, part_instance=instances)
 
 
 def instance_manifest(result: InstanceResult) -> dict:

@@ -6,8 +6,10 @@ allows among :data:`DTYPES`, a *probe*: a model of that one node, built from the
 in ``onnx.defs`` (required inputs as graph inputs, the type constraint of the first input bound
 to the element type, required attributes given plain values).  A probe ONNX itself rejects
 (strict shape inference) is tried again with other input ranks; an op no probe of which ONNX
-accepts is *not probed* (listed in the file's header, left out of ``supported``).  Each valid
-probe is then put to the runtime:
+accepts is *not probed* (listed in the file's header, left out of ``supported``).  ``Loop``,
+``Scan``, ``If`` and the sequence and optional ops have hand-built probes (a body graph; a
+chain from a tensor through the op back to a tensor).  Each valid probe is then put to the
+runtime:
 
 - OpenVINO: ``core.read_model`` then ``core.query_model(model, DEVICE)``; the op is taken when
   every op OpenVINO made of the node is in the answer (a probe OpenVINO cannot read is
@@ -16,6 +18,9 @@ probe is then put to the runtime:
   optimisations off; the op is taken when onnxruntime's graph assignment info
   (``session.record_ep_graph_assignment_info``) puts the node on PROVIDER (for the CPU
   provider on an onnxruntime without that report: when the session can be created).
+
+For onnxruntime, ops not probed (other domains: ``com.microsoft.*``, ``ai.onnx.ml``) are
+taken when its kernel registry has them for the provider (:func:`onnxruntime_registry`).
 
 The rule file lists every op with a taken probe in ``supported`` and, where some element
 type the schema allows was refused, ``when: {Op: {dtypes: [...]}}`` with the element types of
@@ -37,6 +42,7 @@ import onnx.defs
 from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import HeteroSolveError
+from .ops import check_op_name, rule_op_name
 
 #: Element types probed (rule-file names), and ONNX's type strings for them.
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
@@ -85,11 +91,22 @@ class RuntimeOps:
     refused: dict[str, set[str]] = field(default_factory=dict)     # op -> probed dtypes refused
     tensor_dtypes: dict[str, set[str]] = field(default_factory=dict)
     not_probed: list[str] = field(default_factory=list)
+    #: ops not probed but taken because the runtime's kernel registry has them for the device
+    registered: list[str] = field(default_factory=list)
+
+    def take_registered(self, registry: set[str], every_op: bool) -> None:
+        """Take the ops no probe was built for that ``registry`` (the rule names of the ops
+        the runtime has kernels for on the device) holds, and, when ``every_op`` was asked
+        for, every other op of it not probed (other domains: ``com.microsoft.*``)."""
+        extra = registry - set(self.taken) - set(self.refused) - SKIP if every_op else set()
+        hits = (set(self.not_probed) | extra) & registry
+        self.registered = sorted(hits)
+        self.not_probed = [op for op in self.not_probed if op not in hits]
 
     def ops_section(self) -> dict:
         """The ``ops`` mapping of a rule file's device (``Constant`` always: every runtime
         takes a value; it matters inside ``If``/``Loop`` bodies, where it is not folded)."""
-        supported = sorted({*self.taken, "Constant"})
+        supported = sorted({*self.taken, *self.registered, "Constant"})
         when = {}
         for op in sorted(self.taken):
             if self.refused.get(op):
@@ -184,6 +201,8 @@ def build_probe(schema: onnx.defs.OpSchema, dtype: str, opset: int, rank: int,
     the graph inputs' dims are 1, not symbolic."""
     if schema.name == "If":
         return _if_probe(dtype, opset)
+    if schema.name in COMPOSITE:
+        return COMPOSITE[schema.name](dtype, opset)
     bound = _binding(schema, dtype)
     if bound is None:
         return None
@@ -245,11 +264,99 @@ def _if_probe(dtype: str, opset: int) -> Probe | None:
     return _checked("If", dtype, node, inputs, outputs, opset, {"bool", dtype})
 
 
+def _loop_probe(dtype: str, opset: int) -> Probe | None:
+    """``Loop`` of two iterations carrying an input of ``dtype`` through an ``Identity``
+    body."""
+    elem = _ELEM_TYPE[dtype]
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Identity", ["v_in"], ["v_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", elem, None)],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", elem, None)])
+    node = helper.make_node("Loop", ["m", "c", "x"], ["y0"], name="probe_Loop", body=body)
+    inits = [numpy_helper.from_array(np.array(2, dtype=np.int64), "m"),
+             numpy_helper.from_array(np.array(True), "c")]
+    return _checked("Loop", dtype, node, [_input("x", elem, 1)],
+                    [helper.make_tensor_value_info("y0", elem, None)], opset,
+                    {"int64", "bool", dtype}, inits)
+
+
+def _scan_probe(dtype: str, opset: int) -> Probe | None:
+    """``Scan`` over the first axis of an input of ``dtype``, an ``Identity`` body."""
+    elem = _ELEM_TYPE[dtype]
+    body = helper.make_graph([helper.make_node("Identity", ["s_in"], ["s_out"])], "body",
+                             [helper.make_tensor_value_info("s_in", elem, None)],
+                             [helper.make_tensor_value_info("s_out", elem, None)])
+    node = helper.make_node("Scan", ["x"], ["y0"], name="probe_Scan", body=body,
+                            num_scan_inputs=1)
+    return _checked("Scan", dtype, node, [_input("x", elem, 2)],
+                    [helper.make_tensor_value_info("y0", elem, None)], opset, {dtype})
+
+
+#: Sequence and optional ops, probed as a short chain from a tensor to a tensor around the op
+#: (``SequenceConstruct`` makes the sequence, ``SequenceAt`` reads one back): node specs
+#: ``(op, inputs, outputs, attributes)``; ``x`` is the graph input, ``k0``/``k1`` int64
+#: scalars 0 and 1, ``y0`` the output.
+_CHAINS = {
+    "SequenceConstruct": [("SequenceConstruct", ["x", "x"], ["s"], {}),
+                          ("SequenceAt", ["s", "k0"], ["y0"], {})],
+    "SequenceLength": [("SequenceConstruct", ["x"], ["s"], {}),
+                       ("SequenceLength", ["s"], ["y0"], {})],
+    "SequenceEmpty": [("SequenceEmpty", [], ["e"], {"dtype": None}),
+                      ("SequenceInsert", ["e", "x"], ["s"], {}),
+                      ("SequenceAt", ["s", "k0"], ["y0"], {})],
+    "SequenceInsert": [("SequenceConstruct", ["x"], ["s"], {}),
+                       ("SequenceInsert", ["s", "x"], ["t"], {}),
+                       ("SequenceAt", ["t", "k1"], ["y0"], {})],
+    "SequenceErase": [("SequenceConstruct", ["x", "x"], ["s"], {}),
+                      ("SequenceErase", ["s"], ["t"], {}),
+                      ("SequenceAt", ["t", "k0"], ["y0"], {})],
+    "SplitToSequence": [("SplitToSequence", ["x"], ["s"], {"axis": 0}),
+                        ("ConcatFromSequence", ["s"], ["y0"], {"axis": 0})],
+    "ConcatFromSequence": [("SequenceConstruct", ["x", "x"], ["s"], {}),
+                           ("ConcatFromSequence", ["s"], ["y0"], {"axis": 0})],
+    "Optional": [("Optional", ["x"], ["o"], {}),
+                 ("OptionalGetElement", ["o"], ["y0"], {})],
+    "OptionalHasElement": [("Optional", ["x"], ["o"], {}),
+                           ("OptionalHasElement", ["o"], ["y0"], {})],
+}
+_CHAINS["SequenceAt"] = _CHAINS["SequenceConstruct"]
+_CHAINS["OptionalGetElement"] = _CHAINS["Optional"]
+
+
+def _chain_probe(op: str, dtype: str, opset: int) -> Probe | None:
+    """The probe of a sequence or optional op: its chain of :data:`_CHAINS` (every node of
+    it must be taken, so an op is taken only with the ops around it)."""
+    elem = _ELEM_TYPE[dtype]
+    nodes = [helper.make_node(kind, ins, outs, name=f"probe_{op}_{n}",
+                              **{k: (elem if v is None else v) for k, v in attrs.items()})
+             for n, (kind, ins, outs, attrs) in enumerate(_CHAINS[op])]
+    inits = [numpy_helper.from_array(np.array(k, dtype=np.int64), f"k{k}") for k in (0, 1)]
+    used = {i for node in nodes for i in node.input}
+    return _checked(op, dtype, nodes, [_input("x", elem, 2)],
+                    [helper.make_tensor_value_info("y0", TensorProto.UNDEFINED, None)], opset,
+                    {dtype, "int64"}, [t for t in inits if t.name in used])
+
+
+def _input(name: str, elem: int, rank: int):
+    return helper.make_tensor_value_info(name, elem, [f"d{i}" for i in range(rank)])
+
+
+#: Ops with a hand-built probe (a body graph, or sequence values in between).
+COMPOSITE: dict[str, Callable[[str, int], Probe | None]] = {
+    "Loop": _loop_probe, "Scan": _scan_probe,
+    **{op: (lambda dtype, opset, op=op: _chain_probe(op, dtype, opset)) for op in _CHAINS}}
+
+
 def _checked(op, dtype, node, inputs, outputs, opset, tensors, inits=()) -> Probe | None:
     """The probe when ONNX's strict shape inference accepts it (it checks types, attributes
     and ranks; the checker would insist on shapes, which probes leave open), its outputs
     typed as inference types them."""
-    graph = helper.make_graph([node], f"probe_{op}", inputs, outputs, initializer=list(inits))
+    nodes = node if isinstance(node, list) else [node]
+    graph = helper.make_graph(nodes, f"probe_{op}", inputs, outputs, initializer=list(inits))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     try:
@@ -274,7 +381,7 @@ def probes(schema: onnx.defs.OpSchema, dtype: str, opset: int) -> Iterator[Probe
         probe = build_probe(schema, dtype, opset, rank, others, static)
         if probe is not None:
             yield probe
-        if schema.name == "If":
+        if schema.name == "If" or schema.name in COMPOSITE:
             return
 
 
@@ -286,7 +393,10 @@ def ask_runtime(runtime: str, device: str, takes: Callable[[list[onnx.ModelProto
     next form, until one is taken or none is left."""
     found = RuntimeOps(runtime, device, opset)
     pending = []
-    for schema in op_schemas(opset, ops):
+    schemas = op_schemas(opset, ops)
+    # asked for but not of the default domain at this opset (com.microsoft.*, ai.onnx.ml)
+    found.not_probed = sorted(set(ops or ()) - {s.name for s in schemas} - SKIP)
+    for schema in schemas:
         offers = [(dtype, probes(schema, dtype, opset)) for dtype in dtypes]
         pending.extend((schema.name, dtype, it) for dtype, it in offers)
         found.not_probed.append(schema.name)
@@ -307,7 +417,7 @@ def ask_runtime(runtime: str, device: str, takes: Callable[[list[onnx.ModelProto
             else:
                 pending.append((op, dtype, it))
     probed = {op for op, _ in tried}
-    found.not_probed = [op for op in found.not_probed if op not in probed]
+    found.not_probed = sorted(op for op in found.not_probed if op not in probed)
     return found
 
 
@@ -420,6 +530,33 @@ def onnxruntime_taker(provider: str) -> Callable[[list[onnx.ModelProto]], list[b
     return lambda models: [takes(m) for m in models]
 
 
+#: Domains whose kernels :func:`onnxruntime_registry` reads (onnxruntime's internal layout
+#: domains, such as ``com.microsoft.nchwc``, only appear in graphs it optimised itself).
+REGISTRY_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")
+
+
+def onnxruntime_registry(provider: str, opset: int) -> set[str]:
+    """The rule names of the ops onnxruntime has a kernel for on ``provider``
+    (``get_all_opkernel_def``): default-domain ops with a kernel at ``opset``, and every op
+    of ``ai.onnx.ml`` and ``com.microsoft`` it has a kernel for at any version.  Empty when
+    this onnxruntime cannot list its kernels."""
+    try:
+        from onnxruntime.capi import onnxruntime_pybind11_state as state
+        kernels = state.get_all_opkernel_def()
+    except Exception:   # noqa: BLE001 (an onnxruntime without the listing)
+        return set()
+    found = set()
+    for kernel in kernels:
+        if kernel.provider != provider or kernel.domain not in REGISTRY_DOMAINS:
+            continue
+        low, high = kernel.version_range
+        if kernel.domain in ("", "ai.onnx") and not low <= opset <= high:
+            continue
+        found.add(rule_op_name(kernel.op_name, kernel.domain))
+    # onnxruntime keeps kernels of ops the installed onnx has dropped (Affine, Crop...)
+    return {name for name in found if check_op_name(name) is None}
+
+
 def rule_file(found: RuntimeOps, name: str, *, fallback: str | None = None,
               value_inputs: str = "ignore", runtime: dict | None = None) -> dict:
     """A rule file (as data) with ``found``'s device named ``name`` and, when ``fallback``
@@ -447,9 +584,15 @@ def yaml_text(rules: dict, found: RuntimeOps, command: str) -> str:
             "every element type probed.",
             "# Probes: one node per op type and element type, symbolic shapes (shape limits "
             "are not seen)."]
+    if found.registered:
+        head.append(f"# Not probed, taken because {found.runtime}'s kernel registry has them "
+                    f"for {found.device} (element types not checked): "
+                    + ", ".join(found.registered))
     if found.not_probed:
-        head.append("# Not probed (no one-node model ONNX accepts could be built): "
+        head.append("# Not probed (no probe model could be built), left out: "
                     + ", ".join(found.not_probed))
+        head.append("# A model using them needs a fallback device (--fallback CPU) or these "
+                    "ops added to supported by hand.")
     wrapped = []
     for line in head:
         while len(line) > 100:
@@ -462,5 +605,5 @@ def yaml_text(rules: dict, found: RuntimeOps, command: str) -> str:
 
 
 __all__ = ["DTYPES", "Probe", "ProbeError", "RuntimeOps", "ask_runtime", "build_probe",
-           "onnxruntime_taker", "op_schemas", "openvino_taker", "probes", "rule_file",
+           "onnxruntime_registry", "onnxruntime_taker", "op_schemas", "openvino_taker", "probes", "rule_file",
            "yaml_text"]

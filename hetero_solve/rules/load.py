@@ -17,11 +17,12 @@ from typing import Any
 import onnx.defs
 
 from ..costs import Link, Roofline
-from ..errors import RuleError
+from ..errors import RuleError, warn
 from ..filekind import content_kind
 from ..readers import check_regular, read_yaml
 from ..problem import Objective
 from ..units import dtype_from_name
+from .ops import check_op_name, other_domain_ops
 from .schema import CATALOG_FILE, RULE_FILE, DefinitionError, check
 
 GLOB_CHARS = re.compile(r"[*?\[]")
@@ -199,9 +200,13 @@ class _Parser:
             check_regular(file, lambda why: self.fail(k, f"{item}: {why}"))   # FIFOs, devices
             if str(file) in seen:
                 raise self.fail(k, f"include cycle: {item} includes itself")
-            content = _read_yaml(file, str(file), "")
+            try:
+                content = _read_yaml(file, str(file), "")
+            except RuleError as e:   # named where the user wrote it: this file, this key
+                raise self.fail(k, f"{item}: {e.reason}") from None
             if not isinstance(content, dict):
-                raise RuleError(str(file), "", "expected a mapping (a catalog with value_inputs)")
+                raise self.fail(k, f"{item}: expected a mapping (a catalog with value_inputs), "
+                                   f"not {_kind(content)}")
             found.append((str(file), content))
         return found
 
@@ -239,12 +244,22 @@ class _Parser:
     def device(self, d: dict, k: str) -> DeviceRules:
         ops = d["ops"]
         supported = ops["supported"]
+        unsupported = []
+        for i, name in enumerate(ops.get("unsupported") or ()):
+            domains = other_domain_ops().get(name, ()) if check_op_name(name) else ()
+            if domains:   # another domain's op written bare: read with its domain
+                full = [f"{domain}.{name}" for domain in domains]
+                warn(f"{self.path}: {k}.ops.unsupported[{i}]: {name!r} is not an op of "
+                     f"onnx; read as {', '.join(full)} (write it so to silence this)")
+                unsupported.extend(full)
+            else:
+                unsupported.append(name)
         runtime = dict(d.get("runtime") or {})
         return DeviceRules(
             name=d["name"], memory=d.get("memory"), instances=d["instances"],
             enforce_values=(d["value_inputs"] == "enforce"),
             supported=None if supported == "all" else frozenset(supported),
-            unsupported=frozenset(ops.get("unsupported") or ()),
+            unsupported=frozenset(unsupported),
             when=self.when(ops.get("when"), f"{k}.ops.when"),
             static_shapes=ops["static_shapes"], runtime=runtime,
             description=str(d.get("description") or ""),
@@ -366,6 +381,14 @@ def _schema_attributes(op: str) -> set[str] | None:
 
 def pin_matches(pin: Pin, name: str) -> bool:
     return fnmatch.fnmatchcase(name, pin.pattern) if pin.is_glob else name == pin.pattern
+
+
+def _kind(value: Any) -> str:
+    """What a YAML document is, in words: ``a list``, ``a string``, ``nothing``."""
+    if value is None:
+        return "nothing (an empty file)"
+    return {list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
 
 
 def _join(a: str, b: str) -> str:

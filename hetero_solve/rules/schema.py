@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..problem import TERMS
-from ..units import (MEMORY_PATTERN, QUANTITIES, QUANTITY_PATTERNS, dtype_from_name, dtype_names,
-                     parse_memory, parse_quantity)
-from .ops import check_op_name, known_op_names
+from ..units import (MEMORY_PATTERN, QUANTITIES, QUANTITY_PATTERNS, closest_dtype,
+                     dtype_from_name, dtype_names, parse_memory, parse_quantity)
+from .ops import check_op_name, known_op_names, other_domain_ops
 
 #: Largest memory a device may declare (bytes): sizes are 64-bit signed integers.
 MAX_MEMORY = 2**63 - 1
@@ -365,9 +365,11 @@ class MapOf(Node):
 
 @dataclass(frozen=True)
 class Key:
-    """A known key of a :class:`Record`."""
+    """A known key of a :class:`Record` (``null``: taken as absent unless ``null`` says why
+    it cannot be, then an error)."""
     node: Node
     required: bool = False
+    null: str = ""
 
 
 @dataclass(frozen=True)
@@ -392,6 +394,8 @@ class Record(Node):
                                                           f"of: {', '.join(known)})")
         out = {k: v for k, v in value.items() if k not in self.keys} if self.extra else {}
         for name, spec in self.keys.items():
+            if spec.null and name in value and value[name] is None:
+                raise DefinitionError(_join(key, name), spec.null)
             if name in value and value[name] is not None:
                 out[name] = spec.node.check(value[name], _join(key, name))
             elif spec.required:
@@ -458,12 +462,14 @@ class OpName(Str):
     """An op type: one the installed onnx knows (any domain it knows, any opset), or
     ``domain.Op`` for an op of another domain (``com.microsoft.FusedConv``).  The loader checks
     it (:func:`hetero_solve.rules.ops.check_op_name`); the JSON Schema lists the known names
-    and accepts any ``domain.Op``."""
+    and accepts any ``domain.Op``.  ``bare_ok``: a bare name of another domain's op
+    (``FusedConv``) is left to the loader, which reads it with its domain and warns."""
+    bare_ok: bool = False
 
     def check(self, value: Any, key: str) -> Any:
         value = super().check(value, key)
         reason = check_op_name(value)
-        if reason:
+        if reason and not (self.bare_ok and value in other_domain_ops()):
             raise DefinitionError(key, reason)
         return value
 
@@ -490,7 +496,9 @@ class DtypeName(Str):
     def check(self, value: Any, key: str) -> Any:
         value = super().check(value, key)
         if dtype_from_name(value) is None:
-            raise DefinitionError(key, f"unknown dtype {value!r}")
+            close = closest_dtype(value)
+            hint = f" (did you mean {close!r}?)" if close else ""
+            raise DefinitionError(key, f"unknown dtype {value!r}{hint}")
         return value
 
     def schema(self) -> dict:
@@ -540,7 +548,8 @@ OPS = Record(
                                what="'all' or a list of op type names",
                                doc="The ops the device takes: `all`, or a list of op types.",
                                example="[Conv, Relu, Add]"), required=True),
-        "unsupported": Key(ListOf(OpName(min_length=1), what="a list of op type names",
+        "unsupported": Key(ListOf(OpName(min_length=1, bare_ok=True),
+                                  what="a list of op type names",
                                   doc="Ops subtracted from `supported`.", default=[],
                                   example="[Softmax]")),
         "when": Key(MapOf(keys=OpName(min_length=1), values=CONDITION, key_text="op type",
@@ -636,13 +645,19 @@ DEVICE = Record(
         "runtime": Key(Record(
             what="a mapping such as {onnxruntime: CPUExecutionProvider}",
             doc="How `hetero-solve run` runs the device's parts.",
-            keys={"onnxruntime": Key(PROVIDERS),
-                  "onnxruntime_options": Key(PROVIDER_OPTIONS),
+            keys={"onnxruntime": Key(PROVIDERS, null="empty: name an execution provider "
+                                                      "(onnxruntime: CPUExecutionProvider) "
+                                                      "or leave the key out"),
+                  "onnxruntime_options": Key(PROVIDER_OPTIONS, null="empty: give "
+                                             "{provider: {option: value}} or leave the key "
+                                             "out"),
                   "openvino": Key(Str(min_length=1, hint="an OpenVINO device name",
                                       doc="An OpenVINO device (`CPU`, `GPU`, `GPU.1`, `NPU`): "
                                           "the device's parts run on OpenVINO there (where "
                                           "`onnxruntime` is also given, it wins unless `run "
-                                          "--backend openvino`).", example="CPU"))})),
+                                          "--backend openvino`).", example="CPU"),
+                                  null="empty: name an OpenVINO device (openvino: CPU) or "
+                                       "leave the key out")})),
     })
 
 INDICES = ListOf(Int(minimum=0, maximum=MAX_INDEX), what="a list of input indices (whole "

@@ -155,7 +155,7 @@ def run_study(config: StudyConfig, *, progress: bool = True,
             bar.status(f"{len(jobs)} run(s) to do, {reused} reused")
             for record in execute(jobs, executor=config.executor, jobs_n=config.jobs,
                                   scheduler=config.scheduler,
-                                  on_start=lambda where: bar.status(f"running on {where}")):
+                                  on_start=lambda where: bar.status(f"running {where}")):
                 record = {**meta[record["key"]], **record, "finished": time.time()}
                 store.save(record)
                 finished[record["key"]] = record

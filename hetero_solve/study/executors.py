@@ -54,7 +54,7 @@ def _processes(jobs: list[Job], n: int, on_start) -> Iterator[dict]:
     completed = False
     try:
         if on_start:
-            on_start(f"{n} local processes")
+            on_start(f"on {n} local processes")
         pending = {pool.submit(run_job, job) for job in jobs}
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -88,14 +88,14 @@ def _dask(jobs: list[Job], n: int, scheduler: str | None, on_start) -> Iterator[
                 client = Client(scheduler, timeout="20s")
             except (OSError, TimeoutError) as e:
                 raise ExecutorError(f"--scheduler {scheduler}: cannot connect ({e})") from None
-            where = f"Dask scheduler {scheduler}"
+            where = f"on the Dask scheduler {scheduler}"
         else:
             # A local cluster of single-threaded worker processes: the algorithms are pure
             # Python and would fight over the GIL in threads.
             cluster = LocalCluster(n_workers=max(n, 1), threads_per_worker=1, processes=True,
                                    dashboard_address=None)
             client = Client(cluster)
-            where = f"local Dask cluster, {max(n, 1)} worker(s)"
+            where = f"on a local Dask cluster, {max(n, 1)} worker(s)"
         if on_start:
             on_start(where)
         with client:

@@ -40,8 +40,9 @@ def plot_all(records: list[dict], algorithms: list[str], out_dir: str | Path) ->
         plt.close("all")
 
 
-def _label(r: dict) -> str:
-    return f"{Path(r['model']).stem}\n{Path(r['rules']).stem}"
+def _label(r: dict, open_dims: bool = False) -> str:
+    """A problem's tick label; ``†`` when it left dims with no value (summary.md names them)."""
+    return f"{Path(r['model']).stem}{' †' if open_dims else ''}\n{Path(r['rules']).stem}"
 
 
 def plot_parts(plt, records: list[dict], algorithms: list[str], out: Path) -> list[Path]:
@@ -83,13 +84,16 @@ def plot_parts(plt, records: list[dict], algorithms: list[str], out: Path) -> li
         if miss:
             ax.plot(miss, [0] * len(miss), "x", color=color, markersize=6, clip_on=False)
     ax.set_xticks(range(len(problems)))
-    ax.set_xticklabels([_label({"model": m, "rules": r}) for m, r in problems], fontsize=7,
-                       rotation=45, ha="right")
+    open_dims = {(r["model"], r["rules"]) for r in records if r.get("missing_dims")}
+    ax.set_xticklabels([_label({"model": m, "rules": r}, (m, r) in open_dims)
+                        for m, r in problems], fontsize=7, rotation=45, ha="right")
     ax.set_ylabel("parts (fewer is better)")
     ax.set_yscale("log" if top > 50 else "linear")
     title = "Parts per problem and algorithm (hatched: invalid; x: no answer)"
     if absent:
         title += f"\nno answer at all: {', '.join(absent)}"
+    if open_dims:
+        title += "\n†: dims with no value (see summary.md)"
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
