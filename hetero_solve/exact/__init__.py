@@ -163,7 +163,7 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
         f"({', '.join(names[:3])}{'...' if len(names) > 3 else ''})")
     folded = refine(problem, start, engine=engine, time_limit=time_limit / 2, seed=seed,
                     progress=progress, workers=workers)
-    q = unfold(problem, cands)
+    q, _ = unfold(problem, cands)
     from ..algorithms.greedy import heuristic
     try:
         q_start = heuristic(q)

@@ -499,10 +499,10 @@ def _contracted(problem: Problem, start: Solution | None, **kw) -> Solution:
     """:func:`refine_costs` on the problem with colocation groups merged (contiguous stages:
     :mod:`.colocate`), its answer mapped back."""
     from .colocate import contract_groups, contract_solution, expand
-    q, comp = contract_groups(problem)
-    small = contract_solution(start, comp, q.n) if start is not None else None
+    q, nmap = contract_groups(problem)
+    small = contract_solution(start, nmap) if start is not None else None
     sol = refine_costs(q, small, **kw)
-    out = normalize(problem, expand(sol, comp))
+    out = normalize(problem, expand(sol, nmap))
     out.stats["contracted_units"] = q.n
     return out
 
