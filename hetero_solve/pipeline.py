@@ -28,7 +28,7 @@ from .model import ModelGraph, load_model
 from .problem import Objective, Problem
 from .result import Result
 from .rules import Rules, load_rules
-from .solution import Solution, evaluate
+from .solution import Metrics, Solution, evaluate
 from .validate import check, validate
 
 MAX_TIME_LIMIT = 1e6   #: seconds (11 days): a longer limit, infinity included, is no limit
@@ -36,7 +36,8 @@ MAX_TIME_LIMIT = 1e6   #: seconds (11 days): a longer limit, infinity included, 
 EXACT_STAGE = "exact refinement"
 Progress = Callable[[str], None]
 
-__all__ = ["prepare", "Prepared", "solve", "solve_prepared", "refine", "Result"]
+__all__ = ["prepare", "Prepared", "solve", "solve_prepared", "solve_problem", "refine",
+           "Result"]
 
 
 @dataclass
@@ -219,22 +220,9 @@ def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
     problem = dataclasses.replace(prepared.problem, info=dataclasses.replace(
         prepared.problem.info, warnings=list(prepared.problem.info.warnings)))
     try:
-        say("greedy heuristic")
-        sol = initial_solution(problem, engine=engine, time_limit=time_limit, seed=seed,
-                               progress=say)
-        lap("heuristic")
         compiled = problem
-        if engine == "heuristic":
-            sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed,
-                         progress=say)
-        else:   # the exact engine also decides optional folds: the problem may change
-            from .exact import refine_with_folds
-            problem, sol = refine_with_folds(problem, sol, engine=engine,
-                                             time_limit=time_limit, seed=seed, progress=say)
-        lap("exact")
-        say("validating")
-        metrics = evaluate(problem, sol)
-        check(problem, sol, metrics=metrics)
+        problem, sol, metrics = solve_problem(problem, engine=engine, time_limit=time_limit,
+                                              seed=seed, progress=say, lap=lap)
         if problem is not compiled:
             # foldable nodes placed: the answer must pass check of what will be written,
             # which rebuilds its problem from the compiled one and the parts' node names
@@ -253,6 +241,50 @@ def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
         warnings.append(guard_warning(time_limit))
     return Result(mg, rule_set, problem, sol, metrics, clock.seconds, warnings,
                   explanation=sol.stats.pop("explain", None))
+
+
+def solve_problem(problem: Problem, start: Solution | None = None, *, engine: str = "auto",
+                  time_limit: float = 10.0, seed: int = 0, progress: Progress | None = None,
+                  lap: Callable[[str], None] | None = None
+                  ) -> tuple[Problem, Solution, Metrics]:
+    """heuristic -> exact -> validate on a compiled problem: a model's (:func:`solve`) or an
+    instance file's (:func:`hetero_solve.instances.solve.solve_instance`).
+
+    Parameters
+    ----------
+    problem : Problem
+    start : Solution or None
+        A first answer to use instead of the heuristic's (a hint when invalid).
+    engine, time_limit, seed, progress
+        As :func:`solve`.
+    lap : callable or None
+        Called with ``"heuristic"`` and ``"exact"`` when each step ends (stage times).
+
+    Returns
+    -------
+    (Problem, Solution, Metrics)
+        The problem the answer answers (the exact engine may place optional folds), the
+        validated answer and its measures.
+    """
+    say = progress or (lambda _msg: None)
+    lap = lap or (lambda _name: None)
+    if start is None:
+        say("greedy heuristic")
+        start = initial_solution(problem, engine=engine, time_limit=time_limit, seed=seed,
+                                 progress=say)
+    lap("heuristic")
+    if engine == "heuristic":
+        sol = refine(problem, start, engine=engine, time_limit=time_limit, seed=seed,
+                     progress=say)
+    else:   # the exact engine also decides optional folds: the problem may change
+        from .exact import refine_with_folds
+        problem, sol = refine_with_folds(problem, start, engine=engine,
+                                         time_limit=time_limit, seed=seed, progress=say)
+    lap("exact")
+    say("validating")
+    metrics = evaluate(problem, sol)
+    check(problem, sol, metrics=metrics)
+    return problem, sol, metrics
 
 
 def initial_solution(problem: Problem, *, engine: str = "auto", time_limit: float = 10.0,

@@ -40,6 +40,9 @@ class Result:
         by :func:`hetero_solve.solve`).
     explanation : dict or None
         Why at least ``solution.lower_bound`` parts are needed, when the solver found out.
+    instance : str or None
+        The instance file the problem was read from (:mod:`hetero_solve.instances`), which
+        has no model (``model_graph`` and ``rules`` are then ``None``).
 
     Examples
     --------
@@ -51,14 +54,15 @@ class Result:
     PosixPath('resnet.hetero')
     """
 
-    model_graph: ModelGraph
-    rules: Rules
+    model_graph: ModelGraph | None
+    rules: Rules | None
     problem: Problem
     solution: Solution
     metrics: Metrics
     seconds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     explanation: dict | None = None
+    instance: str | None = None
 
     def parts(self) -> list[list[int]]:
         """The problem node ids of each part, part by part."""

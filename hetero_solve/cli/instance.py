@@ -9,8 +9,11 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from ..engines import ENGINES
+from ..export.manifest import build_manifest
 from ..export.writer import check_target
-from ..instances.solve import OBJECTIVES, InstanceResult, instance_manifest, solve_instance, write_instance
+from ..instances.solve import OBJECTIVES, solve_instance, write_instance
+from ..result import Result
 from . import app
 from .common import (UsageError, json_option, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, verbose_option)
@@ -35,6 +38,10 @@ def instance_command(
                                            "INSTANCE_STEM.hetero/ next to the file)."),
     time_limit: float = typer.Option(30.0, "--time-limit", "-t", min=0,
                                      help="Seconds for the exact solver."),
+    engine: str = typer.Option("auto", "--engine", "-e",
+                               help="auto or cpsat: the cost stages on CP-SAT; sat has no cost "
+                                    "terms (it says so and keeps the best single-device "
+                                    "answer); heuristic: no exact search."),
     seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
     as_json: bool = json_option("the result (partition.json's content)"),
     quiet: bool = quiet_option(),
@@ -54,22 +61,24 @@ def instance_command(
     """
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
+    if engine not in ENGINES:
+        raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     target = check_target(path.with_suffix(".hetero") if out is None else out)
     with progress_on_stderr(quiet, verbose, time_limit) as say:
         result = solve_instance(path, objective, contiguous=contiguous, time_limit=time_limit,
-                                progress=say)
+                                seed=seed, engine=engine, progress=say)
         written = write_instance(result, target)
     if as_json:
-        print_json({**instance_manifest(result), "out_dir": str(written)})
+        print_json({**build_manifest(result, files=False), "out_dir": str(written)})
         return
     print_instance_summary(result, written)
 
 
-def print_instance_summary(result: InstanceResult, out_dir: Path | None = None) -> None:
+def print_instance_summary(result: Result, out_dir: Path | None = None) -> None:
     """The parts (device instance, nodes, load) and the objective, on stdout."""
     p, sol, m = result.problem, result.solution, result.metrics
-    loads = instance_manifest(result)
-    table = Table(title=f"{Path(result.path).name}: {m.partitions} part(s)", title_justify="left")
+    loads = build_manifest(result, files=False)
+    table = Table(title=f"{Path(result.instance).name}: {m.partitions} part(s)", title_justify="left")
     for col in ("part", "device", "nodes", "instance load"):
         table.add_column(col, justify="left" if col == "device" else "right")
     for part in loads["partitions"][:MAX_ROWS]:
@@ -84,6 +93,6 @@ def print_instance_summary(result: InstanceResult, out_dir: Path | None = None) 
     print_line(f"status: {sol.status}   {term}: {value:.6g}"
                + (f" (lower bound {bound:.6g})" if bound is not None else "")
                + ("   contiguous stages" if p.costs.contiguous else "")
-               + f"   time: {result.seconds:.2f}s")
+               + f"   time: {sum(result.seconds.values()):.2f}s")
     if out_dir is not None:
         print_line(f"written: {out_dir}/")

@@ -4,11 +4,14 @@
 
 * a **lexicographic** objective is solved term by term, each earlier term capped at its best
   value (``fallback``, then ``partitions``, then ``transfer`` by default);
-* a **weighted** objective is one stage (weights scaled to integers).
+* a **weighted** objective is one stage (weights scaled to integers);
+* ``latency`` and ``throughput`` (docs/costs.md) are stages too (:mod:`.stages.costs`, on the
+  slot model with instances and times of :mod:`.costs`), from the first of them on.
 
 How it is built (docs/ARCHITECTURE.md, "Exact refinement"): :class:`.search.Search` is the
 shared context (budget, best answer so far, device sets and bounds computed once); one module
-per stage in :mod:`.stages` (``fallback``, ``partitions``, ``transfer``, ``weighted``), each
+per stage in :mod:`.stages` (``fallback``, ``partitions``, ``transfer``, ``weighted``,
+``costs``), each
 returning a :class:`.search.StageRecord` of what it tried, proved and found; :mod:`.runner`
 chooses the engines and solves a stage's model with them; :mod:`.report` derives the status,
 the bounds and the explanation from the records.
@@ -66,7 +69,7 @@ __all__ = ["refine", "refine_with_folds", "lower_bound", "refuse_unplaceable", "
 from ..engines import EXACT_ENGINES as ENGINES   # noqa: E402 - the one list
 
 
-def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
+def refine(problem: Problem, start: Solution | None, *, engine: str = "auto", time_limit: float = 10.0,
            seed: int = 0, progress: Callable[[str], None] | None = None,
            workers: int = 1) -> Solution:
     """Improve ``start`` and prove what can be proven within ``time_limit`` seconds.
@@ -78,9 +81,10 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     Parameters
     ----------
     problem : Problem
-    start : Solution
-        A valid solution of ``problem`` (the heuristic's, say): the first incumbent and the
-        solver's hint.
+    start : Solution or None
+        A solution of ``problem`` (the heuristic's, say): the first incumbent and the
+        solver's hint when valid, only a hint otherwise (any valid answer replaces it);
+        ``None``: none (every node in one part on its preferred device, as a hint).
     engine : {"auto", "cpsat", "sat"}
         ``"auto"``: solver-free bounds, the search over device sequences, CP-SAT, then SAT to
         close a gap; ``"cpsat"`` or ``"sat"``: that engine only.
@@ -118,10 +122,6 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    if problem.objective.uses_costs():      # latency / throughput: their own model (.costs)
-        from .costs import refine_costs
-        return refine_costs(problem, start, time_limit=time_limit, seed=seed,
-                            progress=progress, workers=workers)
     return _refine(problem, start, device_sets(problem, fixed=False), engine, time_limit, seed,
                    progress, workers)
 

@@ -1,53 +1,35 @@
 """Solve an instance file (a problem without an ONNX model) and write its answer.
 
 ``hetero-solve INSTANCE.json --objective throughput|latency [--contiguous] -o OUT`` runs
-:func:`solve_instance` then :func:`write_instance`: ``OUT/partition.json`` holds the parts
-(device, instance, nodes by the instance's ids, each instance's load), ``objective`` the
-values (``throughput`` = time per sample, ``latency``, and the counting terms), ``lower_bound``
-what is proven about the objective, and ``status`` ``optimal`` when it is proven.
+:func:`solve_instance` then :func:`write_instance`: the problem read from the file goes through
+the pipeline every model goes through (:func:`hetero_solve.pipeline.solve_problem`: heuristic,
+the exact engine's stages, validation) and its answer through the one writer of
+``partition.json`` (:func:`hetero_solve.export.manifest.build_manifest`): the parts (device,
+instance, nodes by the instance's ids, each instance's load), ``objective`` the values
+(``throughput`` = time per sample, ``latency``, and the counting terms), ``lower_bound`` what
+is proven about the objective, and ``status`` ``optimal`` when it is proven.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..measures import quotient_edges
-from ..measures.costs import instance_loads
-from ..problem import Objective, Problem
-from ..solution import Metrics, Solution, evaluate
-from ..validate import check, validate
+from ..export.manifest import build_manifest
+from ..export.writer import MANIFEST, write_answer, write_json
+from ..pipeline import solve_problem
+from ..problem import Objective
+from ..result import Result
 from .tarnawski import load_instance
 
 OBJECTIVES = ("throughput", "latency")
 
 
-@dataclass
-class InstanceResult:
-    """A solved instance: the problem, the answer, its measures and the seconds spent."""
-    path: str
-    problem: Problem
-    solution: Solution
-    metrics: Metrics
-    seconds: float
-
-
-def start_solution(problem: Problem) -> Solution | None:
-    """Everything in one part on the last device (the CPU: it takes every node), when that
-    is a valid answer."""
-    d = len(problem.devices) - 1
-    if problem.n == 0 or any(d not in a for a in problem.allowed):
-        return None
-    sol = Solution([0] * problem.n, [d], [0], algorithm="one part on " + problem.devices[d].name)
-    return None if validate(problem, sol) else sol
-
-
 def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
                    contiguous: bool = False, time_limit: float = 10.0, seed: int = 0,
-                   progress=None) -> InstanceResult:
-    """Read an instance, minimise ``objective`` with CP-SAT, validate the answer.
+                   engine: str = "auto", progress=None) -> Result:
+    """Read an instance and solve it as any problem (module doc).
 
     Parameters
     ----------
@@ -57,65 +39,48 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
     contiguous : bool
         At most one part per device instance (pipeline stages).
     time_limit : float
-        Seconds for the solver.
+        Seconds for the exact engine.
     seed : int
+    engine : str
+        As :func:`hetero_solve.solve` (``"sat"`` says in one line that it has no cost terms).
     progress : callable or None
 
     Returns
     -------
-    InstanceResult
+    Result
+        ``model_graph`` and ``rules`` ``None``, ``instance`` the file; ``seconds`` the
+        pipeline's stage times.
     """
-    from ..exact.costs import refine_costs
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     t0 = time.perf_counter()
     problem = load_instance(path, Objective(order=(objective,)), contiguous=contiguous)
-    start = start_solution(problem)
-    if not contiguous and objective == "throughput":
+    seconds = {"load": time.perf_counter() - t0}
+    start = None
+    if not contiguous and objective == "throughput" and engine != "heuristic":
         # contiguous stages are answers too, and proven fast: the free search starts there
         staged = load_instance(path, problem.objective, contiguous=True)
-        start = refine_costs(staged, start, time_limit=time_limit / 4, seed=seed,
-                             progress=progress)
+        _, start, _ = solve_problem(staged, engine=engine, time_limit=time_limit / 4,
+                                    seed=seed, progress=progress)
         time_limit -= time_limit / 4
-    sol = refine_costs(problem, start, time_limit=time_limit, seed=seed, progress=progress)
-    check(problem, sol)
-    return InstanceResult(str(path), problem, sol, evaluate(problem, sol),
-                          time.perf_counter() - t0)
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        seconds[name] = now - clock[0]
+        clock[0] = now
+
+    problem, sol, metrics = solve_problem(problem, start, engine=engine, time_limit=time_limit,
+                                          seed=seed, progress=progress, lap=lap)
+    lap("validate")
+    return Result(None, None, problem, sol, metrics, seconds, list(problem.info.warnings),
+                  explanation=sol.stats.pop("explain", None), instance=str(path))
 
 
-def instance_manifest(result: InstanceResult) -> dict:
-    """The content of ``partition.json`` for an instance (module doc)."""
-    p, sol, m = result.problem, result.solution, result.metrics
-    loads = instance_loads(p, sol.part_of, sol.part_device, sol.part_instance)
-    parts = []
-    for k, nodes in enumerate(sol.parts()):
-        d, i = sol.part_device[k], sol.part_instance[k]
-        parts.append({"id": k, "device": p.devices[d].name, "instance": i,
-                      "nodes": sorted(p.graph_index[v] for v in nodes),
-                      "node_names": [p.names[v] for v in nodes],
-                      "memory": m.part_memory[k], "instance_load": loads[(d, i)]})
-    stats = dict(sol.stats)
-    return {
-        "version": 1, "instance": result.path, "format": p.info.format,
-        "status": sol.status,
-        "objective": m.as_dict(),
-        "objective_spec": p.objective.describe(),
-        "lower_bound": stats.pop("cost_bounds", {}),
-        "time_unit": p.costs.unit or "as in the instance",
-        "contiguous": p.costs.contiguous,
-        "partitions": parts,
-        "edges": [list(e) for e in sorted(quotient_edges(p, sol.part_of))],
-        "devices": [{"name": d.name, "memory": d.memory, "instances": d.instances}
-                    for d in p.devices],
-        "solver": {"algorithm": sol.algorithm, "seconds": round(result.seconds, 4), **stats},
-    }
-
-
-def write_instance(result: InstanceResult, out_dir: str | os.PathLike) -> Path:
+def write_instance(result: Result, out_dir: str | os.PathLike) -> Path:
     """Write ``partition.json`` into ``out_dir`` (new, empty or a previous answer; whole or
     not at all)."""
-    from ..export.writer import MANIFEST, write_json, write_answer
-    manifest = instance_manifest(result)
+    manifest = build_manifest(result, files=False)
     manifest["files"] = [MANIFEST]
     return write_answer(out_dir, lambda tmp: write_json(tmp / MANIFEST, manifest),
-                        protected=[result.path])
+                        protected=[result.instance])
