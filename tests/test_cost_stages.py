@@ -77,6 +77,7 @@ def test_sat_engine_says_it_has_no_cost_terms():
     lines = []
     sol = refine(p, heuristic(p), engine="sat", time_limit=1, progress=lines.append)
     assert SAT_LINE in lines and "\n" not in SAT_LINE
+    assert p.info.warnings.count(SAT_LINE) == 1            # the answer's warning line
     assert validate(p, sol) == []
     assert sol.stats["stages"][0]["runs"][-1] == {"engine": "sat", "skipped": SAT_LINE}
     assert sol.stats["cost_bounds"]["latency"] <= objective_term(p, sol, "latency") + 1e-12

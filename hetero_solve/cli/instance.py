@@ -15,7 +15,7 @@ from ..export.writer import check_target
 from ..instances.solve import OBJECTIVES, solve_instance, write_instance
 from ..result import Result
 from . import app
-from .common import (UsageError, json_option, print_json, print_line, print_out,
+from .common import (UsageError, caught_warnings, json_option, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, verbose_option)
 
 MAX_ROWS = 40
@@ -64,10 +64,13 @@ def instance_command(
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     target = check_target(path.with_suffix(".hetero") if out is None else out)
-    with progress_on_stderr(quiet, verbose, time_limit) as say:
-        result = solve_instance(path, objective, contiguous=contiguous, time_limit=time_limit,
-                                seed=seed, engine=engine, progress=say)
-        written = write_instance(result, target)
+    with caught_warnings() as warned:
+        with progress_on_stderr(quiet, verbose, time_limit) as say:
+            result = solve_instance(path, objective, contiguous=contiguous,
+                                    time_limit=time_limit, seed=seed, engine=engine,
+                                    progress=say)
+            written = write_instance(result, target)
+    warned.show(result.warnings)
     if as_json:
         print_json({**build_manifest(result, files=False), "out_dir": str(written)})
         return

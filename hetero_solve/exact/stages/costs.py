@@ -102,6 +102,8 @@ def _model(ctx: Search, runs: list[dict]):
     if ctx.engine == "sat":
         ctx.say(SAT_LINE)
         runs.append({"engine": "sat", "skipped": SAT_LINE})
+        if SAT_LINE not in p.info.warnings:     # the answer's warnings (as the rescue's)
+            p.info.warnings.append(SAT_LINE)
         return None, None, False
     nmap = None
     q = p
