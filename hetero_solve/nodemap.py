@@ -19,7 +19,8 @@ new problem from the old one by the same rules, and checks them (:func:`check_re
   that enforce value inputs (the value would be made in the part that reads it);
 - its time on a device (``Problem.costs``) is the sum of its old nodes' times: a quantized
   unit costs the sum of its members; a node the transform adds from nothing (a placed fold
-  option: folded, it cost nothing) costs nothing; a tensor keeps its volume;
+  option) costs what the transform says (the option's times, ``CostModel.option_time``), else
+  nothing; a tensor keeps its volume;
 - colocation groups map to the new nodes (a group inside one new node is gone: it holds);
 - the fold options' value readers map to the new nodes.
 
@@ -124,7 +125,8 @@ def remap(old: Problem, new: Problem, nmap: NodeMap, *,
         Per old node, the devices the new problem may use at most (chain contraction: the
         device sets of the solutions searched).
     added : dict, optional
-        Per added node (new id), ``{"name", "op_type", "allowed", "graph_index"}``.
+        Per added node (new id), ``{"name", "op_type", "allowed", "graph_index"}`` and
+        optionally ``"time"`` (per device, as ``CostModel.node_time`` rows).
     """
     if nmap.n != new.n:
         raise RemapError(f"the map has {nmap.n} new node(s), the new problem {new.n}")
@@ -191,7 +193,7 @@ def remap(old: Problem, new: Problem, nmap: NodeMap, *,
     out = dataclasses.replace(
         new, names=names, op_types=ops, graph_index=gi, pinned=pinned, allowed=allowed,
         refusals=Refusals(rows), members=members, value_pred=value_pred,
-        costs=_costs(old, new, nmap, allowed), colocation=_colocation(old, nmap),
+        costs=_costs(old, new, nmap, allowed, added), colocation=_colocation(old, nmap),
         fold_options=[dataclasses.replace(o, value_readers=tuple(sorted(
             {u for r in o.value_readers for u in T[r]}))) for o in new.fold_options]
         if new.fold_options is old.fold_options else new.fold_options)
@@ -199,21 +201,27 @@ def remap(old: Problem, new: Problem, nmap: NodeMap, *,
     return out
 
 
-def _costs(old: Problem, new: Problem, nmap: NodeMap, allowed) -> CostModel | None:
-    """Node times summed over each new node's old nodes (module doc), tensor volumes kept."""
+def _costs(old: Problem, new: Problem, nmap: NodeMap, allowed,
+           added: dict | None = None) -> CostModel | None:
+    """Node times summed over each new node's old nodes (module doc; an added node: its
+    ``added`` ``"time"`` per device, else nothing), tensor volumes kept, the fold options'
+    times kept while the options are (``option_time``)."""
     c = old.costs
     if c is None:
         return None
     rows = []
     for u, vs in enumerate(nmap.sources):
-        rows.append([(sum(c.node_time[w][d] for w in vs) if vs else 0.0)
+        given = (added or {}).get(u, {}).get("time") if not vs else None
+        rows.append([(sum(c.node_time[w][d] for w in vs) if vs else
+                      (given[d] if given is not None and given[d] is not None else 0.0))
                      if d in allowed[u] else None for d in range(len(old.devices))])
     volume = c.volume
     if volume is not None:
         src = nmap.tensors or (None,) * len(new.tensor_bytes)
         volume = [volume[t] if t is not None else float(new.tensor_bytes[k])
                   for k, t in enumerate(src)]
-    return dataclasses.replace(c, node_time=rows, volume=volume)
+    options = c.option_time if new.fold_options is old.fold_options else None
+    return dataclasses.replace(c, node_time=rows, volume=volume, option_time=options)
 
 
 def _colocation(old: Problem, nmap: NodeMap) -> list[list[int]]:
@@ -262,7 +270,9 @@ def check_remap(old: Problem, new: Problem, nmap: NodeMap) -> None:
             raise RemapError(f"node times: {len(rows)} rows, not {n}")
         for u, vs in enumerate(nmap.sources):
             for d in new.allowed[u]:
-                want = sum(old.costs.node_time[w][d] for w in vs) if vs else 0.0
+                if not vs:          # an added node's time is the transform's
+                    continue
+                want = sum(old.costs.node_time[w][d] for w in vs)
                 got = rows[u][d]
                 if got is None or not math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12):
                     raise RemapError(f"node times: new node {u} on device {d} takes {got}, "

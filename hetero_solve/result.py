@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .algorithms.single import SingleDevice
 from .model import ModelGraph
 from .problem import Problem
 from .rules import Rules
@@ -43,6 +44,9 @@ class Result:
     instance : str or None
         The instance file the problem was read from (:mod:`hetero_solve.instances`), which
         has no model (``model_graph`` and ``rules`` are then ``None``).
+    single_device : SingleDevice or None
+        With a cost model: the whole model on the best single device that can run it, the
+        answer to compare with (docs/costs.md).
 
     Examples
     --------
@@ -63,6 +67,7 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     explanation: dict | None = None
     instance: str | None = None
+    single_device: "SingleDevice | None" = None
 
     def parts(self) -> list[list[int]]:
         """The problem node ids of each part, part by part."""

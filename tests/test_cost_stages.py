@@ -48,7 +48,7 @@ def single_device_values(p, term: str) -> list[float]:
 def test_large_problems_never_worse_than_the_start_or_one_device(make, n, term):
     p = with_costs(make(n, 1), n, term)
     start = heuristic(p)
-    _, sol, metrics = solve_problem(p, engine="auto", time_limit=1)
+    _, sol, metrics, _ = solve_problem(p, engine="auto", time_limit=1)
     assert validate(p, sol) == []
     value = getattr(metrics, term)
     assert value <= objective_term(p, start, term) + 1e-12

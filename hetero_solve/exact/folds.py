@@ -122,8 +122,11 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> tuple[Problem, NodeMap]:
         tensor_producer=t_prod, tensor_consumers=t_cons, tensor_is_output=t_out,
         node_inputs=node_inputs, node_outputs=node_outputs, node_consts=node_consts,
         info=info, arrays=None, fold_options=[])
+    times = problem.costs.option_time if problem.costs is not None else None
     added = {node_of[k]: {"name": o.name, "op_type": o.op_type, "allowed": o.allowed,
-                          "graph_index": o.graph_index} for k, o in zip(ks, opts)}
+                          "graph_index": o.graph_index,
+                          "time": times[k] if times is not None else None}
+             for k, o in zip(ks, opts)}
     return remap(problem, structure, nmap, added=added), nmap
 
 

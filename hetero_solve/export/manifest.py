@@ -105,8 +105,10 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
     head = {"version": 1}
     head |= ({"model": mg.path, "rules": result.rules.path} if model else
              {"instance": result.instance, "format": p.info.format})
-    head |= {"status": sol.status, "objective": metrics.as_dict(),
-             "objective_spec": p.objective.describe(), "lower_bound": lower_bound}
+    head |= {"status": sol.status, "objective": metrics.as_dict()}
+    if result.single_device is not None:
+        head["single_device"] = result.single_device.as_dict(p)
+    head |= {"objective_spec": p.objective.describe(), "lower_bound": lower_bound}
     if costs:
         head |= {"time_unit": p.costs.unit or "as in the instance",
                  "contiguous": p.costs.contiguous}

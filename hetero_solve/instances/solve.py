@@ -60,7 +60,7 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
     if not contiguous and objective == "throughput" and engine != "heuristic":
         # contiguous stages are answers too, and proven fast: the free search starts there
         staged = load_instance(path, problem.objective, contiguous=True)
-        _, start, _ = solve_problem(staged, engine=engine, time_limit=time_limit / 4,
+        _, start, _, _ = solve_problem(staged, engine=engine, time_limit=time_limit / 4,
                                     seed=seed, progress=progress)
         time_limit -= time_limit / 4
     clock = [time.perf_counter()]
@@ -70,11 +70,12 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
         seconds[name] = now - clock[0]
         clock[0] = now
 
-    problem, sol, metrics = solve_problem(problem, start, engine=engine, time_limit=time_limit,
+    problem, sol, metrics, single = solve_problem(problem, start, engine=engine, time_limit=time_limit,
                                           seed=seed, progress=progress, lap=lap)
     lap("validate")
     return Result(None, None, problem, sol, metrics, seconds, list(problem.info.warnings),
-                  explanation=sol.stats.pop("explain", None), instance=str(path))
+                  explanation=sol.stats.pop("explain", None), instance=str(path),
+                  single_device=single)
 
 
 def write_instance(result: Result, out_dir: str | os.PathLike) -> Path:
