@@ -11,6 +11,7 @@ import random
 import pytest
 
 from hetero_solve.algorithms.greedy import heuristic
+from hetero_solve.budget import Budget
 from hetero_solve.costs import CostModel, Link
 from hetero_solve.exact import refine
 from hetero_solve.exact.stages.costs import SAT_LINE
@@ -48,7 +49,7 @@ def single_device_values(p, term: str) -> list[float]:
 def test_large_problems_never_worse_than_the_start_or_one_device(make, n, term):
     p = with_costs(make(n, 1), n, term)
     start = heuristic(p)
-    _, sol, metrics, _ = solve_problem(p, engine="auto", time_limit=1)
+    _, sol, metrics, _ = solve_problem(p, engine="auto", budget=Budget.of(work_limit=1))
     assert validate(p, sol) == []
     value = getattr(metrics, term)
     assert value <= objective_term(p, start, term) + 1e-12
@@ -66,7 +67,7 @@ def test_every_answer_is_validated():
     """A cost stage's answers go through Search.accept: valid ones only, and the record says
     which were kept."""
     p = costed(3)
-    sol = refine(p, None, time_limit=2)
+    sol = refine(p, None, budget=Budget.of(work_limit=2))
     assert validate(p, sol) == []
     runs = [r for s in sol.stats["stages"] for r in s["runs"]]
     assert any(r.get("engine") == "single device" or "kept" in r for r in runs)
@@ -75,7 +76,7 @@ def test_every_answer_is_validated():
 def test_sat_engine_says_it_has_no_cost_terms():
     p = with_costs(cnn_like(60, 2), 2, "latency")
     lines = []
-    sol = refine(p, heuristic(p), engine="sat", time_limit=1, progress=lines.append)
+    sol = refine(p, heuristic(p), engine="sat", budget=Budget.of(work_limit=1), progress=lines.append)
     assert SAT_LINE in lines and "\n" not in SAT_LINE
     assert p.info.warnings.count(SAT_LINE) == 1            # the answer's warning line
     assert validate(p, sol) == []
@@ -89,7 +90,7 @@ def test_lexicographic_counting_terms_first_keep_their_stages():
     p = with_costs(cnn_like(40, 3), 3, "latency")
     p.objective = Objective(order=("fallback", "latency"))
     start = heuristic(p)
-    sol = refine(p, start, time_limit=2)
+    sol = refine(p, start, budget=Budget.of(work_limit=2))
     assert [s["stage"] for s in sol.stats["stages"]] == ["fallback", "latency"]
     assert validate(p, sol) == []
     assert (objective_term(p, sol, "fallback"), objective_term(p, sol, "latency")) <= \

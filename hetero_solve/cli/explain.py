@@ -15,9 +15,9 @@ from ..units import format_seconds, instance_label
 from ..pipeline import solve
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
-                     objective_option, out_console, parse_dims, parse_objective, parse_shapes,
-                     predicted_line, print_json, progress_on_stderr, quiet_option, shape_option,
-                     verbose_option)
+                     limits, objective_option, out_console, parse_dims, parse_objective,
+                     parse_shapes, predicted_line, print_json, progress_on_stderr, quiet_option,
+                     shape_option, time_limit_option, verbose_option, work_limit_option)
 
 
 
@@ -27,8 +27,8 @@ def explain_command(
                                  show_default=False),
     rules: Path = typer.Argument(..., metavar="RULES", help="Rule file (YAML).",
                                  show_default=False),
-    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
-                                     help="Seconds for the exact solver after the heuristic."),
+    time_limit: Optional[float] = time_limit_option(),
+    work_limit: Optional[float] = work_limit_option(),
     dim: List[str] = dim_option(),
     shape: List[str] = shape_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
@@ -54,13 +54,14 @@ def explain_command(
     if engine not in EXACT_ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(EXACT_ENGINES)}")
     expect_model_and_rules(model, rules, "hetero-solve explain MODEL.onnx RULES.yaml")
+    time_limit, work_limit = limits(time_limit, work_limit)
     dims, shapes = parse_dims(dim), parse_shapes(shape)
     goal = parse_objective(objective)
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                           time_limit=time_limit, seed=seed, progress=say, objective=goal,
-                           costs=costs)
+                           time_limit=time_limit, work_limit=work_limit, seed=seed,
+                           progress=say, objective=goal, costs=costs)
     if result.problem.objective.uses_costs():
         warned.show(result.warnings)
         _explain_time(result, as_json)

@@ -15,8 +15,9 @@ from ..export.writer import check_target
 from ..instances.solve import OBJECTIVES, solve_instance, write_instance
 from ..result import Result
 from . import app
-from .common import (UsageError, caught_warnings, json_option, print_json, print_line, print_out,
-                     progress_on_stderr, quiet_option, verbose_option)
+from .common import (UsageError, caught_warnings, json_option, limits, print_json,
+                     print_line, print_out, progress_on_stderr, quiet_option,
+                     time_limit_option, verbose_option, work_limit_option)
 
 MAX_ROWS = 40
 
@@ -36,8 +37,8 @@ def instance_command(
     out: Optional[str] = typer.Option(None, "-o", "--out",
                                       help="Output directory for partition.json (default: "
                                            "INSTANCE_STEM.hetero/ next to the file)."),
-    time_limit: float = typer.Option(30.0, "--time-limit", "-t", min=0,
-                                     help="Seconds for the exact solver."),
+    time_limit: Optional[float] = time_limit_option(30.0),
+    work_limit: Optional[float] = work_limit_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
                                help="auto or cpsat: the cost stages on CP-SAT; sat has no cost "
                                     "terms (it says so and keeps the best single-device "
@@ -63,12 +64,13 @@ def instance_command(
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    time_limit, work_limit = limits(time_limit, work_limit, default=30.0)
     target = check_target(path.with_suffix(".hetero") if out is None else out)
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve_instance(path, objective, contiguous=contiguous,
-                                    time_limit=time_limit, seed=seed, engine=engine,
-                                    progress=say)
+                                    time_limit=time_limit, work_limit=work_limit, seed=seed,
+                                    engine=engine, progress=say)
             written = write_instance(result, target)
     warned.show(result.warnings)
     if as_json:

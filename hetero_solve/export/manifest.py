@@ -9,6 +9,8 @@ from ..measures import part_boundaries, quotient_edges
 from ..measures.costs import instance_loads
 from ..solution import Solution
 from .submodels import DIRECT_FILE, direct_outputs, part_file, unused_inputs
+from ..run.onnxruntime import supports_layer_assignment
+from .annotated import LAYER_SETTINGS, layer_assignment_settings
 
 #: The annotated model's file name in OUT_DIR.
 ANNOTATED_FILE = "model.annotated.onnx"
@@ -166,8 +168,6 @@ def onnxruntime_settings(result: "Result") -> dict:
     entries under which onnxruntime places the annotated model's nodes (``layer_ann``) on the
     execution providers the rule file gives their devices; empty when the installed
     onnxruntime does not partition by annotations."""
-    from ..run.onnxruntime import supports_layer_assignment
-    from .annotated import LAYER_SETTINGS, layer_assignment_settings
     if not supports_layer_assignment():
         return {}
     devices = [(d.name, r.runtime) for d, r in zip(result.problem.devices, result.rules.devices)]

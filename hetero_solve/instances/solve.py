@@ -16,6 +16,7 @@ import os
 import time
 from pathlib import Path
 
+from ..budget import Budget
 from ..export.manifest import build_manifest
 from ..export.writer import MANIFEST, write_answer, write_json
 from ..pipeline import solve_problem
@@ -27,8 +28,9 @@ OBJECTIVES = ("throughput", "latency")
 
 
 def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
-                   contiguous: bool = False, time_limit: float = 10.0, seed: int = 0,
-                   engine: str = "auto", progress=None) -> Result:
+                   contiguous: bool = False, time_limit: float | None = None,
+                   work_limit: float | None = None, seed: int = 0, engine: str = "auto",
+                   progress=None) -> Result:
     """Read an instance and solve it as any problem (module doc).
 
     Parameters
@@ -38,8 +40,9 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
     objective : {"throughput", "latency"}
     contiguous : bool
         At most one part per device instance (pipeline stages).
-    time_limit : float
-        Seconds for the exact engine.
+    time_limit, work_limit : float, optional
+        Wall-clock seconds (default 10), or deterministic seconds with no clock
+        (:class:`~hetero_solve.budget.Budget`): one budget for the whole solve.
     seed : int
     engine : str
         As :func:`hetero_solve.solve` (``"sat"`` says in one line that it has no cost terms).
@@ -53,16 +56,17 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    Budget.of(time_limit, work_limit)   # bad limits fail before any work
     t0 = time.perf_counter()
     problem = load_instance(path, Objective(order=(objective,)), contiguous=contiguous)
     seconds = {"load": time.perf_counter() - t0}
+    budget = Budget.of(time_limit, work_limit)
     start = None
     if not contiguous and objective == "throughput" and engine != "heuristic":
         # contiguous stages are answers too, and proven fast: the free search starts there
         staged = load_instance(path, problem.objective, contiguous=True)
-        _, start, _, _ = solve_problem(staged, engine=engine, time_limit=time_limit / 4,
-                                    seed=seed, progress=progress)
-        time_limit -= time_limit / 4
+        _, start, _, _ = solve_problem(staged, engine=engine, budget=budget.split(4),
+                                       seed=seed, progress=progress)
     clock = [time.perf_counter()]
 
     def lap(name: str) -> None:
@@ -70,10 +74,14 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
         seconds[name] = now - clock[0]
         clock[0] = now
 
-    problem, sol, metrics, single = solve_problem(problem, start, engine=engine, time_limit=time_limit,
-                                          seed=seed, progress=progress, lap=lap)
+    problem, sol, metrics, single = solve_problem(problem, start, engine=engine, budget=budget,
+                                                  seed=seed, progress=progress, lap=lap)
     lap("validate")
-    return Result(None, None, problem, sol, metrics, seconds, list(problem.info.warnings),
+    warnings = list(problem.info.warnings)
+    if budget.warning():     # the clock, not the deterministic budget, ended some work
+        sol.stats.update(deterministic=False, stopped_by=budget.stopped_by)
+        warnings.append(budget.warning())
+    return Result(None, None, problem, sol, metrics, seconds, warnings,
                   explanation=sol.stats.pop("explain", None), instance=str(path),
                   single_device=single)
 

@@ -38,7 +38,8 @@ def run_stages(ctx: Search) -> list[StageRecord]:
         return run_cost_stages(ctx, list(obj.terms()), {}, True)
     if not obj.lexicographic:
         t = time.perf_counter()
-        rec = stage_weighted(ctx)
+        rec = StageRecord("weighted").settle(False, "skipped") if ctx.guard() \
+            else stage_weighted(ctx)
         rec.seconds = round(time.perf_counter() - t, 3)
         return [rec]
     records: list[StageRecord] = []
@@ -56,7 +57,10 @@ def run_stages(ctx: Search) -> list[StageRecord]:
             return records + run_cost_stages(ctx, order[i:], dict(caps), chain)
         t = time.perf_counter()
         before = ctx.metrics()[term]
-        rec = STAGES[term](ctx, dict(caps), len(order) - i, chain)
+        if ctx.guard():     # the deadline passed: nothing more runs (not even bounds)
+            rec = StageRecord(term).settle(False, "skipped")
+        else:
+            rec = STAGES[term](ctx, dict(caps), len(order) - i, chain)
         rec.proven = chain and rec.proven and ctx.valid
         chain = rec.proven
         records.append(rec)

@@ -112,8 +112,8 @@ def _model(ctx: Search, runs: list[dict]):
     start = _on(ctx.best, nmap) if ctx.valid else None
     K, complete = slots(q, start)
     size = cost_model_size(q, K)
-    limit = min(MAX_COST_VARIABLES, max(MIN_COST_VARIABLES, COST_ITEMS_PER_SECOND
-                                        * max(0.0, ctx.work - ctx.spent)))
+    limit = min(MAX_COST_VARIABLES, max(MIN_COST_VARIABLES,
+                                        COST_ITEMS_PER_SECOND * ctx.budget.left()))
     if size > limit:     # building it would cost more than the budget (model building is in it)
         ctx.say(f"cost model: about {size:,} literals, more than the budget builds: skipped")
         runs.append({"engine": "cpsat (costs)", "skipped": f"about {size:,} literals",
@@ -121,7 +121,7 @@ def _model(ctx: Search, runs: list[dict]):
         return None, nmap, False
     ctx.say(f"cost model: {q.n} node(s), {K} slot(s)")
     model = CostModelCP(q, K)
-    ctx.spent += size / COST_ITEMS_PER_SECOND
+    ctx.budget.charge(size / COST_ITEMS_PER_SECOND)
     if start is not None:
         hint(model, start)
     return model, nmap, complete
@@ -153,11 +153,10 @@ def _stage(ctx: Search, rec: StageRecord, model, nmap, complete: bool, weights: 
         prm.random_seed, prm.num_workers = ctx.seed, max(1, ctx.workers)
         if ctx.workers > 1:
             prm.interleave_search = True
-        # cpsat.run: deterministic work only (the wall clock guards), CP-SAT's own SIGINT
+        # cpsat.run: deterministic work within the budget and its deadline, CP-SAT's own SIGINT
         # handler off, and the presolve that certifies wrong optima off (or-tools#5293: on
         # ResNet-50's contiguous stages it proved 4477.7 where 124.35 is feasible)
-        status, stats = run(solver, model.m, ctx.budget(left), guard=ctx.net)
-        ctx.charge(stats)
+        status, stats = run(solver, model.m, ctx.allot(ctx.share(left)))   # charged there
         scale = model.scale if timed else 1
         slack = rounded / scale if timed else 0.0
         run_rec = {"engine": "cpsat (costs)", "status": solver.StatusName(status),
