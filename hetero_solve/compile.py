@@ -144,7 +144,7 @@ def _contract_units(mg: ModelGraph, problem: Problem, placeable: list[int],
         return problem
     groups = [[index[a]] + [index[i] for i in g if i != a]
               for a, g in zip(units.anchors, units.groups)]
-    problem = contract(problem, groups)
+    problem, _ = contract(problem, groups)
     problem.info.member_names = {i: mg.names[i] for g in units.groups for i in g}
     return problem
 

@@ -28,9 +28,9 @@ before the op; a node fed by a unit reads the op or a Q, both after it.
 
 >>> from hetero_solve.problem import make_problem
 >>> p = make_problem(4, [(0, 1), (1, 2), (2, 3)], [[0, 1], [0, 1], [1], [0, 1]])
->>> c = contract(p, [[1, 0]])
->>> c.n, c.succ, c.allowed, c.members
-(3, [[1], [2], []], [(0, 1), (1,), (0, 1)], {0: (0, 1)})
+>>> c, m = contract(p, [[1, 0]])
+>>> c.n, c.succ, c.allowed, c.members, m.sources
+(3, [[1], [2], []], [(0, 1), (1,), (0, 1)], {0: (0, 1)}, ((1, 0), (2,), (3,)))
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ import dataclasses
 from typing import Sequence
 
 from .errors import InfeasibleError
-from .problem import Problem, Reason, Refusals, reason_text
+from .nodemap import NodeMap, remap
+from .problem import Problem
 
 
-def contract(problem: Problem, groups: Sequence[Sequence[int]]) -> Problem:
+def contract(problem: Problem, groups: Sequence[Sequence[int]]) -> tuple[Problem, NodeMap]:
     """``problem`` with each group of nodes made one node (module doc).
 
     Parameters
@@ -59,6 +60,9 @@ def contract(problem: Problem, groups: Sequence[Sequence[int]]) -> Problem:
     Problem
         The contracted problem; ``members`` maps each unit node to its ONNX nodes' graph
         indices (graph order).  ``problem`` itself when ``groups`` is empty.
+    NodeMap
+        Unit node -> its nodes (:mod:`hetero_solve.nodemap`, which carries every per-node
+        field: devices, refusals, pins, value edges, node times).
 
     Raises
     ------
@@ -66,9 +70,9 @@ def contract(problem: Problem, groups: Sequence[Sequence[int]]) -> Problem:
         A unit that no device takes whole.
     """
     groups = [list(dict.fromkeys(g)) for g in groups if len(set(g)) > 1]
-    if not groups:
-        return problem
     n = problem.n
+    if not groups:
+        return problem, NodeMap.extended(n, 0)
     anchor_of = {g[0]: k for k, g in enumerate(groups)}
     in_group: list[list[int]] = [[] for _ in range(n)]
     for k, g in enumerate(groups):
@@ -80,82 +84,40 @@ def contract(problem: Problem, groups: Sequence[Sequence[int]]) -> Problem:
     new_ids = [[new_of[groups[k][0]] for k in in_group[v]] if in_group[v] else [new_of[v]]
                for v in range(n)]
     members_of = {new_of[g[0]]: sorted(g) for g in groups}
-    allowed, rows = _devices(problem, order, members_of)
-    pinned = [next((problem.pinned[w] for w in members_of.get(u, [v]) if problem.pinned[w] >= 0), -1)
-              if problem.pinned else -1 for u, v in enumerate(order)]
-    succ, pred, value_pred = _edges(problem, order, members_of, new_ids)
-    for u, vs in enumerate(value_pred):    # a value made inside the unit, read inside it
-        if u in vs:
-            vs.remove(u)
-            keep = tuple(d for d in allowed[u] if not problem.devices[d].enforce_values)
-            for d in allowed[u]:
-                if d not in keep:
-                    rows[d][u] = (f"a value-dependent input is made inside its quantized unit, "
-                                  f"and {problem.devices[d].name} enforces value inputs")
-            allowed[u] = keep
-    _refuse_homeless(problem, order, members_of, allowed, rows)
-    tensors = _tensors(problem, new_ids, len(order))
-    gi = problem.graph_index
-    return dataclasses.replace(
-        problem, names=[problem.names[v] for v in order],
-        op_types=[problem.op_types[v] for v in order], allowed=allowed, succ=succ, pred=pred,
-        value_pred=value_pred, pinned=pinned, graph_index=[gi[v] for v in order],
-        refusals=Refusals(rows), arrays=None,
+    # sources anchor first (names, op types, the preferred device), then graph order
+    sources = [[v] + [w for w in members_of.get(u, [v]) if w != v] for u, v in enumerate(order)]
+    succ, pred = _edges(problem, order, members_of, new_ids)
+    tensors, kept = _tensors(problem, new_ids, len(order))
+    nmap = NodeMap.of_groups(n, sources, tensors=tuple(kept), label="quantized unit")
+    structure = dataclasses.replace(
+        problem, succ=succ, pred=pred, arrays=None,
         node_consts=[list(dict.fromkeys(c for w in members_of.get(u, [v])
                                         for c in problem.node_consts[w]))
                      for u, v in enumerate(order)],
-        members={u: tuple(sorted(gi[w] for w in ws)) for u, ws in members_of.items()},
-        fold_options=[dataclasses.replace(o, value_readers=tuple(sorted(
-            {u for r in o.value_readers for u in new_ids[r]}))) for o in problem.fold_options],
-        **tensors)
+        names=[problem.names[v] for v in order], **tensors)
+    out = remap(problem, structure, nmap)
+    _refuse_homeless(out, problem, nmap)
+    return out, nmap
 
 
-def _devices(problem: Problem, order: list[int], members_of: dict[int, list[int]]
-             ) -> tuple[list[tuple[int, ...]], list[list[Reason]]]:
-    """Allowed devices of each new node and the refusal rows (module doc)."""
-    D = len(problem.devices)
-    rows: list[list[Reason]] = [[None] * len(order) for _ in range(D)]
-    allowed: list[tuple[int, ...]] = []
-    entry = getattr(problem.refusals, "entry", None)
-    for u, v in enumerate(order):
-        ws = members_of.get(u)
-        if ws is None:
-            allowed.append(problem.allowed[v])
-            for d in range(D):
-                if d not in problem.allowed[v]:
-                    rows[d][u] = entry(v, d) if entry else problem.why_not(v, d)
-            continue
-        ok = tuple(d for d in problem.allowed[v] if all(d in problem.allowed[w] for w in ws))
-        allowed.append(ok)
-        for d in range(D):
-            if d in ok:
-                continue
-            w = v if d not in problem.allowed[v] else next(w for w in ws if d not in problem.allowed[w])
-            rows[d][u] = (entry(v, d) if entry else problem.why_not(v, d)) if w == v else \
-                f"{problem.op_types[w]} {problem.names[w]!r} of its quantized unit: " \
-                f"{problem.why_not(w, d)}"
-    return allowed, rows
-
-
-def _refuse_homeless(problem: Problem, order: list[int], members_of: dict[int, list[int]],
-                     allowed: list[tuple[int, ...]], rows: list[list[Reason]]) -> None:
+def _refuse_homeless(out: Problem, problem: Problem, nmap: NodeMap) -> None:
     """A unit no device takes whole is a clear error naming the unit and each reason."""
-    homeless = [u for u in members_of if not allowed[u]]
+    homeless = [u for u, vs in enumerate(nmap.sources) if len(vs) > 1 and not out.allowed[u]]
     if not homeless:
         return
     u = homeless[0]
-    v = order[u]
-    why = "; ".join(f"{dev.name}: {reason_text(rows[d][u])}" for d, dev in enumerate(problem.devices))
-    names = [problem.names[w] for w in members_of[u]]
+    v = nmap.sources[u][0]
+    why = "; ".join(f"{dev.name}: {out.why_not(u, d)}" for d, dev in enumerate(out.devices))
+    names = [problem.names[w] for w in sorted(nmap.sources[u])]
     raise InfeasibleError(
         f"node {problem.names[v]!r} ({problem.op_types[v]}) and its quantized unit "
         f"({', '.join(repr(x) for x in names)}) fit no device whole: {why}", names)
 
 
 def _edges(problem: Problem, order: list[int], members_of: dict[int, list[int]],
-           new_ids: list[list[int]]) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
-    """Edges between new nodes.  A member read or made inside its own unit maps to the unit
-    itself (dropped for data edges, kept for value edges: the caller decides); a shared node
+           new_ids: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]:
+    """Data edges between new nodes (value edges: :func:`~hetero_solve.nodemap.remap`).  A
+    member read or made inside its own unit maps to the unit itself (dropped); a shared node
     outside the unit maps to every unit holding it."""
     def mapped(lists: list[list[int]], u: int, v: int, self_ok: bool,
                forward: bool = False) -> list[int]:
@@ -170,11 +132,10 @@ def _edges(problem: Problem, order: list[int], members_of: dict[int, list[int]],
 
     succ = [mapped(problem.succ, u, v, False, forward=True) for u, v in enumerate(order)]
     pred = [mapped(problem.pred, u, v, False) for u, v in enumerate(order)]
-    value_pred = [mapped(problem.value_pred, u, v, True) for u, v in enumerate(order)]
-    return succ, pred, value_pred
+    return succ, pred
 
 
-def _tensors(problem: Problem, new_ids: list[list[int]], n_new: int) -> dict:
+def _tensors(problem: Problem, new_ids: list[list[int]], n_new: int) -> tuple[dict, list[int]]:
     """Tensor lists with the new node ids, without the tensors made and read only inside one
     unit (and not graph outputs); a shared node's outputs are read only inside the units that
     hold it, so they go too."""
@@ -203,4 +164,4 @@ def _tensors(problem: Problem, new_ids: list[list[int]], n_new: int) -> dict:
         "tensor_bytes": [problem.tensor_bytes[t] for t in keep],
         "tensor_producer": producers, "tensor_consumers": consumers,
         "tensor_is_output": [problem.tensor_is_output[t] for t in keep],
-        "node_inputs": node_inputs, "node_outputs": node_outputs}
+        "node_inputs": node_inputs, "node_outputs": node_outputs}, keep

@@ -39,7 +39,7 @@ from .problem import Objective, Problem
 from .profiles import read_profile
 from .result import Result
 from .rules import Rules, load_rules
-from .solution import Solution, evaluate
+from .solution import Metrics, Solution, evaluate
 from .user_map import judge_answer
 from .validate import check, validate
 
@@ -51,7 +51,8 @@ Progress = Callable[[str], None]
 #: Measured times: a profile file (``--costs``), a loaded profile, or :class:`Measured`.
 CostSource = Any
 
-__all__ = ["prepare", "Prepared", "solve", "solve_prepared", "refine", "Result"]
+__all__ = ["prepare", "Prepared", "solve", "solve_prepared", "solve_problem", "refine",
+           "Result"]
 
 
 @dataclass
@@ -297,26 +298,9 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
     problem = dataclasses.replace(prepared.problem, info=dataclasses.replace(
         prepared.problem.info, warnings=list(prepared.problem.info.warnings)))
     try:
-        say(SOLVE_STAGE)
-        sol = initial_solution(problem, engine=engine, budget=budget, seed=seed,
-                               progress=say)
-        lap("heuristic")
         compiled = problem
-        if engine == "heuristic":
-            sol = refine(problem, sol, engine=engine, budget=budget, seed=seed, progress=say)
-        else:   # the exact engine also decides optional folds: the problem may change
-            problem, sol = refine_with_folds(problem, sol, engine=engine, budget=budget,
-                                             seed=seed, progress=say)
-            # the call's budget, not one refinement's: folds and rescue drew on it too
-            for key in ("time_limit", "work_limit", "stopped_by"):
-                sol.stats.pop(key, None)
-            sol.stats.update(budget.stats(), deterministic_seconds=round(budget.spent, 3))
-        lap("exact")
-        single = best_single_device(problem)
-        sol = never_slower(problem, sol, single)
-        say("validating")
-        metrics = evaluate(problem, sol)
-        check(problem, sol, metrics=metrics)
+        problem, sol, metrics, single = solve_problem(
+            problem, engine=engine, budget=budget, seed=seed, progress=say, lap=lap)
         if problem is not compiled:
             # foldable nodes placed: the answer must pass check of what will be written,
             # which rebuilds its problem from the compiled one and the parts' node names
@@ -357,6 +341,59 @@ def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -
     return dataclasses.replace(single.solution, lower_bound=sol.lower_bound,
                                stats=dict(sol.stats),
                                status=sol.status if alone == found else "feasible")
+
+
+def solve_problem(problem: Problem, start: Solution | None = None, *, engine: str = "auto",
+                  budget: Budget | None = None, seed: int = 0,
+                  progress: Progress | None = None, lap: Callable[[str], None] | None = None
+                  ) -> tuple[Problem, Solution, Metrics, SingleDevice | None]:
+    """heuristic -> exact -> never slower than one device -> validate on a compiled problem: a
+    model's (:func:`solve`) or an instance file's
+    (:func:`hetero_solve.instances.solve.solve_instance`).
+
+    Parameters
+    ----------
+    problem : Problem
+    start : Solution or None
+        A first answer to use instead of the heuristic's (a hint when invalid).
+    engine, seed, progress
+        As :func:`solve`.
+    budget : Budget or None
+        The call's (default: 5 deterministic seconds, no clock).
+    lap : callable or None
+        Called with ``"heuristic"`` and ``"exact"`` when each step ends (stage times).
+
+    Returns
+    -------
+    (Problem, Solution, Metrics, SingleDevice or None)
+        The problem the answer answers (the exact engine may place optional folds), the
+        validated answer, its measures, and the best single device (:func:`never_slower`).
+    """
+    say = progress or (lambda _msg: None)
+    lap = lap or (lambda _name: None)
+    if budget is None:
+        budget = Budget.of(work_limit=5.0)
+    if start is None:
+        say(SOLVE_STAGE)
+        start = initial_solution(problem, engine=engine, budget=budget, seed=seed,
+                                 progress=say)
+    lap("heuristic")
+    if engine == "heuristic":
+        sol = refine(problem, start, engine=engine, budget=budget, seed=seed, progress=say)
+    else:   # the exact engine also decides optional folds: the problem may change
+        problem, sol = refine_with_folds(problem, start, engine=engine, budget=budget,
+                                         seed=seed, progress=say)
+        # the call's budget, not one refinement's: folds and rescue drew on it too
+        for key in ("time_limit", "work_limit", "stopped_by"):
+            sol.stats.pop(key, None)
+        sol.stats.update(budget.stats(), deterministic_seconds=round(budget.spent, 3))
+    lap("exact")
+    single = best_single_device(problem)
+    sol = never_slower(problem, sol, single)
+    say("validating")
+    metrics = evaluate(problem, sol)
+    check(problem, sol, metrics=metrics)
+    return problem, sol, metrics, single
 
 
 def initial_solution(problem: Problem, *, engine: str = "auto", budget: Budget | None = None,

@@ -41,6 +41,9 @@ class Result:
         by :func:`hetero_solve.solve`).
     explanation : dict or None
         Why at least ``solution.lower_bound`` parts are needed, when the solver found out.
+    instance : str or None
+        The instance file the problem was read from (:mod:`hetero_solve.instances`), which
+        has no model (``model_graph`` and ``rules`` are then ``None``).
     single_device : SingleDevice or None
         With a cost model: the whole model on the best single device that can run it, the
         answer to compare with (docs/costs.md).
@@ -55,14 +58,15 @@ class Result:
     PosixPath('resnet.hetero')
     """
 
-    model_graph: ModelGraph
-    rules: Rules
+    model_graph: ModelGraph | None
+    rules: Rules | None
     problem: Problem
     solution: Solution
     metrics: Metrics
     seconds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     explanation: dict | None = None
+    instance: str | None = None
     single_device: "SingleDevice | None" = None
 
     def parts(self) -> list[list[int]]:

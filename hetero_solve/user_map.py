@@ -355,7 +355,7 @@ def place_folds(umap: UserMap, problem: Problem) -> Problem:
         raise AffinityError(umap.source, f"foldable node {k!r} is in a part, and foldable node "
                                          f"{j!r} reads its outputs: put {j!r} in a part too, "
                                          "or neither")
-    return unfold(problem, ks)
+    return unfold(problem, ks)[0]
 
 
 def judge(mg: ModelGraph, base: Problem, umap: UserMap, split: str = "acyclic",

@@ -52,7 +52,7 @@ def test_the_folded_transpose_is_an_option_and_unfolding_it_places_it(tmp_path):
     p = compile_problem(mg, load_rules(str(tmp_path / "r.yaml")))
     assert p.n == 3 and [o.name for o in p.fold_options] == ["tied"]
     assert candidates(p, [0]) == [0]
-    q = unfold(p, [0])
+    q, _ = unfold(p, [0])
     assert q.n == 4 and q.names[3] == "tied" and q.info.folded == []
     head = q.names.index("head")
     assert 3 in q.pred[head] and not any(q.const_names[c] == "WT" for c in q.node_consts[head])

@@ -90,7 +90,7 @@ def choices(p):
 def best_over_choices(p):
     best = None
     for ks in choices(p):
-        q = unfold(p, ks)
+        q, _ = unfold(p, ks)
         s = brute_force(q)
         if s is not None:
             key = objective_key(q, s)
@@ -134,7 +134,7 @@ def test_optimal_is_said_somewhere_and_the_relaxation_covers_every_choice():
         p = folds_problem(seed)
         rel = relaxed(p)
         for ks in choices(p):
-            q = unfold(p, ks)
+            q, _ = unfold(p, ks)
             s = brute_force(q)
             if s is None:
                 continue
@@ -159,7 +159,7 @@ def test_a_placed_option_read_as_a_value_by_another_needs_another_part():
     p.fold_options = [FoldOption(5, "shape", "Shape", (0, 1), (0,), (1,), requires=(1,),
                                  value_requires=(1,)),
                       FoldOption(6, "expand", "Expand", (0, 1), (1,), (2,))]
-    q = unfold(p, [0])
+    q, _ = unfold(p, [0])
     shape, expand = q.names.index("shape"), q.names.index("expand")
     assert q.value_pred[expand] == [shape]
     assert any("value" == v.kind for v in validate(q, _one_part(q)))

@@ -219,7 +219,7 @@ def test_contraction_equals_brute_force_keeping_groups_together(seed, monkeypatc
     if not groups:
         pytest.skip("no contractible edge")
     try:
-        c = contract(p, groups)
+        c, _ = contract(p, groups)
     except hs.InfeasibleError:
         c = None
     best_c = brute.brute_force(c) if c is not None else None

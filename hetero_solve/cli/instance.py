@@ -9,13 +9,16 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from ..engines import ENGINES
+from ..export.manifest import build_manifest
 from ..export.writer import answer_files, check_target
 from ..filekind import content_kind, looks_like_json
-from ..instances.solve import OBJECTIVES, InstanceResult, instance_manifest, solve_instance, write_instance
+from ..instances.solve import OBJECTIVES, solve_instance, write_instance
+from ..result import Result
 from . import app
-from .common import (UsageError, json_option, json_text, limits, print_json, print_line,
-                     print_out, progress_on_stderr, quiet_option, time_limit_option,
-                     verbose_option, work_limit_option, written_line)
+from .common import (UsageError, caught_warnings, json_option, json_text, limits, print_json,
+                     print_line, print_out, progress_on_stderr, quiet_option,
+                     time_limit_option, verbose_option, work_limit_option, written_line)
 
 MAX_ROWS = 40
 
@@ -37,6 +40,10 @@ def instance_command(
                                            "INSTANCE_STEM.hetero/ next to the file)."),
     time_limit: Optional[float] = time_limit_option(30.0),
     work_limit: Optional[float] = work_limit_option(),
+    engine: str = typer.Option("auto", "--engine", "-e",
+                               help="auto or cpsat: the cost stages on CP-SAT; sat has no cost "
+                                    "terms (it says so and keeps the best single-device "
+                                    "answer); heuristic: no exact search."),
     seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
     as_json: bool = json_option("the result (partition.json's content)"),
     quiet: bool = quiet_option(),
@@ -56,16 +63,21 @@ def instance_command(
     """
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
+    if engine not in ENGINES:
+        raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     expect_instance(path)
     time_limit, work_limit = limits(time_limit, work_limit, default=30.0)
     target = check_target(path.with_suffix(".hetero") if out is None else out)
     replaced = bool(answer_files(target))
-    with progress_on_stderr(quiet, verbose, time_limit) as say:
-        result = solve_instance(path, objective, contiguous=contiguous, time_limit=time_limit,
-                                work_limit=work_limit, progress=say)
-        written = write_instance(result, target)
+    with caught_warnings() as warned:
+        with progress_on_stderr(quiet, verbose, time_limit) as say:
+            result = solve_instance(path, objective, contiguous=contiguous,
+                                    time_limit=time_limit, work_limit=work_limit, seed=seed,
+                                    engine=engine, progress=say)
+            written = write_instance(result, target)
+    warned.show(result.warnings)
     if as_json:
-        print_json({**instance_manifest(result), "out_dir": str(written)})
+        print_json({**build_manifest(result, files=False), "out_dir": str(written)})
         return
     print_instance_summary(result, written, replaced)
 
@@ -87,12 +99,12 @@ def expect_instance(path: Path) -> None:
         raise UsageError(json_text(path))
 
 
-def print_instance_summary(result: InstanceResult, out_dir: Path | None = None,
+def print_instance_summary(result: Result, out_dir: Path | None = None,
                            replaced: bool = False) -> None:
     """The parts (device instance, nodes, load) and the objective, on stdout."""
     p, sol, m = result.problem, result.solution, result.metrics
-    loads = instance_manifest(result)
-    table = Table(title=f"{Path(result.path).name}: {m.partitions} part(s)", title_justify="left")
+    loads = build_manifest(result, files=False)
+    table = Table(title=f"{Path(result.instance).name}: {m.partitions} part(s)", title_justify="left")
     for col in ("part", "device", "nodes", "instance load"):
         table.add_column(col, justify="left" if col == "device" else "right")
     for part in loads["partitions"][:MAX_ROWS]:
@@ -107,6 +119,6 @@ def print_instance_summary(result: InstanceResult, out_dir: Path | None = None,
     print_line(f"status: {sol.status}   {term}: {value:.6g}"
                + (f" (lower bound {bound:.6g})" if bound is not None else "")
                + ("   contiguous stages" if p.costs.contiguous else "")
-               + f"   time: {result.seconds:.2f}s")
+               + f"   time: {sum(result.seconds.values()):.2f}s")
     if out_dir is not None:
         print_line(written_line(out_dir, replaced))

@@ -4,11 +4,14 @@
 
 * a **lexicographic** objective is solved term by term, each earlier term capped at its best
   value (``fallback``, then ``partitions``, then ``transfer`` by default);
-* a **weighted** objective is one stage (weights scaled to integers).
+* a **weighted** objective is one stage (weights scaled to integers);
+* ``latency`` and ``throughput`` (docs/costs.md) are stages too (:mod:`.stages.costs`, on the
+  slot model with instances and times of :mod:`.costs`), from the first of them on.
 
 How it is built (docs/ARCHITECTURE.md, "Exact refinement"): :class:`.search.Search` is the
 shared context (budget, best answer so far, device sets and bounds computed once); one module
-per stage in :mod:`.stages` (``fallback``, ``partitions``, ``transfer``, ``weighted``), each
+per stage in :mod:`.stages` (``fallback``, ``partitions``, ``transfer``, ``weighted``,
+``costs``), each
 returning a :class:`.search.StageRecord` of what it tried, proved and found; :mod:`.runner`
 chooses the engines and solves a stage's model with them; :mod:`.report` derives the status,
 the bounds and the explanation from the records.
@@ -67,7 +70,7 @@ __all__ = ["refine", "refine_with_folds", "lower_bound", "refuse_unplaceable", "
 from ..engines import EXACT_ENGINES as ENGINES   # noqa: E402 - the one list
 
 
-def refine(problem: Problem, start: Solution, *, engine: str = "auto",
+def refine(problem: Problem, start: Solution | None, *, engine: str = "auto",
            budget: Budget | None = None, seed: int = 0,
            progress: Callable[[str], None] | None = None, workers: int = 1) -> Solution:
     """Improve ``start`` and prove what can be proven within ``budget``.
@@ -79,9 +82,10 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto",
     Parameters
     ----------
     problem : Problem
-    start : Solution
-        A valid solution of ``problem`` (the heuristic's, say): the first incumbent and the
-        solver's hint.
+    start : Solution or None
+        A solution of ``problem`` (the heuristic's, say): the first incumbent and the
+        solver's hint when valid, only a hint otherwise (any valid answer replaces it);
+        ``None``: none (every node in one part on its preferred device, as a hint).
     engine : {"auto", "cpsat", "sat"}
         ``"auto"``: solver-free bounds, the search over device sequences, CP-SAT, then SAT to
         close a gap; ``"cpsat"`` or ``"sat"``: that engine only.
@@ -121,10 +125,6 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto",
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    if problem.objective.uses_costs():      # latency / throughput: their own model (.costs)
-        from .costs import refine_costs
-        return refine_costs(problem, start, budget=_budget(budget), seed=seed,
-                            progress=progress, workers=workers)
     return _refine(problem, start, device_sets(problem, fixed=False), engine, _budget(budget),
                    seed, progress, workers)
 
@@ -178,7 +178,7 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
     half = budget.share(1, 2)
     folded = refine(problem, start, engine=engine, budget=budget.allot(half), seed=seed,
                     progress=progress, workers=workers)
-    q = unfold(problem, cands)
+    q, _ = unfold(problem, cands)
     placed = None
     if not budget.out_of_time():
         try:

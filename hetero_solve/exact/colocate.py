@@ -4,7 +4,7 @@ With at most one part per device instance, nodes that must share an instance (co
 share a part; so do groups that reach each other (a path from a part back into it would make
 the quotient cyclic).  :func:`contract_groups` merges each such closed set into one node of a
 smaller problem with the same answers: a node's time is the sum of its members' times on each
-device they all allow, its constants are theirs, every tensor keeps its bytes, its volume and
+device they all allow (:func:`hetero_solve.nodemap.remap`), its constants are theirs, every tensor keeps its bytes, its volume and
 its readers outside the merged node.  Memory (docs/exact.md) and every cost term of a
 partition are the same on both problems (:mod:`hetero_solve.measures`), so optima and bounds
 carry over; :func:`expand` maps an answer back.
@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import networkx as nx
 
-from ..costs import CostModel
+from ..nodemap import NodeMap, remap
 from ..problem import Problem
 from ..solution import Solution
 
@@ -39,30 +39,19 @@ def _components(p: Problem) -> list[int]:
     return [rank[cond.graph["mapping"][group[v]]] for v in range(p.n)]
 
 
-def contract_groups(p: Problem) -> tuple[Problem, list[int]]:
-    """The contracted problem (module doc) and node -> merged node."""
+def contract_groups(p: Problem) -> tuple[Problem, NodeMap]:
+    """The contracted problem (module doc) and its :class:`~hetero_solve.nodemap.NodeMap`
+    (merged node -> its nodes; :func:`~hetero_solve.nodemap.remap` sums their times)."""
     comp = _components(p)
     k = max(comp, default=-1) + 1
     members: list[list[int]] = [[] for _ in range(k)]
     for v, c in enumerate(comp):
         members[c].append(v)
-    D = len(p.devices)
-    allowed, times = [], []
-    for ms in members:
-        common = [d for d in p.allowed[ms[0]] if all(d in p.allowed[v] for v in ms)]
-        inside = any(comp[u] == comp[v] for v in ms for u in p.value_pred[v])
-        if inside:      # a value edge inside: only devices that ignore value inputs
-            common = [d for d in common if not p.devices[d].enforce_values]
-        allowed.append(tuple(common))
-        times.append([sum(p.costs.node_time[v][d] for v in ms) if d in common else None
-                      for d in range(D)])
     succ = [sorted({comp[w] for v in ms for w in p.succ[v]} - {c}) for c, ms in enumerate(members)]
     pred: list[list[int]] = [[] for _ in range(k)]
     for c, ss in enumerate(succ):
         for d in ss:
             pred[d].append(c)
-    value_pred = [sorted({comp[u] for v in ms for u in p.value_pred[v]} - {c})
-                  for c, ms in enumerate(members)]
     producer = [comp[u] if u >= 0 else -1 for u in p.tensor_producer]
     consumers = [sorted({comp[r] for r in rs} - {producer[t]})
                  for t, rs in enumerate(p.tensor_consumers)]
@@ -74,33 +63,29 @@ def contract_groups(p: Problem) -> tuple[Problem, list[int]]:
     for t, u in enumerate(producer):
         if u >= 0:
             node_outputs[u].append(t)
-    costs = CostModel(times, list(p.costs.part_cost), list(p.costs.links), p.costs.volume,
-                      p.costs.contiguous, p.costs.unit)
-    q = replace(
-        p, names=[p.names[ms[0]] for ms in members], op_types=["Op"] * k, allowed=allowed,
-        succ=succ, pred=pred, value_pred=value_pred, tensor_producer=producer,
-        tensor_consumers=consumers, node_inputs=[sorted(s) for s in node_inputs],
-        node_outputs=node_outputs,
+    nmap = NodeMap.of_groups(p.n, members, tensors=tuple(range(len(p.tensor_bytes))),
+                             label="colocation group")
+    structure = replace(
+        p, names=[p.names[ms[0]] for ms in members], succ=succ, pred=pred,
+        tensor_producer=producer, tensor_consumers=consumers,
+        node_inputs=[sorted(s) for s in node_inputs], node_outputs=node_outputs,
         node_consts=[sorted({w for v in ms for w in p.node_consts[v]}) for ms in members],
-        pinned=[-1] * k, graph_index=list(range(k)), refusals={}, arrays=None,
-        fold_options=[], costs=costs, colocation=[])
-    return q, comp
+        arrays=None, fold_options=[])
+    return remap(p, structure, nmap), nmap
 
 
-def contract_solution(sol: Solution, comp: list[int], k: int) -> Solution | None:
+def contract_solution(sol: Solution, nmap: NodeMap) -> Solution | None:
     """An answer of the original problem on the contracted one (``None`` when a merged node's
     members are in different parts)."""
-    part = [-1] * k
-    for v, c in enumerate(comp):
-        if part[c] not in (-1, sol.part_of[v]):
-            return None
-        part[c] = sol.part_of[v]
+    part = nmap.restrict(sol.part_of)
+    if part is None:
+        return None
     return Solution(part, list(sol.part_device), list(sol.part_instance), sol.algorithm,
                     sol.status, sol.lower_bound, dict(sol.stats))
 
 
-def expand(sol: Solution, comp: list[int]) -> Solution:
+def expand(sol: Solution, nmap: NodeMap) -> Solution:
     """An answer of the contracted problem on the original one."""
-    return Solution([sol.part_of[c] for c in comp], list(sol.part_device),
+    return Solution(nmap.expand(sol.part_of), list(sol.part_device),
                     list(sol.part_instance), sol.algorithm, sol.status, sol.lower_bound,
                     dict(sol.stats))

@@ -37,13 +37,11 @@ are built afterwards (any assignment is the instances of an acyclic partition).
 from __future__ import annotations
 
 import math
-import time
 
-from ..budget import Budget
+from ..fitting.floors import binding_devices, slot_items
 from ..problem import COST_TERMS, Problem
-from ..solution import Solution, normalize, objective_term
+from ..solution import Solution, normalize
 from .cost_terms import TOTAL_BITS, stage_term
-from .cpsat import run
 
 MAX_SLOTS = 64          # K = n up to here (complete); beyond, a bounded search
 
@@ -58,21 +56,6 @@ def choose_scale(problem: Problem) -> int:
     total += most * sum(1 + len(cs) for cs in problem.tensor_consumers)
     k = math.floor(math.log10(2 ** TOTAL_BITS / max(total, 1e-9)))
     return 10 ** max(0, min(k, 15))
-
-
-def binding(p: Problem, d: int) -> bool:
-    """Whether device ``d``'s memory limit can bind: the most any set of parts could need
-    (each constant once per reader, each tensor once per reader and once more) exceeds it."""
-    cap = p.devices[d].memory
-    if cap is None:
-        return False
-    readers: dict[int, int] = {}
-    for cs in p.node_consts:
-        for w in cs:
-            readers[w] = readers.get(w, 0) + 1
-    most = sum(p.const_bytes[w] * r for w, r in readers.items())
-    most += sum(b * (1 + len(cs)) for b, cs in zip(p.tensor_bytes, p.tensor_consumers))
-    return most > cap
 
 
 class CostModelCP:
@@ -207,25 +190,29 @@ class CostModelCP:
 
     # -- memory (docs/exact.md) -------------------------------------------------------------
     def _memory(self) -> None:
-        limited = [d for d in range(len(self.p.devices)) if binding(self.p, d)]
+        limited = binding_devices(self.p, self.p.allowed)
         if not limited:
             return
         if not self.K:
             raise ValueError("memory that can bind needs the slot model")
         p, m, K = self.p, self.m, self.K
         terms = [[] for _ in range(K)]
-        for w in range(len(p.const_bytes)):
-            readers = [v for v in range(p.n) if w in p.node_consts[v]]
-            for j in range(K):
-                lit = m.NewBoolVar("")
-                for v in readers:
-                    m.AddImplication(self.x[v][j], lit)
-                terms[j].append((p.const_bytes[w], lit))
-        for t in range(len(p.tensor_bytes)):
-            for j in range(K):
-                if p.tensor_bytes[t]:
-                    terms[j] += [(p.tensor_bytes[t], self.enter(t, j)),
-                                 (p.tensor_bytes[t], self.leave(t, j))]
+        items = [list(slot_items(p, v)) for v in range(p.n)]
+        for j in range(K):     # the items of floors.slot_items, each once per slot
+            lits: dict = {}
+            for v in range(p.n):
+                for kind, i, nbytes in items[v]:
+                    if not nbytes:
+                        continue
+                    key = (kind, i)
+                    if kind == "c":       # held when a reader is in the slot
+                        if key not in lits:
+                            lits[key] = m.NewBoolVar("")
+                            terms[j].append((nbytes, lits[key]))
+                        m.AddImplication(self.x[v][j], lits[key])
+                    elif key not in lits:
+                        lits[key] = self.enter(i, j) if kind == "in" else self.leave(i, j)
+                        terms[j].append((nbytes, lits[key]))
         for d in limited:
             cap = p.devices[d].memory
             for g, (dd, _) in enumerate(self.G):
@@ -341,7 +328,7 @@ def slots(problem: Problem, start: Solution | None) -> tuple[int, bool]:
     if c.contiguous:
         return min(n, sum(d.instances for d in p.devices)), True
     if (set(p.objective.terms()) <= {"throughput"} and not any(c.part_cost)
-            and not any(binding(p, d) for d in range(len(p.devices)))):
+            and not binding_devices(p, p.allowed)):
         return 0, True
     if n <= MAX_SLOTS:
         return n, True
@@ -349,71 +336,7 @@ def slots(problem: Problem, start: Solution | None) -> tuple[int, bool]:
     return min(n, parts + len(p.devices)), False
 
 
-def refine_costs(problem: Problem, start: Solution | None, *, budget: Budget | None = None,
-                 seed: int = 0, progress=None, workers: int = 1) -> Solution:
-    """The best answer under an objective with ``latency`` or ``throughput`` terms, with what
-    is proven (module doc).
-
-    Parameters
-    ----------
-    problem : Problem
-        With ``costs`` set.
-    start : Solution or None
-        A valid answer to hint and to keep when the solver finds nothing better.
-    budget : Budget, optional
-        What is left of it is shared equally by the stages (default: 10 deterministic
-        seconds, no clock; :class:`~hetero_solve.budget.Budget`).
-    seed, workers : int
-    progress : callable or None
-        Called with one line per stage.
-
-    Returns
-    -------
-    Solution
-        Normalized; ``status`` ``"optimal"`` when every stage is proven (and the slots are
-        complete); ``stats["cost_bounds"]`` the proven lower bound of each cost term (the
-        weighted sum's under ``"weighted"``), ``stats["cost_resolution"]``.
-
-    Raises
-    ------
-    InfeasibleError
-        No answer exists (colocation, contiguity, memory) and none was given.
-    """
-    from ..validate import validate
-    from .stages.weighted import integer_weights
-    t0 = time.perf_counter()
-    if start is not None and validate(problem, start):
-        start = None
-    if problem.costs.contiguous and problem.colocation and "fallback" not in problem.objective.terms():
-        return _contracted(problem, start, budget=budget, seed=seed, progress=progress,
-                           workers=workers)
-    K, complete = slots(problem, start)
-    model = CostModelCP(problem, K)
-    obj = problem.objective
-    if obj.lexicographic:
-        stages = [({t: 1}, t) for t in obj.order]
-    else:
-        stages = [(integer_weights(obj.weights)[0], "weighted")]
-    hinted = start is not None and hint(model, start)
-    budget = budget if budget is not None else Budget(10.0)
-    total = budget.left()
-    best, proven, records, bounds, resolution = None, True, [], {}, {}
-    for i, (weights, label) in enumerate(stages):
-        share = budget.allot(max(0.05, total / len(stages)))    # deterministic work per stage
-        best, ok, bound, slack, record = _solve_stage(
-            problem, model, weights, label, best, first=i == 0, complete=complete,
-            budget=share, seed=seed, workers=workers, start=start)
-        if bound is not None:
-            bounds[label], resolution[label] = bound, slack
-        proven = proven and ok
-        records.append(record)
-        if progress:
-            progress(f"cost stage {label}: {record['status'].lower()}")
-    return _finish(problem, start, best, proven and best is not None, bounds, resolution,
-                   records, hinted, model.scale, time.perf_counter() - t0)
-
-
-def _objective(model: CostModelCP, weights: dict[str, int]):
+def cost_objective(model: CostModelCP, weights: dict[str, int]):
     """The stage objective ``Σ weight * term`` as one expression; whether it is timed, and how
     many coefficients were rounded down (weighted)."""
     terms = {t: stage_term(model, t) for t in weights}
@@ -425,62 +348,6 @@ def _objective(model: CostModelCP, weights: dict[str, int]):
         variables += x.variables
         rounded += x.rounded * weights[t]
     return sum(a * v for a, v in zip(coefs, variables)), timed, rounded
-
-
-def _solve_stage(problem: Problem, model: CostModelCP, weights: dict[str, int], label: str,
-                 best: Solution | None, *, first: bool, complete: bool, budget: Budget, seed: int, workers: int,
-                 start: Solution | None):
-    """Minimise one stage, then cap it at the value found for the next stages.
-
-    Returns the best answer so far (this stage's, else ``best``, the earlier stages'), whether
-    the stage is proven, its proven lower
-    bound (``None`` when nothing is proven) and the rounding slack, and the stage's record.
-    """
-    from ortools.sat.python import cp_model
-
-    from ..errors import InfeasibleError
-    expr, timed, rounded = _objective(model, weights)
-    model.m.Minimize(expr)
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.random_seed, prm.num_workers = seed, max(1, workers)
-    if workers > 1:
-        prm.interleave_search = True
-    # through cpsat.run: deterministic work and the deadline, CP-SAT's own SIGINT
-    # handler off, and the presolve that certifies wrong optima off (or-tools#5293: on
-    # ResNet-50's contiguous stages it proved 4477.7 where 124.35 is feasible)
-    status, _ = run(solver, model.m, budget)
-    ok = status == cp_model.OPTIMAL
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        best = answer(model, solver)
-        model.m.Add(expr <= round(solver.ObjectiveValue()))
-        hint(model, best)
-    elif status == cp_model.INFEASIBLE and start is None:
-        raise InfeasibleError("no partition meets the colocation, contiguous-stage and "
-                              "memory constraints")
-    else:
-        ok = False
-    scale = model.scale if timed else 1
-    bound = solver.BestObjectiveBound() / scale if status != cp_model.INFEASIBLE else None
-    if not complete:        # a bound of the model with fewer slots bounds nothing else
-        bound = None
-    slack = rounded / scale if timed else 0
-    if best is not None:
-        exact = (objective_term(problem, best, label) if label != "weighted" else
-                 sum(w * objective_term(problem, best, t) for t, w in weights.items()))
-        ok = ok and complete and bound is not None and exact - bound <= slack + 1e-12 * max(1.0, abs(exact))
-        plain = simple_bound(problem, label) if first else None
-        if plain is not None:
-            bound = plain if bound is None else max(bound, plain)
-            ok = ok or exact - plain <= 1e-9 * max(1.0, abs(exact))
-        if bound is not None:
-            bound = min(bound, exact)
-    else:
-        bound = None        # nothing to bound: no answer yet
-    record = {"stage": label, "status": solver.StatusName(status), "proven": ok,
-              "bound": bound, "slots": model.K, "seconds": round(solver.wall_time, 3),
-              "deterministic_time": round(solver.deterministic_time, 3)}
-    return best, ok, bound, slack, record
 
 
 def simple_bound(problem: Problem, term: str) -> float | None:
@@ -496,30 +363,3 @@ def simple_bound(problem: Problem, term: str) -> float | None:
         return sum(cheapest) + min((c.part_cost[d] for d in used), default=0.0)
     slots = sum(d.instances for d in problem.devices)
     return max(max(cheapest, default=0.0), sum(cheapest) / slots)
-
-
-def _contracted(problem: Problem, start: Solution | None, **kw) -> Solution:
-    """:func:`refine_costs` on the problem with colocation groups merged (contiguous stages:
-    :mod:`.colocate`), its answer mapped back."""
-    from .colocate import contract_groups, contract_solution, expand
-    q, comp = contract_groups(problem)
-    small = contract_solution(start, comp, q.n) if start is not None else None
-    sol = refine_costs(q, small, **kw)
-    out = normalize(problem, expand(sol, comp))
-    out.stats["contracted_units"] = q.n
-    return out
-
-
-def _finish(problem, start, best, proven, bounds, resolution, records, hinted, scale,
-            seconds) -> Solution:
-    """The better of the solver's answer and the start, with the stages' record."""
-    from ..solution import objective_key
-    if best is None or (start is not None and
-                        objective_key(problem, start) < objective_key(problem, best)):
-        best, proven = normalize(problem, start), False
-    best.status = "optimal" if proven else "feasible"
-    best.stats.update({"cost_bounds": bounds, "cost_resolution": resolution,
-                       "cost_scale": scale, "cost_unit": problem.costs.unit,
-                       "hinted": hinted, "exact_seconds": round(seconds, 3),
-                       "stages": records})
-    return best

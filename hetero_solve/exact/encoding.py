@@ -37,6 +37,7 @@ computes exactly that from a solution, giving the solvers a complete warm start,
 
 from __future__ import annotations
 
+from ..fitting.floors import slot_items
 from ..problem import Problem
 from ..solution import Solution
 from .analysis import shared_devices
@@ -253,32 +254,26 @@ def _memory(enc: Encoding) -> None:
     for v in range(enc.n):
         if not mem.intersection(R[v]):
             continue
+        node_items = list(slot_items(p, v))
         for j in range(enc.lo[v], enc.hi[v] + 1):
             here = enc._in(v, j)
             items = enc.items[j]
-            for w in p.node_consts[v]:
-                key = ("c", w, j)
+            for kind, i, nbytes in node_items:
+                if kind == "c":
+                    bodies = [here]
+                elif kind == "in":
+                    u = p.tensor_producer[i]
+                    bodies = [here if u < 0 else here + [neg(enc.GE(u, j))]]
+                else:
+                    bodies = [here] if p.tensor_is_output[i] else []
+                    bodies += [here + [enc.GE(c, j + 1)] for c in p.tensor_consumers[i]]
+                if kind != "c":     # a constant's item is made even where v cannot be
+                    bodies = [b for b in bodies if False not in b]
+                    if not bodies:
+                        continue
+                key = (kind, i, j)
                 x = enc.aux(key)
-                items[key] = (p.const_bytes[w], x)
-                enc.define(x, here)
-            for t in p.node_inputs[v]:
-                u = p.tensor_producer[t]
-                key = ("in", t, j)
-                body = here if u < 0 else here + [neg(enc.GE(u, j))]
-                if False in body:
-                    continue
-                x = enc.aux(key)
-                items[key] = (p.tensor_bytes[t], x)
-                enc.define(x, body)
-            for t in p.node_outputs[v]:
-                bodies = [here] if p.tensor_is_output[t] else []
-                bodies += [here + [enc.GE(c, j + 1)] for c in p.tensor_consumers[t]]
-                bodies = [b for b in bodies if False not in b]
-                if not bodies:
-                    continue
-                key = ("out", t, j)
-                x = enc.aux(key)
-                items[key] = (p.tensor_bytes[t], x)
+                items[key] = (nbytes, x)
                 for b in bodies:
                     enc.define(x, b)
     for d in enc.memory_devices:

@@ -21,7 +21,7 @@ candidates placed, and keeps the better answer; ``stats["unfolded"]`` names the 
 ...                  const_bytes=[40, 0])                      # node 0 reads W (40 bytes)
 >>> p.const_names.append("WT"); p.const_bytes.append(40); p.node_consts[1].append(1)
 >>> p.fold_options = [FoldOption(7, "transpose", "Transpose", (0, 1), (0,), (1,))]
->>> q = unfold(p, [0])
+>>> q, _ = unfold(p, [0])
 >>> q.n, q.names[2], q.node_consts[2], q.node_consts[1], q.succ[2]
 (3, 'transpose', [0], [], [1])
 """
@@ -37,6 +37,7 @@ from ..fitting.bounds import memory_bounds
 from ..fitting.devices import device_sets
 from ..fitting.floors import binding_devices
 from ..measures import problem_arrays
+from ..nodemap import NodeMap, remap
 from ..problem import Problem
 from ..solution import Solution, evaluate, normalize, objective_key
 from .bounds import lower_bounds
@@ -56,20 +57,20 @@ def closure(problem: Problem, chosen: Iterable[int]) -> list[int]:
     return sorted(out)
 
 
-def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
-    """The problem with the options ``chosen`` (and those they require) placed (module doc).
-    New nodes come after the problem's; ``info.folded`` loses them, ``info.unfolded``
-    lists their graph indices, and ``fold_options`` is empty (the choice is made)."""
+def unfold(problem: Problem, chosen: Iterable[int]) -> tuple[Problem, NodeMap]:
+    """The problem with the options ``chosen`` (and those they require) placed (module doc),
+    and its :class:`~hetero_solve.nodemap.NodeMap` (every node kept, the placed options added
+    after them: folded, they cost nothing, and so they cost nothing placed).
+    ``info.folded`` loses them, ``info.unfolded`` lists their graph indices, and
+    ``fold_options`` is empty (the choice is made)."""
     ks = closure(problem, chosen)
     if not ks:
-        return problem
+        return problem, NodeMap.extended(problem.n, 0)
     opts = [problem.fold_options[k] for k in ks]
     n0 = problem.n
     node_of = {k: n0 + j for j, k in enumerate(ks)}
     made = {c: node_of[k] for k, o in zip(ks, opts) for c in o.outputs}   # const -> new node
-    names, op_types = list(problem.names), list(problem.op_types)
-    allowed, pinned = list(problem.allowed), list(problem.pinned)
-    graph_index = list(problem.graph_index)
+    names = list(problem.names)
     succ = [list(s) for s in problem.succ]
     pred = [list(s) for s in problem.pred]
     value_pred = [list(s) for s in problem.value_pred]
@@ -82,10 +83,6 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
     t_out = list(problem.tensor_is_output)
     for k, o in zip(ks, opts):
         names.append(o.name)
-        op_types.append(o.op_type)
-        allowed.append(tuple(o.allowed))
-        pinned.append(-1)
-        graph_index.append(o.graph_index)
         for lst in (succ, pred, value_pred, node_inputs, node_outputs):
             lst.append([])
         node_consts.append([c for c in o.const_inputs if c not in made])
@@ -124,13 +121,21 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
     placed = {o.graph_index for o in opts}
     info = dataclasses.replace(problem.info, unfolded=sorted(placed),
                                folded=[g for g in problem.info.folded if g not in placed])
-    return dataclasses.replace(
-        problem, names=names, op_types=op_types, allowed=allowed, succ=succ, pred=pred,
+    nmap = NodeMap.extended(n0, len(ks), label="placed fold",
+                            tensors=tuple(range(len(problem.tensor_names)))
+                            + (None,) * (len(t_names) - len(problem.tensor_names)))
+    structure = dataclasses.replace(
+        problem, names=names, succ=succ, pred=pred,
         value_pred=value_pred, tensor_names=t_names, tensor_bytes=t_bytes,
         tensor_producer=t_prod, tensor_consumers=t_cons, tensor_is_output=t_out,
         node_inputs=node_inputs, node_outputs=node_outputs, node_consts=node_consts,
-        pinned=pinned, graph_index=graph_index, info=info, arrays=None, fold_options=[],
-        costs=None if problem.costs is None else problem.costs.placing(ks))
+        info=info, arrays=None, fold_options=[])
+    times = problem.costs.option_time if problem.costs is not None else None
+    added = {node_of[k]: {"name": o.name, "op_type": o.op_type, "allowed": o.allowed,
+                          "graph_index": o.graph_index,
+                          "time": times[k] if times is not None else None}
+             for k, o in zip(ks, opts)}
+    return remap(problem, structure, nmap, added=added), nmap
 
 
 def _wire(r: int, t: int, v: int, succ, pred, value_pred, node_inputs, t_cons,

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..measures import quotient_order, topological_order
+from ..nodemap import NodeMap, remap
 from ..problem import Device, Problem, make_problem
 
 
@@ -46,22 +47,25 @@ from ..problem import Device, Problem, make_problem
 class Reduced:
     problem: Problem                   # one node per unit; memory limits dropped
     R: list[tuple[int, ...]]           # device set per unit
-    groups: list[list[int]]            # unit -> original nodes (sorted)
-    unit_of: list[int]                 # original node -> unit
+    map: NodeMap                       # unit -> original nodes (sorted), and back
+
+    @property
+    def groups(self) -> list[list[int]]:
+        """Unit -> original nodes (sorted)."""
+        return [list(g) for g in self.map.sources]
+
+    @property
+    def unit_of(self) -> list[int]:
+        """Original node -> unit."""
+        return [t[0] for t in self.map.targets]
 
     def expand(self, unit_part: list[int]) -> list[int]:
         """Part per original node from a part per unit."""
-        return [unit_part[u] for u in self.unit_of]
+        return self.map.expand(unit_part)
 
     def restrict(self, part_of: list[int]) -> list[int] | None:
         """Part per unit from a part per original node (None if a unit is split)."""
-        out = []
-        for g in self.groups:
-            p = part_of[g[0]]
-            if any(part_of[v] != p for v in g):
-                return None
-            out.append(p)
-        return out
+        return self.map.restrict(part_of)
 
 
 def contract_chains(problem: Problem, R: list[tuple[int, ...]]) -> Reduced:
@@ -158,9 +162,9 @@ def _build(problem: Problem, R, groups: list[list[int]]) -> Reduced:
     unit = [new[u] for u in unit]
     Rg = [R[g[0]] for g in groups]
     devices = [Device(d.name, None, d.instances, d.enforce_values) for d in problem.devices]
-    names = [problem.names[g[0]] + (f" (+{len(g) - 1})" if len(g) > 1 else "") for g in groups]
     red = make_problem(m, [(new[a], new[b]) for a, b in sorted(edges) if (a, b) not in vedges],
                        [Rg[i] for i in range(m)], devices,
-                       value_edges=[(new[a], new[b]) for a, b in sorted(vedges)],
-                       names=names, op_types=[problem.op_types[g[0]] for g in groups])
-    return Reduced(red, Rg, groups, unit)
+                       value_edges=[(new[a], new[b]) for a, b in sorted(vedges)])
+    nmap = NodeMap.of_groups(n, groups, label="chain")
+    red = remap(problem, red, nmap, within=R)
+    return Reduced(red, red.allowed, nmap)

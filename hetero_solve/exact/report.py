@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from ..problem import COST_TERMS
 from ..solution import Solution
 from .explain import explain
 from .search import PartsView, Search, StageRecord
@@ -42,6 +43,8 @@ def report(ctx: Search, records: list[StageRecord]) -> Solution:
     out.stats.update(sol.stats)
     out.stats["heuristic_partitions"] = ctx.heuristic_parts
     out.stats.update(_solver_stats(ctx, records, proven, view))
+    if ctx.p.costs is not None and ctx.p.objective.uses_costs():
+        out.stats.update(_cost_stats(ctx, records))
     units = [r.units for r in records if r.units is not None]
     if units:
         out.stats["contracted_units"] = units[-1]
@@ -63,6 +66,9 @@ def _default_view(ctx: Search, proven: dict[str, bool]) -> PartsView:
     device sets is the one that applies.  One part needs no bound: every answer of a problem
     with a node has a part."""
     obj = ctx.p.objective
+    if obj.uses_costs() and (not obj.lexicographic or obj.order[0] in COST_TERMS):
+        # a cost term first: an answer as good may have any number of parts, one at least
+        return PartsView(ctx.sets(False)[0], None, False)
     fixed = bool(obj.lexicographic and "fallback" in obj.order and "partitions" in obj.order
                  and obj.order.index("fallback") < obj.order.index("partitions")
                  and proven.get("fallback") and ctx.metrics()["fallback"] == 0)
@@ -73,7 +79,7 @@ def _default_view(ctx: Search, proven: dict[str, bool]) -> PartsView:
 def _proof(ctx: Search, records: list[StageRecord], proven: dict[str, bool],
            view: PartsView) -> str | None:
     """How the number of parts is proven (a key of :data:`.explain.PROOFS`), or None."""
-    if view.bounds is None:     # one part, or no time left to compute them
+    if view.bounds is None:     # one part, a cost term first (no parts bound), or no time left
         return "bound" if ctx.best.num_parts <= 1 else None
     if ctx.best.num_parts <= view.bounds.lb:
         return "bound"
@@ -103,3 +109,11 @@ def _solver_stats(ctx: Search, records: list[StageRecord], proven: dict[str, boo
             max((r.fallback_bound for r in records), default=0)
         out["bounds"]["fallback"] = min(fb, fallback)
     return out
+
+
+def _cost_stats(ctx: Search, records: list[StageRecord]) -> dict:
+    """What the cost stages proved (``partition.json``'s ``lower_bound`` of each cost term, or
+    of the weighted sum under ``"weighted"``) and in which unit."""
+    return {"cost_bounds": {r.stage: r.bound for r in records if r.bound is not None},
+            "cost_resolution": {r.stage: r.resolution for r in records if r.bound is not None},
+            "cost_unit": ctx.p.costs.unit}

@@ -60,8 +60,10 @@ class StageRecord:
     0 for none), ``fallback_bound`` (no answer as good on the earlier terms has less
     fallback), ``parts_view`` (the device sets and bounds the parts bound was computed in),
     ``parts_proof`` (how the number of parts was proven), ``units`` (nodes after contracting
-    chains, when it did).  ``runs``: one JSON-able entry per solver run or construction, in
-    order."""
+    chains, when it did); for any term, ``bound`` (a true lower bound on the term among the
+    answers as good on the earlier terms; ``None``: none known) and ``resolution`` (how much
+    rounding the model that proved it can hide: the cost stages' times are scaled to integers).
+    ``runs``: one JSON-able entry per solver run or construction, in order."""
 
     stage: str
     proven: bool = False
@@ -75,6 +77,8 @@ class StageRecord:
     parts_view: PartsView | None = None
     parts_proof: str | None = None
     units: int | None = None
+    bound: float | None = None
+    resolution: float = 0.0
     listed: bool = True            # False: no valid answer yet after it (it capped nothing)
 
     def settle(self, proven: bool, method: str) -> StageRecord:
@@ -87,8 +91,10 @@ class StageRecord:
         out: dict = {"stage": self.stage}
         if self.stage != "weighted":
             out |= {"before": self.before, "after": self.after}
-        return out | {"proven": self.proven, "method": self.method, "seconds": self.seconds,
-                      "runs": self.runs}
+        out |= {"proven": self.proven, "method": self.method, "seconds": self.seconds}
+        if self.bound is not None:
+            out |= {"bound": self.bound, "resolution": self.resolution}
+        return out | {"runs": self.runs}
 
 
 @dataclass
@@ -113,7 +119,7 @@ class Search:
     _memory_bounds: MemoryBounds | None = None
 
     @classmethod
-    def begin(cls, problem: Problem, start: Solution, engine: str, budget: Budget,
+    def begin(cls, problem: Problem, start: Solution | None, engine: str, budget: Budget,
               seed: int, progress, workers: int,
               R: list[tuple[int, ...]] | None = None) -> Search:
         """The context before any stage: ``start`` is the best answer (an invalid start is
@@ -121,6 +127,9 @@ class Search:
         the call's, :meth:`~hetero_solve.budget.Budget.allot`: what it spends, the call
         spends).  ``R``: the device sets (``fixed=False``) when the caller computed them."""
         t0 = time.perf_counter()
+        if start is None:        # a hint only (invalid when the problem needs more parts)
+            start = Solution([0] * problem.n, [problem.allowed[0][0] if problem.n else 0], [0],
+                             algorithm="none")
         first = normalize(problem, start)
         key = objective_key(problem, first) if not validate(problem, first) else INVALID
         ctx = cls(problem, engine, budget, seed, progress or (lambda _m: None), workers,

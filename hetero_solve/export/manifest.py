@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..problem import Problem
 from ..measures import part_boundaries, quotient_edges
+from ..measures.costs import instance_loads
 from ..solution import Solution
 from .submodels import DIRECT_FILE, direct_outputs, part_file, unused_inputs
 from ..run.onnxruntime import supports_layer_assignment
@@ -79,18 +80,57 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         The manifest, keys in the order they are written.
     """
     p, sol, mg, metrics = result.problem, result.solution, result.model_graph, result.metrics
+    model = mg is not None      # else an instance file: no model, no part files
+    costs = p.costs is not None
+    loads = instance_loads(p, sol.part_of, sol.part_device, sol.part_instance) if costs else {}
     parts = []
-    boundaries = part_boundaries(p, sol.part_of)
+    boundaries = part_boundaries(p, sol.part_of) if model else {}
     for k, nodes in enumerate(sol.parts()):
-        ins, outs = boundaries.get(k, ([], []))
         dev = p.devices[sol.part_device[k]].name
         graph_nodes = sorted({g for v in nodes for g in p.graph_nodes(v)})
-        parts.append({
-            "id": k, "device": dev, "instance": sol.part_instance[k],
-            "nodes": graph_nodes, "node_names": [mg.names[g] for g in graph_nodes],
-            "inputs": ins, "outputs": outs, "memory": metrics.part_memory[k],
-            "file": part_file(k, dev) if files else None})
+        part = {"id": k, "device": dev, "instance": sol.part_instance[k], "nodes": graph_nodes}
+        if model:
+            ins, outs = boundaries.get(k, ([], []))
+            part |= {"node_names": [mg.names[g] for g in graph_nodes], "inputs": ins,
+                     "outputs": outs, "memory": metrics.part_memory[k],
+                     "file": part_file(k, dev) if files else None}
+        else:
+            part |= {"node_names": [p.names[v] for v in nodes], "memory": metrics.part_memory[k]}
+        if costs:
+            part["instance_load"] = loads[(sol.part_device[k], sol.part_instance[k])]
+        parts.append(part)
     stats = dict(sol.stats)
+    cost_bounds = stats.pop("cost_bounds", {})
+    lower_bound = {"partitions": sol.lower_bound,
+                   **({"fallback": stats["bounds"]["fallback"]}
+                      if "fallback" in stats.get("bounds", {}) else {}), **cost_bounds}
+    head = {"version": 1}
+    head |= ({"model": mg.path, "rules": result.rules.path} if model else
+             {"instance": result.instance, "format": p.info.format})
+    head |= {"status": sol.status, "objective": metrics.as_dict()}
+    if result.single_device is not None:
+        head["single_device"] = result.single_device.as_dict(p)
+    head |= {"objective_spec": p.objective.describe(), "lower_bound": lower_bound}
+    if costs:
+        head |= {"time_unit": p.costs.unit or "as in the instance",
+                 "contiguous": p.costs.contiguous}
+    head["partitions"] = parts
+    head["edges"] = [list(e) for e in sorted(quotient_edges(p, sol.part_of))]
+    solver = {"algorithm": sol.algorithm,
+              "heuristic_partitions": stats.pop("heuristic_partitions", None),
+              "seconds": round(sum(result.seconds.values()), 4),
+              # the pipeline's seconds per stage; the refinement's own stage records
+              # (what each proved, how) stay under "stages"
+              "stage_seconds": {k: round(v, 4) for k, v in result.seconds.items()},
+              **stats}
+    if not model:
+        return head | {
+            "devices": [{"name": d.name, "memory": d.memory, "instances": d.instances,
+                         "memory_used": [metrics.instance_memory.get((i, j), 0)
+                                         for j in range(d.instances)]}
+                        for i, d in enumerate(p.devices)],
+            "warnings": list(result.warnings), "explain": result.explanation,
+            "solver": solver}
     extra = {}
     names, inputs = direct_outputs(mg)
     if names:   # constant or passed-through graph outputs: no part makes them, this model does
@@ -101,19 +141,7 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         extra["unused_inputs"] = unused
     if annotated:
         extra.update(onnxruntime_settings(result))
-    return {
-        "version": 1,
-        "model": mg.path, "rules": result.rules.path,
-        "status": sol.status,
-        "objective": metrics.as_dict(),
-        **({"single_device": result.single_device.as_dict(p)}
-           if result.single_device is not None else {}),
-        "objective_spec": p.objective.describe(),
-        "lower_bound": {"partitions": sol.lower_bound,
-                        **({"fallback": stats["bounds"]["fallback"]}
-                           if "fallback" in stats.get("bounds", {}) else {})},
-        "partitions": parts,
-        "edges": [list(e) for e in sorted(quotient_edges(p, sol.part_of))],
+    return head | {
         "folded": sorted(p.info.folded),
         # foldable nodes the answer places instead (they are in parts; check places them too)
         "unfolded": sorted(p.info.unfolded),
@@ -131,13 +159,7 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         "input_shapes": input_shapes(mg),
         "warnings": list(result.warnings),
         "explain": result.explanation,
-        "solver": {"algorithm": sol.algorithm,
-                   "heuristic_partitions": stats.pop("heuristic_partitions", None),
-                   "seconds": round(sum(result.seconds.values()), 4),
-                   # the pipeline's seconds per stage; the refinement's own stage records
-                   # (what each proved, how) stay under "stages"
-                   "stage_seconds": {k: round(v, 4) for k, v in result.seconds.items()},
-                   **stats},
+        "solver": solver,
     }
 
 

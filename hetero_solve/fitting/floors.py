@@ -5,6 +5,8 @@ memory"): what every part holding a node holds, and which devices' limits can bi
   holding it holds them whatever else it holds (a node's memory *on its own* is no floor:
   inside a larger part its tensors are internal); :func:`held_items` and :func:`held_bytes`:
   the same for a node set, held by the parts holding it (each item by at least one of them).
+* :func:`slot_items`: the items a node brings to a part holding it, and when the part holds
+  each (the one list the slot models state per slot).
 * :func:`within_min_part_memory`: the allowed devices minus those that floor already rules out.
 * :func:`binding_devices`: devices whose memory limit can be reached at all.  The memory of a
   part is at most the sum over its nodes of their constants, inputs and outputs (each distinct
@@ -23,7 +25,7 @@ memory"): what every part holding a node holds, and which devices' limits can bi
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from ..problem import Problem
 
@@ -36,6 +38,22 @@ def min_part_memory(problem: Problem, v: int) -> int:
     total += sum(tb[t] for t in problem.node_inputs[v] if problem.tensor_producer[t] < 0)
     total += sum(tb[t] for t in problem.node_outputs[v] if problem.tensor_is_output[t])
     return total
+
+
+def slot_items(problem: Problem, v: int) -> Iterator[tuple[str, int, int]]:
+    """The memory items node ``v`` brings to a part holding it (docs/problem.md, "Memory of
+    a part"), as ``(kind, id, bytes)``, in this order: ``("c", w, ...)`` each constant it
+    reads (held); ``("in", t, ...)`` each tensor it reads (held unless the part makes it: a
+    graph input always); ``("out", t, ...)`` each tensor it writes (held when it is a graph
+    output or a reader is in another part).  The one list both slot models state per slot
+    (:func:`hetero_solve.exact.encoding` and :class:`hetero_solve.exact.costs.CostModelCP`),
+    each with its own literals."""
+    for w in problem.node_consts[v]:
+        yield "c", w, problem.const_bytes[w]
+    for t in problem.node_inputs[v]:
+        yield "in", t, problem.tensor_bytes[t]
+    for t in problem.node_outputs[v]:
+        yield "out", t, problem.tensor_bytes[t]
 
 
 def held_items(problem: Problem, nodes: Iterable[int]) -> tuple[dict[int, list[int]], set[int]]:

@@ -1,55 +1,39 @@
 """Solve an instance file (a problem without an ONNX model) and write its answer.
 
 ``hetero-solve INSTANCE.json --objective throughput|latency [--contiguous] -o OUT`` runs
-:func:`solve_instance` then :func:`write_instance`: ``OUT/partition.json`` holds the parts
-(device, instance, nodes by the instance's ids, each instance's load), ``objective`` the
-values (``throughput`` = time per sample, ``latency``, and the counting terms), ``lower_bound``
-what is proven about the objective, and ``status`` ``optimal`` when it is proven.
+:func:`solve_instance` then :func:`write_instance`: the problem read from the file goes through
+the pipeline every model goes through (:func:`hetero_solve.pipeline.solve_problem`: heuristic,
+the exact engine's stages, validation) and its answer through the one writer of
+``partition.json`` (:func:`hetero_solve.export.manifest.build_manifest`): the parts (device,
+instance, nodes by the instance's ids, each instance's load), ``objective`` the values
+(``throughput`` = time per sample, ``latency``, and the counting terms), ``lower_bound`` what
+is proven about the objective, and ``status`` ``optimal`` when it is proven.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ..budget import Budget
-from ..measures import quotient_edges
-from ..measures.costs import instance_loads
-from ..problem import Objective, Problem
-from ..solution import Metrics, Solution, evaluate
-from ..validate import check, validate
+from ..export.manifest import build_manifest
+from ..export.writer import MANIFEST, write_answer, write_json
+from ..pipeline import solve_problem
+from ..problem import Objective
+from ..result import Result
+from ..solution import Solution, evaluate
 from .tarnawski import InstanceError, load_instance
 
 OBJECTIVES = ("throughput", "latency")
 
 
-@dataclass
-class InstanceResult:
-    """A solved instance: the problem, the answer, its measures and the seconds spent."""
-    path: str
-    problem: Problem
-    solution: Solution
-    metrics: Metrics
-    seconds: float
-
-
-def start_solution(problem: Problem) -> Solution | None:
-    """Everything in one part on the last device (the CPU: it takes every node), when that
-    is a valid answer."""
-    d = len(problem.devices) - 1
-    if problem.n == 0 or any(d not in a for a in problem.allowed):
-        return None
-    sol = Solution([0] * problem.n, [d], [0], algorithm="one part on " + problem.devices[d].name)
-    return None if validate(problem, sol) else sol
-
-
 def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
                    contiguous: bool = False, time_limit: float | None = None,
-                   work_limit: float | None = None, seed: int = 0,
-                   progress=None) -> InstanceResult:
-    """Read an instance, minimise ``objective`` with CP-SAT, validate the answer.
+                   work_limit: float | None = None, seed: int = 0, engine: str = "auto",
+                   progress=None) -> Result:
+    """Read an instance and solve it as any problem (module doc).
 
     Parameters
     ----------
@@ -62,31 +46,49 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
         Wall-clock seconds (default 10), or deterministic seconds with no clock
         (:class:`~hetero_solve.budget.Budget`): one budget for the whole solve.
     seed : int
+    engine : str
+        As :func:`hetero_solve.solve` (``"sat"`` says in one line that it has no cost terms).
     progress : callable or None
 
     Returns
     -------
-    InstanceResult
+    Result
+        ``model_graph`` and ``rules`` ``None``, ``instance`` the file; ``seconds`` the
+        pipeline's stage times.
     """
-    from ..exact.costs import refine_costs
     if objective not in OBJECTIVES:
         raise InstanceError(path, "", f"unknown objective {objective!r}: an instance is "
                                       f"solved for {' or '.join(OBJECTIVES)}")
     Budget.of(time_limit, work_limit)   # bad limits fail before any work
     t0 = time.perf_counter()
     problem = load_instance(path, Objective(order=(objective,)), contiguous=contiguous)
+    seconds = {"load": time.perf_counter() - t0}
     budget = Budget.of(time_limit, work_limit)
-    start = start_solution(problem)
-    if not contiguous and objective == "throughput":
+    start = None
+    if not contiguous and objective == "throughput" and engine != "heuristic":
         # contiguous stages are answers too, and proven fast: the free search starts there
         staged = load_instance(path, problem.objective, contiguous=True)
-        start = refine_costs(staged, start, budget=budget.split(4), seed=seed,
-                             progress=progress)
-    sol = first_instances(refine_costs(problem, start, budget=budget, seed=seed,
-                                       progress=progress))
-    check(problem, sol)
-    return InstanceResult(str(path), problem, sol, evaluate(problem, sol),
-                          time.perf_counter() - t0)
+        _, start, _, _ = solve_problem(staged, engine=engine, budget=budget.split(4),
+                                       seed=seed, progress=progress)
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        seconds[name] = now - clock[0]
+        clock[0] = now
+
+    problem, sol, metrics, single = solve_problem(problem, start, engine=engine, budget=budget,
+                                                  seed=seed, progress=progress, lap=lap)
+    sol = first_instances(sol)
+    metrics = evaluate(problem, sol)
+    lap("validate")
+    warnings = list(problem.info.warnings)
+    if budget.warning():     # the clock, not the deterministic budget, ended some work
+        sol.stats.update(deterministic=False, stopped_by=budget.stopped_by)
+        warnings.append(budget.warning())
+    return Result(None, None, problem, sol, metrics, seconds, warnings,
+                  explanation=sol.stats.pop("explain", None), instance=str(path),
+                  single_device=single)
 
 
 def first_instances(sol: Solution) -> Solution:
@@ -104,39 +106,10 @@ def first_instances(sol: Solution) -> Solution:
     return replace(sol, part_instance=instances)
 
 
-def instance_manifest(result: InstanceResult) -> dict:
-    """The content of ``partition.json`` for an instance (module doc)."""
-    p, sol, m = result.problem, result.solution, result.metrics
-    loads = instance_loads(p, sol.part_of, sol.part_device, sol.part_instance)
-    parts = []
-    for k, nodes in enumerate(sol.parts()):
-        d, i = sol.part_device[k], sol.part_instance[k]
-        parts.append({"id": k, "device": p.devices[d].name, "instance": i,
-                      "nodes": sorted(p.graph_index[v] for v in nodes),
-                      "node_names": [p.names[v] for v in nodes],
-                      "memory": m.part_memory[k], "instance_load": loads[(d, i)]})
-    stats = dict(sol.stats)
-    return {
-        "version": 1, "instance": result.path, "format": p.info.format,
-        "status": sol.status,
-        "objective": m.as_dict(),
-        "objective_spec": p.objective.describe(),
-        "lower_bound": stats.pop("cost_bounds", {}),
-        "time_unit": p.costs.unit or "as in the instance",
-        "contiguous": p.costs.contiguous,
-        "partitions": parts,
-        "edges": [list(e) for e in sorted(quotient_edges(p, sol.part_of))],
-        "devices": [{"name": d.name, "memory": d.memory, "instances": d.instances}
-                    for d in p.devices],
-        "solver": {"algorithm": sol.algorithm, "seconds": round(result.seconds, 4), **stats},
-    }
-
-
-def write_instance(result: InstanceResult, out_dir: str | os.PathLike) -> Path:
+def write_instance(result: Result, out_dir: str | os.PathLike) -> Path:
     """Write ``partition.json`` into ``out_dir`` (new, empty or a previous answer; whole or
     not at all)."""
-    from ..export.writer import MANIFEST, write_json, write_answer
-    manifest = instance_manifest(result)
+    manifest = build_manifest(result, files=False)
     manifest["files"] = [MANIFEST]
     return write_answer(out_dir, lambda tmp: write_json(tmp / MANIFEST, manifest),
-                        protected=[result.path])
+                        protected=[result.instance])

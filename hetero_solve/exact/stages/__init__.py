@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import time
 
+from ...problem import COST_TERMS
 from ..search import Search, StageRecord
+from .costs import run_cost_stages
 from .fallback import stage_fallback
 from .partitions import stage_partitions
 from .transfer import stage_transfer
@@ -32,6 +34,8 @@ def run_stages(ctx: Search) -> list[StageRecord]:
     if ctx.p.n == 0:
         return []
     obj = ctx.p.objective
+    if obj.uses_costs() and not obj.lexicographic:   # one stage on the slot model (.costs)
+        return run_cost_stages(ctx, list(obj.terms()), {}, True)
     if not obj.lexicographic:
         t = time.perf_counter()
         rec = StageRecord("weighted").settle(False, "skipped") if ctx.guard() \
@@ -42,7 +46,15 @@ def run_stages(ctx: Search) -> list[StageRecord]:
     caps: dict[str, int] = {}
     chain = True
     order = list(obj.order)
+    # the counting terms before the first cost term have their own stages; from the first
+    # cost term on (and on problems with colocation or contiguous stages, which only the
+    # slot model states), every term is a cost stage (.costs), capped by the earlier ones
+    plain = len(order) if not obj.uses_costs() else (
+        0 if ctx.p.colocation or ctx.p.costs.contiguous else
+        next(i for i, t in enumerate(order) if t in COST_TERMS))
     for i, term in enumerate(order):
+        if i == plain:
+            return records + run_cost_stages(ctx, order[i:], dict(caps), chain)
         t = time.perf_counter()
         before = ctx.metrics()[term]
         if ctx.guard():     # the deadline passed: nothing more runs (not even bounds)
