@@ -24,7 +24,7 @@ from ...solution import Solution, objective_term
 from ..colocate import contract_groups, contract_solution, expand
 from ..cost_terms import stage_term
 from ..costs import CostModelCP, answer, cost_objective, hint, simple_bound, slots
-from ..cpsat import run
+from .. import cpsat
 from ..search import Search, StageRecord
 from .weighted import integer_weights
 
@@ -156,7 +156,7 @@ def _stage(ctx: Search, rec: StageRecord, model, nmap, complete: bool, weights: 
         # cpsat.run: deterministic work within the budget and its deadline, CP-SAT's own SIGINT
         # handler off, and the presolve that certifies wrong optima off (or-tools#5293: on
         # ResNet-50's contiguous stages it proved 4477.7 where 124.35 is feasible)
-        status, stats = run(solver, model.m, ctx.allot(ctx.share(left)))   # charged there
+        status, stats = cpsat.run(solver, model.m, ctx.allot(ctx.share(left)))   # charged there
         scale = model.scale if timed else 1
         slack = rounded / scale if timed else 0.0
         run_rec = {"engine": "cpsat (costs)", "status": solver.StatusName(status),
