@@ -224,3 +224,10 @@ def test_a_bad_what_if_is_one_line_exit_2(files, change, words):
     out = _cli("explain", *files, "--what-if", change)
     assert out.returncode == 2 and words in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and out.stdout == ""
+
+
+def test_doctests_of_the_change_module():
+    import doctest
+    import hetero_solve.rules.change as module
+    res = doctest.testmod(module)
+    assert res.attempted >= 5 and res.failed == 0

@@ -43,7 +43,7 @@ def parse_change(text: str, rules: Rules) -> Change:
     Change(device='NPU', op='Pad', add=True)
     >>> parse_change("GPU+=Pad", r)
     Traceback (most recent call last):
-    ValueError: 'GPU+=Pad': unknown device 'GPU' (devices: NPU, CPU)
+    ValueError: 'GPU+=Pad': unknown device 'GPU' (did you mean 'NPU'? devices: NPU, CPU)
     """
     found = _CHANGE.fullmatch(text)
     if found is None:
