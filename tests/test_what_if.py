@@ -231,3 +231,42 @@ def test_doctests_of_the_change_module():
     import hetero_solve.rules.change as module
     res = doctest.testmod(module)
     assert res.attempted >= 5 and res.failed == 0
+
+
+# -- predicted times in study and check --------------------------------------------------------
+
+def test_study_has_predicted_latency_columns_with_costs(files, tmp_path):
+    from hetero_solve.study import StudyConfig, run_study
+    from hetero_solve.study.core import load_results
+    from hetero_solve.study.store import COLUMNS, COST_COLUMNS
+    model, rules = files
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump(_rules()))
+
+    def study(rule_file, out, objective=None):
+        cfg = StudyConfig(models=[model], rules=[rule_file], out_dir=tmp_path / out,
+                          algorithms=["heuristic", "cpsat"], time_limit=5, memory="none",
+                          plots=False, objective=objective)
+        run_study(cfg, progress=False)
+        return load_results(tmp_path / out), (tmp_path / out / "summary.md").read_text()
+
+    rows, summary = study(rules, "timed", "fallback,latency")
+    assert list(rows[0]) == COLUMNS + COST_COLUMNS
+    cpsat = next(r for r in rows if r["algorithm"] == "cpsat")
+    edited = hs.solve(model, rules, objective=Objective(order=("fallback", "latency")),
+                      time_limit=5)
+    assert cpsat["latency"] == pytest.approx(edited.metrics.latency)
+    assert "## Predicted latency per problem" in summary
+    rows, summary = study(plain, "plain")
+    assert list(rows[0]) == COLUMNS and "Predicted latency" not in summary
+
+
+def test_check_prints_the_predicted_latency_beside_the_optimum(files, tmp_path):
+    model, rules = files
+    cpu_only = tmp_path / "map.json"
+    cpu_only.write_text(json.dumps({n.name: "CPU" for n in _model().graph.node}))
+    out = _cli("check", model, rules, "--affinity", cpu_only, "--no-export", "-t", "5",
+               "--objective", "latency")
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("predicted latency:"))
+    assert "hetero-solve's answer:" in line and "on CPU alone:" in line
