@@ -9,6 +9,12 @@
 * **Import cycles**: the module import graph of ``hetero_solve`` (every ``import``, also those
   inside functions, which is how cycles usually hide), its strongly connected components with
   more than one module, and the pairs of modules that import each other.
+* **Loops between packages** (issue 29): the same graph with every module replaced by its
+  top-level package or module (``hetero_solve.exact.search`` -> ``hetero_solve.exact``), its
+  strongly connected groups: a layer that imports a layer above it.
+* **Imports hidden inside functions** (issue 29): ``import``/``from`` statements of the package
+  inside a function body (each statement once); they belong at the top unless they load a heavy
+  optional dependency lazily.
 * **Private state across modules**: ``obj._name`` (single underscore, not ``self``/``cls``)
   read or written in a module that does not define ``_name`` (as ``self._name = ...``, a class
   attribute or field, or a module-level name), and ``from m import _name``.
@@ -36,8 +42,9 @@ import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "hetero_solve"
-#: Issue 22's "before" columns: the commit the issue was read at, and the session's start.
-BEFORE = ("985ef8f", "6bdb9c4")
+#: Issue 22's "before" columns: the commit the issue was read at, and the session's start;
+#: then the commit issue 29 was read at.
+BEFORE = ("985ef8f", "6bdb9c4", "d14ead8")
 RESULT = ROOT / "benchmarks" / "results" / "code-metrics.md"
 
 
@@ -108,6 +115,29 @@ def cycles(g: nx.DiGraph) -> tuple[list[list[str]], list[tuple[str, str]]]:
     sccs = [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
     pairs = sorted({tuple(sorted((a, b))) for a, b in g.edges if g.has_edge(b, a)})
     return sorted(sccs, key=len, reverse=True), pairs
+
+
+def package_loops(g: nx.DiGraph) -> list[list[str]]:
+    """Strongly connected groups of the graph of top-level packages and modules."""
+    top = lambda m: ".".join(m.split(".")[:2])  # noqa: E731
+    h = nx.DiGraph()
+    h.add_edges_from((top(a), top(b)) for a, b in g.edges if top(a) != top(b))
+    return sorted((sorted(c) for c in nx.strongly_connected_components(h) if len(c) > 1),
+                  key=len, reverse=True)
+
+
+def local_imports(srcs: dict[str, str]) -> list[tuple[str, int, str]]:
+    """``(module, line, statement)`` of every import of the package inside a function."""
+    out = set()
+    for mod, text in srcs.items():
+        for fn in ast.walk(ast.parse(text)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for n in ast.walk(fn):
+                if (isinstance(n, ast.ImportFrom) and (n.level > 0 or (n.module or "").startswith(PACKAGE))) \
+                        or (isinstance(n, ast.Import) and any(a.name.startswith(PACKAGE) for a in n.names)):
+                    out.add((mod, n.lineno, ast.unparse(n)))
+    return sorted(out)
 
 
 def private_accesses(srcs: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -188,6 +218,20 @@ def sizes(srcs: dict[str, str]) -> dict:
             "lines": sum(t.count("\n") for t in srcs.values())}
 
 
+def time_limit_functions(srcs: dict[str, str]) -> list[str]:
+    """Functions with a parameter named ``time_limit`` (``module:name``): issue 29 wants them
+    at the entry points only, every other function taking the one ``Budget``."""
+    found = []
+    for mod, text in srcs.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+                if "time_limit" in names:
+                    found.append(f"{mod}:{node.name}")
+    return sorted(found)
+
+
 def duplicate_pairs(rev: str | None) -> int | None:
     """Pairs of places in ``hetero_solve/`` sharing 6+ lines, by the ``duplicates`` command
     (on an exported copy of ``rev``'s package); ``None`` where that command is not installed."""
@@ -232,8 +276,13 @@ def measures(rev: str | None) -> dict:
         "modules inside an import cycle": str(sum(len(c) for c in sccs)),
         "import cycles left without `TYPE_CHECKING` imports": str(len(run_sccs)),
         "pairs of modules importing each other": str(len(pairs)),
+        "loops between packages (strongly connected groups of top-level packages, `TYPE_CHECKING` imports counted)":
+            str(len(package_loops(g))),
+        "package imports inside functions": str(len(local_imports(srcs))),
         "duplicate blocks (`duplicates` pairs in `hetero_solve/`)": "n/a" if dup is None else str(dup),
         "private attributes used across modules": str(len(private_accesses(srcs))),
+        "functions taking a `time_limit` (modules)":
+            f"{len(tl := time_limit_functions(srcs))} ({len({f.split(':')[0] for f in tl})})",
     }
 
 
@@ -244,12 +293,12 @@ def write_table(after: str | None) -> str:
     head = subprocess.run(["git", "rev-parse", "--short", after or "HEAD"], cwd=ROOT,
                           capture_output=True, text=True).stdout.strip()
     cols.append((f"after ({label} at {head})", measures(after)))
-    L = ["# Code measures, before and after issue 22", "",
+    L = ["# Code measures, before and after issues 22 and 29", "",
          "Made by `python benchmarks/code_metrics.py --write` (rerun it on the final tree: it "
          "rewrites this file, the before columns read from git, the after column from the "
          "working tree; `--after REV` for a commit instead).  "
          f"`{BEFORE[0]}`: the commit issue 22 was read at; `{BEFORE[1]}`: the start of the "
-         "session that worked on it.", "",
+         f"session that worked on it; `{BEFORE[2]}`: the commit issue 29 was read at.", "",
          "Lines of a function or class: from its `def`/`class` line to the end of its body "
          "(methods and nested functions are also counted on their own).  Import cycles: "
          "strongly connected groups of the module import graph (imports inside functions "
@@ -287,9 +336,15 @@ def main() -> None:
     print(f"| ... private: writes | {sum(1 for *_, k in acc if k == 'write')} |")
     if args.details:
         print("\nFunctions over 50 lines:", ", ".join(f"{n} ({k})" for k, n in sizes(srcs)["over_50"]))
+        print("\nFunctions taking a time_limit:", ", ".join(time_limit_functions(srcs)))
         print("\nMutual imports:", ", ".join(f"{a} <-> {b}" for a, b in pairs) or "none")
         for c in sccs:
             print(f"\nCycle group ({len(c)}): {', '.join(c)}")
+        for c in package_loops(import_graph(srcs)):
+            print(f"\nLoop between packages: {' <-> '.join(c)}")
+        print("\nPackage imports inside functions:")
+        for m, line, stmt in local_imports(srcs):
+            print(f"  {m}:{line}  {stmt}")
         counts: dict[tuple[str, str, str], int] = defaultdict(int)
         for item in acc:
             counts[item] += 1

@@ -9,20 +9,21 @@ quantized unit (:mod:`hetero_solve.model.qdq`) contracted into one node
 
 from __future__ import annotations
 
-import fnmatch
 import heapq
 
 from .contract import contract
 from .cost_sources import Measured, NoCosts, cost_model
-from .errors import CostError, InfeasibleError, ModelError, RuleError
+from .errors import CostError, InfeasibleError, ModelError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
+from .model.parallel import Forked, fork_pays
 from .model.qdq import find_units
 from .model.shapes import analyse_shapes
 from .model.structure import structure
 from .problem import (Device, FoldOption, MissingDims, NonStaticShape, Objective, Problem,
                       ProblemInfo, Refusals)
 from .rules.conditions import SupportChecker
+from .rules.pins import resolve_pins
 from .rules.load import Rules
 
 
@@ -165,23 +166,81 @@ def _check_sizes(mg: ModelGraph, names: list[str], sizes: list[int]) -> None:
                               f"to more than 2^62 bytes: check the dims{dims}")
 
 
-def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[MissingDims]:
+def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem, *,
+                 ahead: Forked | None = None) -> list[MissingDims]:
     """What the graph inputs' dims with no value cost on each static-shape device: the nodes
     it refuses *only* because they have none.
 
     Decided by a counterfactual, not by reading names: the model is analysed again with every
     such dim given a value (1), and a node counts when a device that refused it for a
     non-static shape takes it there, or it folds there.  Returns one entry per device that
-    loses nodes (:class:`~hetero_solve.problem.MissingDims`).
+    loses nodes (:class:`~hetero_solve.problem.MissingDims`).  ``ahead``: that analysis
+    already running in a forked process (:func:`missing_dims_ahead`); it is waited for, or
+    stopped when no node needs it.
     """
     unset = mg.unset_dims()
-    static = [d for d, dev in enumerate(rules.devices) if dev.static_shapes]
-    if not unset or not static or problem.n == 0:
-        return []
+    static = _static_devices(rules)
     refused = {d: [v for v in range(problem.n)
-                   if isinstance(problem.refusals.entry(v, d), NonStaticShape)] for d in static}
+                   if isinstance(problem.refusals.entry(v, d), NonStaticShape)]
+               for d in static} if unset and problem.n else {}
     if not any(refused.values()):
+        if ahead is not None:
+            ahead.cancel()
         return []
+    names, anonymous, _, _ = _counterfactual_dims(mg)
+    nodes = {d: [problem.graph_index[v] for v in refused[d]] for d in static}
+    taken = None
+    done = ahead.result() if ahead is not None else None
+    if done is not None and done[0] == "ok" and (done[1] is None or all(
+            g in done[1][0] for d in static for g in nodes[d])):
+        taken = done[1] and done[1][1]
+        if taken is None:
+            return []
+    if taken is None:   # nothing ahead, or the forked analysis failed: here, on these nodes
+        taken = _counterfactual_takes(mg, rules, nodes)
+        if taken is None:
+            return []
+    hint = " ".join([f"--dim {n}=N" for n in names] + [
+        f"--shape {x}=" + ",".join(str(u.value) if u.value is not None else "?"
+                                   for u in mg.input_dims if u.input == x) for x in anonymous])
+    found = []
+    for d in static:
+        freed = sum(1 for g in nodes[d] if g in taken[d])
+        if freed:
+            found.append(MissingDims(rules.devices[d].name, freed, names, anonymous, hint))
+    return found
+
+
+def missing_dims_ahead(mg: ModelGraph, rules: Rules) -> Forked | None:
+    """Start :func:`missing_dims`'s counterfactual analysis of a large model in a forked
+    process (:mod:`~hetero_solve.model.parallel`), before compiling: it needs the loaded
+    model alone, and runs beside the rest of the pipeline.  It answers for every placeable
+    node a static-shape device could refuse for a non-static shape (one with such a tensor, or
+    a subgraph); :func:`missing_dims` checks that the refused nodes are among them.  ``None``
+    when no static-shape device and unset dim make it possible, or a fork does not pay."""
+    if not mg.unset_dims() or not _static_devices(rules) or not fork_pays(len(mg.names)):
+        return None
+    open_ = mg.nonstatic.__contains__
+    candidates = [g for g in mg.placeable() if mg.has_subgraph[g]
+                  or any(map(open_, mg.inputs[g])) or any(map(open_, mg.outputs[g]))]
+    return Forked(_takes_of_all, mg, rules, candidates)
+
+
+def _takes_of_all(mg: ModelGraph, rules: Rules, placeable: list[int]
+                  ) -> tuple[frozenset[int], dict[int, set[int]]] | None:
+    taken = _counterfactual_takes(mg, rules, {d: placeable for d in _static_devices(rules)})
+    return None if taken is None else (frozenset(placeable), taken)
+
+
+def _static_devices(rules: Rules) -> list[int]:
+    return [d for d, dev in enumerate(rules.devices) if dev.static_shapes]
+
+
+def _counterfactual_dims(mg: ModelGraph
+                         ) -> tuple[list[str], list[str], dict[str, int], dict[str, tuple]]:
+    """The unset dims' names, the inputs with unnamed ones, and the dims and shapes that give
+    every one of them the value 1."""
+    unset = mg.unset_dims()
     names = sorted({u.name for u in unset if u.name is not None})
     anonymous = sorted({u.input for u in unset if u.name is None})
     dims = {**mg.dims, **{n: 1 for n in names}}
@@ -190,27 +249,29 @@ def missing_dims(mg: ModelGraph, rules: Rules, problem: Problem) -> list[Missing
         shapes[x] = tuple(u.value if u.value is not None else
                           dims.get(u.name, 1) if u.name is not None else 1
                           for u in mg.input_dims if u.input == x)
+    return names, anonymous, dims, shapes
+
+
+def _counterfactual_takes(mg: ModelGraph, rules: Rules, nodes: dict[int, list[int]]
+                          ) -> dict[int, set[int]] | None:
+    """Of ``nodes[d]`` (main-graph nodes), those device ``d`` takes, or that fold, once the
+    unset dims have the value 1; ``None`` when the model rejects that value (no claim)."""
+    _, _, dims, shapes = _counterfactual_dims(mg)
     try:   # the same graph lists, analysed again (nothing else depends on dims)
         found = analyse_shapes(mg, dims, shapes)
     except Exception:   # a value the model rejects: no claim
-        return []
+        return None
     alt = ModelGraph.of(mg, types=found.types, declared=found.declared, folded=found.folded,
                         constant_tensors=found.constant_tensors, nonstatic=found.nonstatic,
                         folded_values=found.folded_values, subgraph_nodes=found.subgraph_nodes)
     checker = SupportChecker(rules, alt)
     alt_folded = set(alt.folded)
-    hint = " ".join([f"--dim {n}=N" for n in names] + [
-        f"--shape {x}=" + ",".join(str(u.value) if u.value is not None else "?"
-                                   for u in mg.input_dims if u.input == x) for x in anonymous])
-    found = []
-    for d in static:
-        nodes = [problem.graph_index[v] for v in refused[d]]
-        kept = [g for g in nodes if g not in alt_folded]
-        reasons = checker.reasons(d, kept)
-        freed = len(nodes) - len(kept) + sum(1 for r in reasons if r is None)
-        if freed:
-            found.append(MissingDims(rules.devices[d].name, freed, names, anonymous, hint))
-    return found
+    taken = {}
+    for d, of_d in nodes.items():
+        kept = [g for g in of_d if g not in alt_folded]
+        taken[d] = {g for g in of_d if g in alt_folded} | {
+            g for g, r in zip(kept, checker.reasons(d, kept)) if r is None}
+    return taken
 
 
 def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int],
@@ -343,47 +404,6 @@ def _value_edges(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict
                 if u >= 0 and u not in value_pred[v]:
                     value_pred[v].append(u)
     return value_pred
-
-
-def resolve_pins(rules: Rules, mg: ModelGraph, placeable: list[int],
-                 warnings: list[str]) -> tuple[list[int], list[str]]:
-    """Pinned device index per placeable node (-1 = none) and the key that pinned it."""
-    n = len(placeable)
-    pins = [-1] * n
-    keys = [""] * n
-    if not rules.affinity:
-        return pins, keys
-    all_names = set(mg.names)
-    pos = {mg.names[g]: v for v, g in enumerate(placeable)}
-    exact = set()
-    for pin in rules.affinity:
-        if pin.is_glob:
-            continue
-        if pin.pattern not in all_names:
-            raise RuleError(rules.path, pin.key, f"no node is named {pin.pattern!r} in {mg.path}")
-        v = pos.get(pin.pattern)
-        if v is None:
-            warnings.append(f"{rules.path}: {pin.key}: node {pin.pattern!r} is a Constant or was "
-                            "folded; it belongs to no part, the pin has no effect")
-            continue
-        pins[v] = rules.device_index(pin.device)
-        keys[v] = pin.key
-        exact.add(v)
-    for pin in rules.affinity:
-        if not pin.is_glob:
-            continue
-        match = fnmatch.fnmatchcase
-        hits = 0
-        d = rules.device_index(pin.device)
-        for v, g in enumerate(placeable):
-            if match(mg.names[g], pin.pattern):
-                hits += 1
-                if v not in exact and pins[v] < 0:
-                    pins[v] = d
-                    keys[v] = pin.key
-        if hits == 0:
-            warnings.append(f"{rules.path}: {pin.key}: the glob matches no node")
-    return pins, keys
 
 
 def _allowed_devices(rules: Rules, mg: ModelGraph, placeable: list[int], pins: list[int],

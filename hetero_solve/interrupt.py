@@ -50,7 +50,7 @@ def run_stoppable(work: Callable[[], T], stop: Callable[[], None],
         Asks ``work`` to return soon; called from the main thread on an interrupt.
     watch : callable, optional
         Asked a few times a second while ``work`` runs; when it returns True, ``stop()`` is
-        called (a time guard, e.g. :class:`hetero_solve.exact.budget.Guard`) and ``work``'s
+        called (a deadline, e.g. :meth:`hetero_solve.budget.Budget.past_deadline`) and ``work``'s
         own result is returned.
 
     Returns

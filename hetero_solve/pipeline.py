@@ -21,13 +21,20 @@ import onnx
 from .algorithms.greedy import PackingFailed, heuristic
 from .algorithms.islands import cost_islands
 from .algorithms.single import SingleDevice, best_single_device
-from .compile import compile_problem, missing_dims
+from .budget import RUN_STEPS_PER_SECOND, Budget
+from .compile import compile_problem, missing_dims, missing_dims_ahead
 from .cost_sources import Measured
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
+from .exact import lower_bound, refine as exact_refine, refine_with_folds
+from .exact.folds import relaxed
+from .fitting.bounds import memory_bounds
+from .fitting.devices import device_sets
+from .fitting.floors import binding_devices
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
+from .model.parallel import Forked
 from .problem import Objective, Problem
 from .profiles import read_profile
 from .result import Result
@@ -36,10 +43,12 @@ from .rules.change import Change, apply_change
 from .rules.conditions import SupportChecker
 from .rules.ops import rule_op_name
 from .solution import Solution, evaluate
+from .user_map import judge_answer
 from .validate import check, validate
 
-MAX_TIME_LIMIT = 1e6   #: seconds (11 days): a longer limit, infinity included, is no limit
-#: The progress message sent when the exact solver starts (its time limit starts counting).
+#: The progress message sent when the solve starts (the model is prepared: the time limit
+#: starts counting), and when the exact solver starts.
+SOLVE_STAGE = "greedy heuristic"
 EXACT_STAGE = "exact refinement"
 Progress = Callable[[str], None]
 #: Measured times: a profile file (``--costs``), a loaded profile, or :class:`Measured`.
@@ -63,6 +72,9 @@ class Prepared:
         dims with no value cost each static-shape device (also in ``info.warnings``).
     seconds : dict of str to float
         Wall time of the ``rules``, ``load`` and ``compile`` stages.
+    missing_dims : PendingMissingDims or None
+        With ``prepare(defer_check=True)`` on a large model: ``problem.info.missing_dims``
+        still being found in a forked process; :func:`solve` adds it before validating.
     measured : Measured, optional
         The measured times it was compiled with (``costs=``), for :func:`vary`.
     """
@@ -71,7 +83,29 @@ class Prepared:
     rules: Rules
     problem: Problem
     seconds: dict[str, float] = field(default_factory=dict)
+    missing_dims: PendingMissingDims | None = None
     measured: Measured | None = None
+
+
+@dataclass
+class PendingMissingDims:
+    """:func:`~hetero_solve.compile.missing_dims` running beside the solve (its analysis
+    forked right after loading): :meth:`add_to` waits for it and puts its entries and
+    warnings where ``prepare`` would have (``at``: after the compile's warnings)."""
+
+    model_graph: ModelGraph
+    rules: Rules
+    problem: Problem
+    ahead: Forked
+    at: int
+
+    def add_to(self, problem: Problem) -> None:
+        found = missing_dims(self.model_graph, self.rules, self.problem, ahead=self.ahead)
+        problem.info.missing_dims = found
+        problem.info.warnings[self.at:self.at] = [m.text() for m in found]
+
+    def cancel(self) -> None:
+        self.ahead.cancel()
 
 
 class _Clock:
@@ -112,18 +146,27 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         mg = load_model(model, dims=dims, shapes=shapes, rule_dims=rule_set.dims,
                         defer_check=defer_check)
     clock.lap("load")
+    # Input dims with no value may cost a static-shape device nodes: say which, how many.
+    # On a large model the counterfactual analysis runs forked, beside the rest.
+    ahead = missing_dims_ahead(mg, rule_set)
+    pending = None
     try:
         measured = measured_times(costs, mg)
         say(f"compiling rules for {len(mg.names)} nodes")
         problem = compile_problem(mg, rule_set, objective=objective, measured=measured)
-        # Input dims with no value may cost a static-shape device nodes: say which, how many.
-        problem.info.missing_dims = missing_dims(mg, rule_set, problem)
-        problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
-    except Exception:
-        mg.ensure_valid()   # an invalid model explains the failure
+        if defer_check and ahead is not None:
+            pending = PendingMissingDims(mg, rule_set, problem, ahead, len(problem.info.warnings))
+        else:
+            problem.info.missing_dims = missing_dims(mg, rule_set, problem, ahead=ahead)
+            problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
+    except BaseException as e:
+        if ahead is not None:
+            ahead.cancel()
+        if isinstance(e, Exception):
+            mg.ensure_valid()   # an invalid model explains the failure
         raise
     clock.lap("compile")
-    return Prepared(mg, rule_set, problem, clock.seconds, measured)
+    return Prepared(mg, rule_set, problem, clock.seconds, pending, measured)
 
 
 def vary(prepared: Prepared, change: Change) -> Prepared:
@@ -155,7 +198,7 @@ def vary(prepared: Prepared, change: Change) -> Prepared:
     problem.info.missing_dims = missing_dims(mg, rules, problem)
     problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
     seconds = {**prepared.seconds, "compile": time.perf_counter() - start}
-    return Prepared(mg, rules, problem, seconds, prepared.measured)
+    return Prepared(mg, rules, problem, seconds, None, prepared.measured)
 
 
 def measured_times(costs: CostSource, mg: ModelGraph) -> Measured | None:
@@ -170,7 +213,8 @@ def measured_times(costs: CostSource, mg: ModelGraph) -> Measured | None:
 
 def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
           rules: str | os.PathLike | dict | Rules, *, dims: dict[str, int] | None = None,
-          shapes: dict[str, list[int]] | None = None, engine: str = "auto", time_limit: float = 10.0, seed: int = 0,
+          shapes: dict[str, list[int]] | None = None, engine: str = "auto",
+          time_limit: float | None = None, work_limit: float | None = None, seed: int = 0,
           objective: Objective | None = None, progress: Progress | None = None,
           costs: CostSource = None) -> Result:
     """Partition ``model`` under ``rules``: the fewest parts every device can run.
@@ -193,9 +237,16 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         ``{"x": [1, 3, 320, 320]}``; they win over ``dims`` for that input.
     engine : {"auto", "heuristic", "cpsat", "sat"}, default "auto"
         ``heuristic``: the greedy answer with its lower bound; ``cpsat`` or ``sat``: exact
-        refinement within ``time_limit``; ``auto``: the best available (CP-SAT).
-    time_limit : float, default 10.0
-        Seconds for the exact refinement.
+        refinement within the limit; ``auto``: the best available (CP-SAT).
+    time_limit : float, optional
+        Wall-clock seconds from the model prepared to the answer ready (default 10 when
+        ``work_limit`` is not given): a promise.  Work inside it is counted
+        deterministically (:class:`~hetero_solve.budget.Budget`), so on a quiet machine the
+        same input gives the same answer; when the clock ends first the best answer so far
+        is returned, ``solution.stats["deterministic"]`` is False and a warning says so.
+    work_limit : float, optional
+        Deterministic seconds of work instead, with no clock: the same answer on any
+        machine at any load (not with ``time_limit``).
     seed : int, default 0
         Solver seed: same input and seed, same answer.
     objective : Objective, optional
@@ -228,7 +279,7 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     InfeasibleError
         A node no device takes, or memory that cannot hold the model (names which).
     ValueError
-        ``engine`` is not one of the four.
+        ``engine`` is not one of the four, or a limit is negative, or both are given.
 
     Examples
     --------
@@ -237,41 +288,44 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     >>> r.metrics.partitions, r.solution.status                              # doctest: +SKIP
     (3, 'optimal')
     """
-    time_limit = _checked(engine, time_limit)
+    _checked(engine, time_limit, work_limit)
     with paused_gc():
         # The checker (forked, lowest priority, on large models) is waited for at the end.
         prepared = prepare(model, rules, dims=dims, shapes=shapes, objective=objective,
                            progress=progress, defer_check=True, costs=costs)
-        result = _solve(prepared, engine=engine, time_limit=time_limit, seed=seed,
-                        progress=progress)
+        # the clock starts here: the model is prepared
+        result = _solve(prepared, engine=engine, budget=Budget.of(time_limit, work_limit),
+                        seed=seed, progress=progress)
     for message in result.warnings:
         warn(message)
     return result
 
 
-def solve_prepared(prepared: Prepared, *, engine: str = "auto", time_limit: float = 10.0,
-                   seed: int = 0, progress: Progress | None = None) -> Result:
+def solve_prepared(prepared: Prepared, *, engine: str = "auto",
+                   time_limit: float | None = None, work_limit: float | None = None,
+                   budget: Budget | None = None, seed: int = 0,
+                   progress: Progress | None = None) -> Result:
     """:func:`solve` from what :func:`prepare` returned (``check`` compares a map with the
-    optimum of the problem it compiled once).  ``prepared`` is not changed."""
-    time_limit = _checked(engine, time_limit)
+    optimum of the problem it compiled once).  ``prepared`` is not changed.  ``budget``:
+    a :class:`~hetero_solve.budget.Budget` to draw on instead of the limits (``check``
+    shares one between its two solves)."""
+    _checked(engine, time_limit, work_limit)
+    if budget is None:
+        budget = Budget.of(time_limit, work_limit)
     with paused_gc():
-        result = _solve(prepared, engine=engine, time_limit=time_limit, seed=seed,
-                        progress=progress)
+        result = _solve(prepared, engine=engine, budget=budget, seed=seed, progress=progress)
     for message in result.warnings:
         warn(message)
     return result
 
 
-def _checked(engine: str, time_limit: float) -> float:
-    """The time limit to use; refuses an unknown engine or a negative limit."""
+def _checked(engine: str, time_limit: float | None, work_limit: float | None) -> None:
+    """Refuse an unknown engine, a negative limit or both limits, before any work."""
     check_engine(engine)
-    if not time_limit >= 0:   # NaN too
-        raise ValueError(f"time_limit must be a number of seconds >= 0, not {time_limit!r}")
-    # Infinity means no limit; the engines count conflicts and deadlines in 64-bit integers.
-    return min(time_limit, MAX_TIME_LIMIT)
+    Budget.of(time_limit, work_limit)
 
 
-def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
+def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
            progress: Progress | None) -> Result:
     say = progress or (lambda _msg: None)
     clock = _Clock(prepared.seconds)
@@ -281,18 +335,20 @@ def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
     problem = dataclasses.replace(prepared.problem, info=dataclasses.replace(
         prepared.problem.info, warnings=list(prepared.problem.info.warnings)))
     try:
-        say("greedy heuristic")
-        sol = initial_solution(problem, engine=engine, time_limit=time_limit, seed=seed,
+        say(SOLVE_STAGE)
+        sol = initial_solution(problem, engine=engine, budget=budget, seed=seed,
                                progress=say)
         lap("heuristic")
         compiled = problem
         if engine == "heuristic":
-            sol = refine(problem, sol, engine=engine, time_limit=time_limit, seed=seed,
-                         progress=say)
+            sol = refine(problem, sol, engine=engine, budget=budget, seed=seed, progress=say)
         else:   # the exact engine also decides optional folds: the problem may change
-            from .exact import refine_with_folds
-            problem, sol = refine_with_folds(problem, sol, engine=engine,
-                                             time_limit=time_limit, seed=seed, progress=say)
+            problem, sol = refine_with_folds(problem, sol, engine=engine, budget=budget,
+                                             seed=seed, progress=say)
+            # the call's budget, not one refinement's: folds and rescue drew on it too
+            for key in ("time_limit", "work_limit", "stopped_by"):
+                sol.stats.pop(key, None)
+            sol.stats.update(budget.stats(), deterministic_seconds=round(budget.spent, 3))
         lap("exact")
         single = best_single_device(problem)
         sol = never_slower(problem, sol, single)
@@ -302,19 +358,23 @@ def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
         if problem is not compiled:
             # foldable nodes placed: the answer must pass check of what will be written,
             # which rebuilds its problem from the compiled one and the parts' node names
-            from .user_partition import judge_answer
             violations = judge_answer(mg, compiled, problem, sol)
             if violations:
                 raise ValidationError(violations)
-    except Exception:
-        mg.ensure_valid()   # an invalid model explains the failure
+        if prepared.missing_dims is not None:
+            prepared.missing_dims.add_to(problem)
+    except BaseException as e:
+        if prepared.missing_dims is not None:
+            prepared.missing_dims.cancel()
+        if isinstance(e, Exception):
+            mg.ensure_valid()   # an invalid model explains the failure
         raise
     mg.ensure_valid()
     lap("validate")
     warnings = list(problem.info.warnings) + _unknown_rank_boundaries(mg, problem, sol)
-    if sol.stats.get("stopped_by"):     # the exact stage's wall-clock guard fired
-        from .exact.budget import guard_warning
-        warnings.append(guard_warning(time_limit))
+    if budget.warning():     # the clock, not the deterministic budget, ended some work
+        sol.stats.update(deterministic=False, stopped_by=budget.stopped_by)
+        warnings.append(budget.warning())
     return Result(mg, rule_set, problem, sol, metrics, clock.seconds, warnings,
                   explanation=sol.stats.pop("explain", None), single_device=single)
 
@@ -337,12 +397,14 @@ def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -
                                status=sol.status if alone == found else "feasible")
 
 
-def initial_solution(problem: Problem, *, engine: str = "auto", time_limit: float = 10.0,
+def initial_solution(problem: Problem, *, engine: str = "auto", budget: Budget | None = None,
                      seed: int = 0, progress: Progress | None = None) -> Solution:
     """The heuristic's answer (under a cost objective, with the islands that do not pay moved
     back: :func:`~hetero_solve.algorithms.islands.cost_islands`); when it cannot fit the
     memory limits (and says that is not a proof), the exact solver's, searched from one node
-    per part.
+    per part within half of ``budget`` (default: 5 deterministic seconds, no clock).  The
+    heuristic always runs (an answer is needed) and is charged to ``budget`` (one step per
+    node).
 
     Raises
     ------
@@ -350,20 +412,23 @@ def initial_solution(problem: Problem, *, engine: str = "auto", time_limit: floa
         A node no device can hold (proven, named), or no partition found by either (the
         message says it is not a proof).
     """
+    budget = budget if budget is not None else Budget.of(work_limit=5.0)
     try:
         sol = heuristic(problem)
     except PackingFailed as failure:
-        return _exact_rescue(problem, failure, engine, time_limit, seed,
+        return _exact_rescue(problem, failure, engine, budget.split(2), seed,
                              progress or (lambda _m: None))
+    finally:
+        budget.charge(problem.n / RUN_STEPS_PER_SECOND)
     if problem.costs is not None and problem.objective.uses_costs():
         sol = cost_islands(problem, sol)     # islands that do not pay go back
     return sol
 
 
-def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, time_limit: float,
+def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, budget: Budget,
                   seed: int, say: Progress) -> Solution:
     """The heuristic can miss a packing that exists (bin packing); the exact solver, started
-    from one node per part, searches for one.  If it finds none within the time limit, the
+    from one node per part, searches for one within ``budget``.  If it finds none, the
     error says so (and that it is not a proof)."""
     if engine == "heuristic" or not problem.has_memory_limits():
         raise InfeasibleError(f"{failure} (--engine heuristic: the exact solver was not asked)"
@@ -374,10 +439,11 @@ def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, time_
                      part_instance=[0] * problem.n, algorithm="one node per part")
     for k, v in enumerate(order):
         start.part_of[v] = k
-    sol = refine(problem, start, engine=engine, time_limit=time_limit, seed=seed, progress=say)
+    sol = refine(problem, start, engine=engine, budget=budget, seed=seed, progress=say)
     if validate(problem, sol):
-        raise InfeasibleError(f"{failure}; the exact solver found none within {time_limit:g} s "
-                              f"either (raise --time-limit to search longer)", failure.nodes)
+        raise InfeasibleError(f"{failure}; the exact solver found none within its budget "
+                              f"either (raise --time-limit or --work-limit to search longer)",
+                              failure.nodes)
     problem.info.warnings.append(
         f"the greedy heuristic could not fit the memory limits ({failure}); the exact solver "
         f"found this partition")
@@ -399,29 +465,28 @@ def _unknown_rank_boundaries(mg: ModelGraph, problem: Problem, sol: Solution) ->
             f"not pass onnx.checker (they still run): {', '.join(names[:5])}"]
 
 
-def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
-           seed: int = 0, progress: Progress | None = None) -> Solution:
-    """Exact refinement of a heuristic answer (never worse than ``start``).  With
-    ``engine="heuristic"`` the answer is kept and only its lower bound is computed."""
+def refine(problem: Problem, start: Solution, *, engine: str = "auto",
+           budget: Budget | None = None, seed: int = 0,
+           progress: Progress | None = None) -> Solution:
+    """Exact refinement of a heuristic answer within ``budget`` (never worse than
+    ``start``).  With ``engine="heuristic"`` the answer is kept and only its lower bound is
+    computed (unless the deadline has passed)."""
     if problem.n == 0:
         return start
-    from .exact import lower_bound, refine as exact_refine
     if engine == "heuristic":
+        if budget is not None and budget.out_of_time():
+            return start
         if progress:
             progress("lower bound")
         # bounds over every fold choice: on the problem each optional fold relaxes
-        from .exact.folds import relaxed
         rel = relaxed(problem)
         start.lower_bound = lower_bound(rel, start)
         if problem.has_memory_limits():
-            from .exact.analysis import device_sets
-            from .fitting.bounds import memory_bounds
-            from .fitting.floors import binding_devices
             R = device_sets(rel, fixed=False)
             if binding_devices(rel, R):
                 start.stats.setdefault("bounds", {})["fallback"] = memory_bounds(rel, R).fallback
         return start
     if progress:
         progress(f"{EXACT_STAGE} ({engine})")
-    return exact_refine(problem, start, engine=engine, time_limit=time_limit, seed=seed,
+    return exact_refine(problem, start, engine=engine, budget=budget, seed=seed,
                         progress=progress)

@@ -52,18 +52,23 @@ def outcome(result: Result) -> Outcome:
                    tuple(p.objective.key(m.as_dict())))
 
 
-def _resolve(prepared: Prepared, *, engine: str, time_limit: float, seed: int) -> Result:
+def _resolve(prepared: Prepared, *, engine: str, time_limit: float | None,
+             work_limit: float | None = None, seed: int) -> Result:
     with warnings.catch_warnings():   # the answer's own warnings are the base solve's
         warnings.simplefilter("ignore")
-        return solve_prepared(prepared, engine=engine, time_limit=time_limit, seed=seed)
+        return solve_prepared(prepared, engine=engine, time_limit=time_limit,
+                              work_limit=work_limit, seed=seed)
 
 
 def what_if(prepared: Prepared, changes: Sequence[Change], *, engine: str = "auto",
-            time_limit: float = 10.0, seed: int = 0) -> Result:
-    """The answer with every change of ``changes`` made, in order (a real re-solve)."""
+            time_limit: float | None = None, work_limit: float | None = None,
+            seed: int = 0) -> Result:
+    """The answer with every change of ``changes`` made, in order (a real re-solve, within
+    the limits :func:`~hetero_solve.pipeline.solve_prepared` takes)."""
     for change in changes:
         prepared = vary(prepared, change)
-    return _resolve(prepared, engine=engine, time_limit=time_limit, seed=seed)
+    return _resolve(prepared, engine=engine, time_limit=time_limit, work_limit=work_limit,
+                    seed=seed)
 
 
 def refused_changes(prepared: Prepared) -> list[Change]:

@@ -141,9 +141,10 @@ def test_the_live_line_clock_runs_and_shows_the_time_limit(monkeypatch):
     first = line.text()
     now[0] = 103.0
     assert line.text() != first and "3.0s" in line.text()   # the clock moves within a stage
-    line.say(f"{common.EXACT_STAGE} (cpsat)")
+    assert "3.0s of the 10s time limit" in line.text()   # from the model prepared
+    line.say("exact refinement (cpsat)")
     now[0] = 105.5
-    assert "2.5s of the 10s time limit" in line.text()
+    assert "5.5s of the 10s time limit" in line.text()
     line.say("validating")
     assert "time limit" not in line.text()
 

@@ -20,6 +20,7 @@ import yaml
 from onnx import TensorProto as T, helper as h
 
 import hetero_solve as hs
+from hetero_solve.budget import Budget
 from hetero_solve.algorithms.single import best_single_device
 from hetero_solve.cost_sources import Measured
 from hetero_solve.errors import CostError, RuleError
@@ -285,12 +286,12 @@ FAST_LINK = {"bandwidth": "100GB/s", "latency": "1us"}
 
 def test_when_splitting_does_not_pay_the_latency_answer_is_the_cpu_alone():
     rules = _chain_rules(link=SLOW_LINK, part_cost="1ms")
-    fewest = hs.solve(_chain_model(), rules, time_limit=5)
+    fewest = hs.solve(_chain_model(), rules, work_limit=2.5)
     assert fewest.metrics.partitions == 3
     assert fewest.metrics.latency > fewest.single_device.latency
     for engine in ("auto", "heuristic"):
         r = hs.solve(_chain_model(), rules, objective=Objective(order=("latency",)),
-                     engine=engine, time_limit=5)
+                     engine=engine, work_limit=5)
         assert r.metrics.partitions == 1 and r.solution.part_device == [1], engine
         assert r.metrics.latency == pytest.approx(r.single_device.latency)
         assert r.problem.devices[r.single_device.device].name == "CPU"
@@ -298,7 +299,7 @@ def test_when_splitting_does_not_pay_the_latency_answer_is_the_cpu_alone():
 
 def test_when_offloading_pays_the_latency_answer_offloads():
     rules = _chain_rules(link=FAST_LINK, cpu_flops="10GFLOPS")
-    r = hs.solve(_chain_model(), rules, objective=Objective(order=("latency",)), time_limit=5)
+    r = hs.solve(_chain_model(), rules, objective=Objective(order=("latency",)), work_limit=5)
     assert r.solution.node_device() == [0, 1, 0]
     assert r.metrics.latency < r.single_device.latency
     assert r.metrics.latency == pytest.approx(sum(
@@ -331,7 +332,7 @@ def test_solve_objective_latency_on_the_command_line(tmp_path):
     onnx.save(_chain_model(), model)
     rules.write_text(yaml.safe_dump(_chain_rules(link=SLOW_LINK, part_cost="1ms")))
     r = _cli(model, rules, "--objective", "latency", "-o", tmp_path / "out", "--no-models",
-             "-t", "1")
+             "--work-limit", "1")
     assert r.returncode == 0, r.stderr
     assert "predicted latency:" in r.stdout and "on CPU alone:" in r.stdout
     m = json.loads((tmp_path / "out" / "partition.json").read_text())
@@ -393,14 +394,14 @@ def test_rules_check_predicts_each_devices_time_for_the_model():
 def test_explain_under_a_latency_objective_says_where_the_time_goes(tmp_path):
     from hetero_solve.measures.costs import latency_by_part
     r = hs.solve(_chain_model(), _chain_rules(link=FAST_LINK, cpu_flops="10GFLOPS"),
-                 objective=Objective(order=("latency",)), time_limit=2)
+                 objective=Objective(order=("latency",)), work_limit=2)
     spread = latency_by_part(r.problem, r.solution.part_of, r.solution.part_device)
     assert sum(sum(row.values()) for row in spread) == pytest.approx(r.metrics.latency)
     assert [row["transfer"] > 0 for row in spread] == [True, False, True]   # the NPU's link
     model, rules = tmp_path / "chain.onnx", tmp_path / "r.yaml"
     onnx.save(_chain_model(), model)
     rules.write_text(yaml.safe_dump(_chain_rules(link=FAST_LINK, cpu_flops="10GFLOPS")))
-    out = _cli("explain", model, rules, "--objective", "latency", "-t", "1", "--json")
+    out = _cli("explain", model, rules, "--objective", "latency", "--work-limit", "1", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert [p["device"] for p in data["parts"]] == ["NPU", "CPU", "NPU"]
@@ -417,7 +418,8 @@ def test_study_takes_the_objective_and_keeps_runs_apart(tmp_path):
 
     def study(objective, out):
         return run_study(StudyConfig(models=[model], rules=[rules], out_dir=tmp_path / out,
-                                     algorithms=["heuristic", "cpsat"], time_limit=1,
+                                     algorithms=["heuristic", "cpsat"], work_limit=1,
+                                     time_limit=None,
                                      memory="none", plots=False, objective=objective),
                          progress=False)
     plain, timed = study(None, "a").records, study("latency", "b").records
@@ -514,7 +516,8 @@ def test_a_profile_file_is_read_through_the_one_door(tmp_path):
     assert p.costs.node_time[1][1] == 0.5 and p.costs.part_cost[1] == 0.25
     rules = tmp_path / "r.yaml"
     rules.write_text(yaml.safe_dump(_chain_rules()))
-    r = _cli(model, rules, "--costs", profile, "-o", tmp_path / "out", "--no-models", "-t", "1")
+    r = _cli(model, rules, "--costs", profile, "-o", tmp_path / "out", "--no-models",
+             "--work-limit", "1")
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "out" / "partition.json").read_text())
     assert m["objective"]["latency"] >= 0.5
@@ -545,7 +548,7 @@ def test_a_cost_model_follows_a_fold_choice(seed):
     p.costs = CostModel(node_time=[[1.0, 2.0] for _ in range(p.n)], part_cost=[0.1, 0.0],
                         links=[None, None], option_time=[[0.5, 0.25] for _ in p.fold_options])
     try:
-        q, sol = refine_with_folds(p, initial_solution(p), time_limit=0.5)
+        q, sol = refine_with_folds(p, initial_solution(p), budget=Budget.of(work_limit=0.5))
     except InfeasibleError:
         return
     assert validate(q, sol) == [] and len(q.costs.node_time) == q.n

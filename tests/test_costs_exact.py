@@ -23,6 +23,7 @@ from hetero_solve.measures.costs import instance_loads, latency, time_per_sample
 from hetero_solve.problem import Device, Objective, make_problem
 from hetero_solve.solution import Solution, objective_key
 from hetero_solve.validate import validate
+from hetero_solve.budget import Budget
 
 OBJECTIVES = [Objective(order=("latency",)), Objective(order=("throughput",)),
               Objective(order=("throughput", "partitions")),
@@ -86,9 +87,9 @@ def test_cost_optimum_equals_brute_force(seed):
     best, want = oracle(p)
     if best is None:
         with pytest.raises(Exception):
-            refine_costs(p, None, time_limit=5)
+            refine_costs(p, None, budget=Budget.of(work_limit=5))
         return
-    sol = refine_costs(p, None, time_limit=5)
+    sol = refine_costs(p, None, budget=Budget.of(work_limit=5))
     assert validate(p, sol) == []
     assert close(objective_key(p, sol), want), (p.objective.describe(), objective_key(p, sol), want)
     assert sol.status == "optimal"
@@ -148,7 +149,7 @@ def test_assignment_model_equals_brute_force(seed):
     p.costs.contiguous = False
     p.objective = Objective(order=("throughput",))
     best, want = oracle(p)
-    sol = refine_costs(p, None, time_limit=5)
+    sol = refine_costs(p, None, budget=Budget.of(work_limit=5))
     assert sol.stats["stages"][0]["slots"] == 0          # the assignment model ran
     assert validate(p, sol) == []
     assert close(objective_key(p, sol), want)

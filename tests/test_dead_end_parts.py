@@ -28,7 +28,7 @@ def _solve_and_verify(tmp_path, model: onnx.ModelProto):
     onnx.save(model, path)
     rules = tmp_path / "r.yaml"
     rules.write_text(RULES)
-    result = hs.solve(path, rules, time_limit=2)
+    result = hs.solve(path, rules, work_limit=1)
     out = result.write(tmp_path / "out")
     report = hs.verify(path, out, seed=1)
     assert report.ok, [o.as_dict() for o in report.outputs]

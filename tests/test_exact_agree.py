@@ -18,6 +18,7 @@ from hetero_solve.exact import refine
 from support.generators import random_dag
 from hetero_solve.problem import Objective
 from hetero_solve.validate import validate
+from hetero_solve.budget import Budget
 
 
 def _problem(seed: int):
@@ -35,7 +36,7 @@ def test_cpsat_and_sat_agree(seed):
     start = heuristic(p)
     parts = {}
     for engine in ("cpsat", "sat", "auto"):
-        sol = refine(p, start, engine=engine, time_limit=20)
+        sol = refine(p, start, engine=engine, budget=Budget.of(work_limit=10))
         assert validate(p, sol) == []
         assert sol.status == "optimal", (engine, sol.stats["stages"])
         assert sol.num_parts <= start.num_parts

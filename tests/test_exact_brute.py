@@ -20,6 +20,7 @@ from support.brute import brute_force
 from support.generators import random_small
 from hetero_solve.solution import evaluate, objective_key
 from hetero_solve.validate import validate
+from hetero_solve.budget import Budget
 
 SEEDS = range(150)
 
@@ -32,7 +33,7 @@ def test_engines_match_brute_force(seed):
     start = heuristic(p)
     want = objective_key(p, best)
     for engine in ("cpsat", "sat") + (("auto",) if seed % 3 == 0 else ()):
-        sol = refine(p, start, engine=engine, time_limit=5)
+        sol = refine(p, start, engine=engine, budget=Budget.of(work_limit=2.5))
         assert validate(p, sol) == [], engine
         assert objective_key(p, sol) == want, (engine, p.objective.describe())
         assert sol.status == "optimal", engine

@@ -15,12 +15,14 @@ from hetero_solve.exact.analysis import device_sets
 from hetero_solve.exact.assign import relaxed_fallback, relaxed_parts
 from support.brute import brute_force
 from hetero_solve.fitting.floors import binding_devices
-from hetero_solve.fitting.realize import fit_by_runs, parts_without_memory, realize
+from hetero_solve.algorithms.greedy import parts_without_memory
+from hetero_solve.fitting.realize import fit_by_runs, realize
 from support.generators import random_memory
 from hetero_solve.measures import topological_order
 from hetero_solve.problem import Device, Objective, make_problem
 from hetero_solve.solution import Solution, evaluate, normalize, objective_key
 from hetero_solve.validate import validate
+from hetero_solve.budget import Budget
 
 
 def _unplaceable(objective: Objective):
@@ -42,9 +44,9 @@ def test_a_node_that_fits_nowhere_is_refused_by_name(objective):
     p = _unplaceable(objective)
     with pytest.raises(InfeasibleError, match=r"'big' \(Op\) needs at least 7 bytes.*A holds 3 B"):
         start = Solution([0, 1, 2], [1, 0, 1], [0, 0, 0])     # one node per part
-        refine(p, start, engine="cpsat", time_limit=1)
+        refine(p, start, engine="cpsat", budget=Budget.of(work_limit=0.5))
     with pytest.raises(InfeasibleError, match="'big'"):
-        refine(p, Solution([0, 1, 2], [1, 0, 1], [0, 0, 0]), engine="sat", time_limit=1)
+        refine(p, Solution([0, 1, 2], [1, 0, 1], [0, 0, 0]), engine="sat", budget=Budget.of(work_limit=0.5))
 
 
 # -- brute force ------------------------------------------------------------------------------
@@ -83,7 +85,7 @@ def test_engines_match_brute_force_under_memory(seed):
     want = objective_key(p, best)
     start = _start(p)
     for engine in ("cpsat", "sat") + (("auto",) if seed % 3 == 0 else ()):
-        sol = refine(p, start, engine=engine, time_limit=5)
+        sol = refine(p, start, engine=engine, budget=Budget.of(work_limit=2.5))
         assert validate(p, sol) == [], engine
         assert objective_key(p, sol) == want, (engine, p.objective.describe())
         assert sol.status == "optimal", engine
@@ -97,7 +99,7 @@ def test_refusals_only_when_nothing_fits(seed):
     p, best = _brute(seed, True)
     try:
         start = _start(p)
-        sol = refine(p, start, engine="cpsat", time_limit=5)
+        sol = refine(p, start, engine="cpsat", budget=Budget.of(work_limit=2.5))
     except InfeasibleError:
         assert best is None
         return
@@ -147,11 +149,11 @@ def test_relaxed_assignment_bounds_the_fallback(seed):
     p, best = _brute(seed, False, FALLBACK_ONLY)
     R = device_sets(p, fixed=False)
     mem = binding_devices(p, R)
-    a = relaxed_fallback(p, R, mem, time_limit=5)
+    a = relaxed_fallback(p, R, mem, budget=Budget.of(work_limit=5))
     assert a.optimal
     assert a.bound <= evaluate(p, best).fallback
     for devices in ([p.allowed[v][0] for v in range(p.n)], a.node_device):
-        for sol in (fit_by_runs(p, parts_without_memory(p, devices)), realize(p, devices)):
+        for sol in (fit_by_runs(p, parts_without_memory(p, devices)), realize(p, devices, parts=parts_without_memory(p, devices))):
             if sol is not None:
                 assert validate(p, normalize(p, sol)) == []
 
@@ -165,10 +167,10 @@ def test_above_the_reach_size_the_relaxation_stays_a_bound(seed, monkeypatch):
     p, best = _brute(seed, False, FALLBACK_ONLY)
     R = device_sets(p, fixed=False)
     mem = binding_devices(p, R)
-    full = relaxed_fallback(p, R, mem, time_limit=5)
+    full = relaxed_fallback(p, R, mem, budget=Budget.of(work_limit=5))
     monkeypatch.setattr(assign, "REACH_NODES", 0)
     monkeypatch.setattr(assign, "_reach", lambda problem: pytest.fail("reachability computed"))
-    weak = relaxed_fallback(p, R, mem, time_limit=5)
+    weak = relaxed_fallback(p, R, mem, budget=Budget.of(work_limit=5))
     assert weak.optimal and weak.bound <= full.bound <= evaluate(p, best).fallback
 
 
@@ -185,11 +187,11 @@ def test_relaxed_parts_bound_never_exceeds_brute_force(seed):
     R = device_sets(p, fixed=False)
     mem = binding_devices(p, R)
     m = evaluate(p, best)
-    r = relaxed_parts(p, R, mem, m.fallback, time_limit=5)
+    r = relaxed_parts(p, R, mem, m.fallback, budget=Budget.of(work_limit=5))
     assert r.optimal
     assert 1 <= r.bound <= m.partitions
     q, fewest = _brute(seed, False, PARTS_FIRST)
-    r = relaxed_parts(q, R, mem, q.n, time_limit=5)
+    r = relaxed_parts(q, R, mem, q.n, budget=Budget.of(work_limit=5))
     assert r.optimal
     assert r.bound <= evaluate(q, fewest).partitions
 
@@ -203,8 +205,8 @@ def test_relaxed_parts_bound_is_tight_where_memory_forces_a_device_change():
     R = device_sets(p, fixed=False)
     best = brute_force(p)
     assert evaluate(p, best).as_dict()["fallback"] == 1 and best.num_parts == 2
-    assert relaxed_parts(p, R, binding_devices(p, R), 1, time_limit=5).bound == 2
-    sol = refine(p, Solution([0, 1, 2], [0, 0, 1], [0, 0, 0]), time_limit=5)
+    assert relaxed_parts(p, R, binding_devices(p, R), 1, budget=Budget.of(work_limit=5)).bound == 2
+    sol = refine(p, Solution([0, 1, 2], [0, 0, 1], [0, 0, 0]), budget=Budget.of(work_limit=2.5))
     assert sol.num_parts == 2 and "partitions" in sol.stats["proven"]
 
 
@@ -231,7 +233,7 @@ def test_runs_span_long_stretches_of_large_activations():
     sol = fit_by_runs(p, parts_without_memory(p, [0] * n))
     assert sol is not None and validate(p, normalize(p, sol)) == []
     assert evaluate(p, sol).fallback == 0 and sol.num_parts == 2
-    best = refine(p, heuristic(p), time_limit=5)
+    best = refine(p, heuristic(p), budget=Budget.of(work_limit=2.5))
     assert evaluate(p, best).fallback == 0 and best.num_parts == 2 and best.status == "optimal"
 
 
@@ -245,7 +247,7 @@ def test_explain_states_the_fallback_bound_the_engine_proved():
     from hetero_solve.fitting.bounds import memory_bounds
     assert memory_bounds(p, R).fallback == 0
     assert evaluate(p, brute_force(p)).fallback == 1
-    sol = refine(p, _start(p), time_limit=5)
+    sol = refine(p, _start(p), budget=Budget.of(work_limit=2.5))
     assert "fallback" in sol.stats["proven"]
     assert sol.stats["explain"]["memory"]["fallback_bound"] == 1
     assert "at least 1 must be" in "\n".join(sol.stats["explain"]["text"])
@@ -262,9 +264,9 @@ def test_relaxed_fallback_counts_a_tensor_read_by_two_parts():
                      names=["h", "g", "x", "m"])
     assert evaluate(p, brute_force(p)).fallback == 1
     R = device_sets(p, fixed=False)
-    a = relaxed_fallback(p, R, binding_devices(p, R), time_limit=5)
+    a = relaxed_fallback(p, R, binding_devices(p, R), budget=Budget.of(work_limit=5))
     assert a.optimal and a.bound == 1
-    sol = refine(p, _start(p), time_limit=5)
+    sol = refine(p, _start(p), budget=Budget.of(work_limit=2.5))
     assert evaluate(p, sol).fallback == 1 and "fallback" in sol.stats["proven"]
 
 
@@ -304,7 +306,7 @@ def test_relaxed_bounds_hold_where_reads_are_shared():
             continue
         m = evaluate(p, best)
         covered += any(reread_pairs(p, R, d) or split_pairs(p, R, d) for d in mem)
-        a = relaxed_fallback(p, R, mem, time_limit=5)
+        a = relaxed_fallback(p, R, mem, budget=Budget.of(work_limit=5))
         assert a.bound <= m.fallback, seed
-        assert relaxed_parts(p, R, mem, m.fallback, time_limit=5).bound <= m.partitions, seed
+        assert relaxed_parts(p, R, mem, m.fallback, budget=Budget.of(work_limit=5)).bound <= m.partitions, seed
     assert covered >= 60

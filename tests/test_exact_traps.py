@@ -18,6 +18,7 @@ from hetero_solve.exact import refine
 from support.generators import GREEDY_TRAPS, greedy_trap
 from hetero_solve.solution import objective_key
 from hetero_solve.validate import validate
+from hetero_solve.budget import Budget
 
 EXPECTED = {("sequence", 1): (7, 6), ("sequence", 4): (25, 21), ("value", 1): (4, 3),
             ("value", 3): (4, 3), ("weighted", 1): (3, 1), ("weighted", 4): (9, 1)}
@@ -28,7 +29,7 @@ EXPECTED = {("sequence", 1): (7, 6), ("sequence", 4): (25, 21), ("value", 1): (4
 def test_exact_beats_the_heuristic_on_traps(name, k, engine):
     p = greedy_trap(name, k)
     h = heuristic(p)
-    sol = refine(p, h, engine=engine, time_limit=10)
+    sol = refine(p, h, engine=engine, budget=Budget.of(work_limit=5))
     assert (h.num_parts, sol.num_parts) == EXPECTED[(name, k)]
     assert sol.status == "optimal"
     assert objective_key(p, sol) < objective_key(p, h)

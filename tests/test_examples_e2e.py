@@ -22,7 +22,7 @@ CASES = [(m, r) for m in example_models() for r in rule_profiles()]
 @pytest.mark.parametrize("model,rules", CASES, ids=[f"{m.stem}-{r.stem}" for m, r in CASES])
 def test_example_partition_is_valid_and_reproduces_outputs(model, rules, tmp_path):
     dims = EXAMPLE_DIMS[model.stem]
-    result = hs.solve(model, rules, dims=dims, time_limit=5)
+    result = hs.solve(model, rules, dims=dims, work_limit=2.5)
     assert hs.validate(result.problem, result.solution) == []
     out = result.write(tmp_path / "out")
 

@@ -20,6 +20,7 @@ from hetero_solve.problem import Device, FoldOption, make_problem
 from hetero_solve.solution import objective_key
 from hetero_solve.user_partition import judge_answer
 from hetero_solve.validate import validate
+from hetero_solve.budget import Budget
 
 SEEDS = range(40)
 
@@ -109,8 +110,8 @@ def test_every_answer_is_valid_and_optimal_only_where_brute_force_agrees(seed):
     p = folds_problem(seed)
     best = best_over_choices(p)
     try:
-        start = initial_solution(p, time_limit=2)
-        q, sol = refine_with_folds(p, start, time_limit=2)
+        start = initial_solution(p, budget=Budget.of(work_limit=1))
+        q, sol = refine_with_folds(p, start, budget=Budget.of(work_limit=1))
     except InfeasibleError:
         assert best is None, f"seed {seed}: a partition exists ({best}) but none was found"
         return
@@ -141,7 +142,7 @@ def test_optimal_is_said_somewhere_and_the_relaxation_covers_every_choice():
             assert validate(rel, r) == []
             assert all(a <= b for a, b in zip(objective_key(rel, r), objective_key(q, s)))
         try:
-            _q, sol = refine_with_folds(p, initial_solution(p, time_limit=2), time_limit=2)
+            _q, sol = refine_with_folds(p, initial_solution(p, budget=Budget.of(work_limit=1)), budget=Budget.of(work_limit=1))
         except InfeasibleError:
             continue
         proven += sol.status == "optimal"

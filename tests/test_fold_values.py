@@ -73,7 +73,7 @@ def cli(*args):
 def test_the_shape_chain_is_placed_in_two_parts_and_check_accepts_the_written_answer(tmp_path):
     model = t5_pattern(str(tmp_path / "m.onnx"))
     rules = rules_file(tmp_path)
-    res = hs.solve(model, rules, time_limit=5)
+    res = hs.solve(model, rules, work_limit=2.5)
     assert validate(res.problem, res.solution) == []
     assert res.metrics.fallback == 0            # folded, something must leave the card
     assert hs.solve(model, rules, engine="heuristic").metrics.fallback > 0
@@ -81,7 +81,7 @@ def test_the_shape_chain_is_placed_in_two_parts_and_check_accepts_the_written_an
     assert part["shape"] != part["expand"]     # the value rule, between two placed folds
 
     out = tmp_path / "out"
-    run = cli("solve", model, rules, "-o", str(out), "-q", "-t", "5")
+    run = cli("solve", model, rules, "-o", str(out), "-q", "--work-limit", "2.5")
     assert run.returncode == 0, run.stderr
     manifest = json.loads((out / "partition.json").read_text())
     names = onnx.load(model).graph.node

@@ -43,7 +43,7 @@ def their_max_load(data: dict, device_of: dict[int, tuple[str, int]]) -> float:
 
 @pytest.mark.parametrize("path, optimum", [(BERT, 27.9186), (RESNET, 124.349)])
 def test_contiguous_optimum_equals_their_dp(path, optimum):
-    result = solve_instance(path, "throughput", contiguous=True, time_limit=60)
+    result = solve_instance(path, "throughput", contiguous=True, work_limit=60)
     p, sol = result.problem, result.solution
     assert validate(p, sol) == []
     assert sol.status == "optimal"
@@ -81,7 +81,8 @@ def test_command_writes_value_and_status(tmp_path, capsys):
     out = tmp_path / "bert"
     assert content_kind(BERT) == "instance"
     with pytest.raises(SystemExit) as e:
-        main([str(BERT), "--objective", "throughput", "--contiguous", "-o", str(out), "-t", "60"])
+        main([str(BERT), "--objective", "throughput", "--contiguous", "-o", str(out),
+              "--work-limit", "60"])
     assert e.value.code == 0
     manifest = json.loads((out / "partition.json").read_text())
     assert manifest["status"] == "optimal"
@@ -110,7 +111,7 @@ def test_latency_meets_the_cheapest_bound():
     """BERT-3 is cheaper on an accelerator node by node and fits one: the latency optimum is
     one accelerator part (no transfer), the sum of the cheapest times, proven by that bound
     though the slot model is not complete at 235 nodes."""
-    result = solve_instance(BERT, "latency", time_limit=20)
+    result = solve_instance(BERT, "latency", work_limit=20)
     data = json.loads(BERT.read_text())
     cheapest = sum(min(n["cpuLatency"], n["fpgaLatency"]) for n in data["nodes"])
     assert result.metrics.latency == pytest.approx(cheapest, abs=1e-9)

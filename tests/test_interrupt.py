@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from hetero_solve.budget import Budget
 
 MODEL = ROOT / "corpus" / "models" / "mobilenetv2-tiny-legacy.onnx"
 RULES = ROOT / "benchmarks" / "rules" / "mem-small-npu.yaml"
@@ -79,7 +80,7 @@ def _assert_interrupted(code: int, lines: list[str]) -> None:
 def stages(tmp_path_factory) -> list[str]:
     """The stages a full run reports, in order (the run must succeed)."""
     out = tmp_path_factory.mktemp("full") / "out"
-    code, lines, _ = _run([str(MODEL), str(RULES), *DIMS, "-t", "1", "-v", "-o", str(out)])
+    code, lines, _ = _run([str(MODEL), str(RULES), *DIMS, "--work-limit", "0.5", "-v", "-o", str(out)])
     assert code == 0, lines[-5:]
     keys = [_stage_key(t) for t in map(_progress, lines) if t is not None]
     return list(dict.fromkeys(keys))
@@ -95,8 +96,8 @@ def test_sigint_at_each_stage_exits_130_with_one_line_and_writes_nothing(stages,
     interrupted = 0
     for k, stage in enumerate(stages):
         out = tmp_path / f"out{k}"
-        code, lines, sent = _run([str(MODEL), str(RULES), *DIMS, "-t", "1", "-v", "-o",
-                                  str(out)], stop_at=stage, cwd=tmp_path)
+        code, lines, sent = _run([str(MODEL), str(RULES), *DIMS, "--work-limit", "0.5", "-v",
+                                  "-o", str(out)], stop_at=stage, cwd=tmp_path)
         assert sent, stage
         if stage.startswith("writing") and code == 0:
             # the signal came after the answer was moved in whole: complete, not half
@@ -111,8 +112,8 @@ def test_sigint_at_each_stage_exits_130_with_one_line_and_writes_nothing(stages,
 
 def test_sigint_during_explain(stages, tmp_path):
     stage = next(s for s in stages if "cpsat" in s)
-    code, lines, sent = _run(["explain", str(MODEL), str(RULES), *DIMS, "-t", "1", "-v"],
-                             stop_at=stage, cwd=tmp_path)
+    code, lines, sent = _run(["explain", str(MODEL), str(RULES), *DIMS, "--work-limit", "0.5",
+                              "-v"], stop_at=stage, cwd=tmp_path)
     assert sent
     _assert_interrupted(code, lines)
 
@@ -165,7 +166,7 @@ def test_a_library_caller_gets_keyboard_interrupt_from_cpsat():
     timer.start()
     t0 = time.process_time()
     with pytest.raises(KeyboardInterrupt):
-        run(solver, m, time_limit=1e4)
+        run(solver, m, Budget.of(work_limit=1e4))
     timer.cancel()
     assert time.process_time() - t0 < 1e4      # it stopped: the budget was not spent
 

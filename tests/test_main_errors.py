@@ -44,6 +44,8 @@ def test_debug_shows_the_traceback(broken_solver, tmp_path, how):
 
 @pytest.mark.parametrize("argv,expect", [
     (["--time-limit", "-1"], "Invalid value for '--time-limit'"),
+    (["--work-limit", "-1"], "Invalid value for '--work-limit'"),
+    (["--time-limit", "1", "--work-limit", "1"], "--time-limit and --work-limit: give one"),
     (["--bogus"], "No such option: --bogus"),
     (["--seed", "x"], "Invalid value for '--seed'"),
     (["--dim", "x"], "--dim 'x': expected NAME=VALUE"),
@@ -102,3 +104,18 @@ def test_ctrl_c_is_one_line_exit_130_and_nothing_half_written(monkeypatch, tmp_p
     r = outcome([MODEL, RULE_FILE, "-q", "--engine", "heuristic", "-o", out])
     assert r.code == 130 and r.err_lines == ["hetero-solve: interrupted"], r
     assert list(tmp_path.iterdir()) == []     # no OUT_DIR, no temporary folder beside it
+
+
+@pytest.mark.parametrize("command", [
+    [MODEL, RULE_FILE], ["explain", MODEL, RULE_FILE],
+    ["check", MODEL, RULE_FILE, "--affinity", EXAMPLES / "seed000.onnx"],
+    ["study", MODEL, "-r", RULE_FILE],
+    ["instance", EXAMPLES.parent / "benchmarks" / "tarnawski2020" /
+     "throughput_bert_l-3_inference.json"]],
+    ids=["solve", "explain", "check", "study", "instance"])
+def test_every_command_with_a_time_limit_takes_a_work_limit_but_not_both(command, tmp_path):
+    out = [] if command[0] == "explain" else ["-o", tmp_path / "out"]    # explain writes nothing
+    r = outcome([*command, *out, "--time-limit", "1", "--work-limit", "1"])
+    assert r.code == 2, r
+    assert len(r.err_lines) == 1 and "--time-limit and --work-limit: give one" in r.err_lines[0]
+    assert not (tmp_path / "out").exists()

@@ -89,7 +89,7 @@ def test_explain_names_the_overflow_and_the_nodes_moved():
     rules = {"version": 1, "devices": [
         {"name": "NPU", "memory": "400KiB", "ops": {"supported": "all"}},
         {"name": "CPU", "ops": {"supported": "all"}}]}
-    r = hs.solve(wide_model(), rules, time_limit=5)
+    r = hs.solve(wide_model(), rules, work_limit=2.5)
     assert r.metrics.fallback >= 1
     mem = r.explanation["memory"]
     (npu,) = mem["devices"]

@@ -19,6 +19,7 @@ import random
 
 import pytest
 
+from hetero_solve.budget import Budget
 from hetero_solve.exact import refine
 from hetero_solve.exact.analysis import device_sets
 from hetero_solve.exact.bounds import lower_bounds
@@ -137,7 +138,7 @@ def test_a_tied_weight_proves_what_the_bytes_did_not():
     assert b.lb == 3 and b.packing == [3] and b.packing_bytes == [24]
     assert b.packing_copies == {0: {0: [0, 4]}}
     sol = refine(p, Solution([0, 1, 2, 3, 4], [0] * 5, [0, 1, 2, 3, 0]), engine="cpsat",
-                 time_limit=5)
+                 budget=Budget.of(work_limit=2.5))
     assert sol.num_parts == 3 and sol.lower_bound == 3
     ex = explain(p, R, b, sol.num_parts, proof="bound", fixed=False)
     assert ex["bounds"]["packing"] == 3 and ex["packing"][0]["shared"] == [

@@ -203,3 +203,81 @@ def test_the_cli_writes_nothing_for_an_invalid_model_checked_late(tmp_path, fork
     assert exit_.value.code == 2
     assert "Unrecognized attribute: alpha" in capsys.readouterr().err
     assert not out.exists()
+
+
+def _missing_dims_answer(r):
+    return (r.problem.info.missing_dims, r.warnings, r.manifest(files=False)["warnings"])
+
+
+@pytest.mark.parametrize("dims", [{}, {"seq": 16}], ids=["seq-open", "seq-given"])
+def test_missing_dims_found_forked_beside_the_solve_equal_the_inline_ones(dims, forking,
+                                                                           monkeypatch):
+    """The counterfactual analysis of unset dims (compile.missing_dims) forked right after
+    loading gives the same entries and the same warnings, in the same place, as found inline."""
+    import warnings
+
+    import hetero_solve as hs
+    from hetero_solve import compile as compile_module
+
+    model = ROOT / "examples" / "transformer_encoder.onnx"
+    rules = ROOT / "rules" / "npu-static.yaml"      # static shapes; dims: {batch: 1}
+    started = []
+    real = compile_module.missing_dims_ahead
+    monkeypatch.setattr(compile_module, "missing_dims_ahead",
+                        lambda *a: started.append(real(*a)) or started[-1])
+    import hetero_solve.pipeline as pipeline
+    monkeypatch.setattr(pipeline, "missing_dims_ahead", compile_module.missing_dims_ahead)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forked = hs.solve(model, rules, dims=dims, engine="heuristic")
+        assert started and (started[0] is not None) == (not dims)
+        monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
+        inline = hs.solve(model, rules, dims=dims, engine="heuristic")
+    assert _missing_dims_answer(forked) == _missing_dims_answer(inline)
+    assert bool(forked.problem.info.missing_dims) == (not dims)
+
+
+@pytest.mark.parametrize("model", example_models(), ids=lambda p: p.stem)
+def test_part_models_written_by_a_forked_process_are_the_same_files(model, forking, tmp_path,
+                                                                     monkeypatch):
+    """On large models the part models are written by a forked process beside the annotated
+    model: every file of the answer is byte for byte what one process writes."""
+    import warnings
+
+    import hetero_solve as hs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = hs.solve(model, ROOT / "rules" / "gpu-cpu.yaml", dims=EXAMPLE_DIMS[model.stem],
+                     engine="heuristic")
+    forked = r.write(tmp_path / "forked")
+    monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
+    alone = r.write(tmp_path / "alone")
+    files = sorted(p.name for p in forked.iterdir())
+    assert files == sorted(p.name for p in alone.iterdir()) and any(
+        f.startswith("part") for f in files)
+    for f in files:
+        assert (forked / f).read_bytes() == (alone / f).read_bytes(), f
+
+
+def test_a_failed_forked_part_writer_leaves_the_parts_to_the_parent(forking, tmp_path,
+                                                                    monkeypatch):
+    import os
+
+    import hetero_solve as hs
+    from hetero_solve.export import writer
+
+    model = example_models()[0]
+    r = hs.solve(model, ROOT / "rules" / "gpu-cpu.yaml", dims=EXAMPLE_DIMS[model.stem],
+                 engine="heuristic")
+    real, parent = writer._write_parts, os.getpid()
+
+    def parts_but_not_in_the_child(*args):
+        if os.getpid() != parent:
+            raise RuntimeError("child failed")
+        return real(*args)
+
+    monkeypatch.setattr(writer, "_write_parts", parts_but_not_in_the_child)
+    out = r.write(tmp_path / "out")
+    assert any(p.name.startswith("part") for p in out.iterdir())
+    assert (out / "partition.json").exists()

@@ -9,6 +9,7 @@ import hetero_solve as hs
 from hetero_solve.measures import part_memory
 
 from conftest import EXAMPLES, chain_model
+from hetero_solve.budget import Budget
 
 KIB = 1024
 
@@ -160,7 +161,7 @@ def test_when_the_greedy_cannot_pack_memory_the_exact_solver_does():
                         const_bytes=[5, 4, 3, 3, 3, 2])
     with pytest.raises(PackingFailed, match="not a proof"):
         hs.heuristic(p)
-    sol = initial_solution(p, engine="auto", time_limit=5.0)
+    sol = initial_solution(p, engine="auto", budget=Budget.of(work_limit=2.5))
     assert hs.validate(p, sol) == []
     assert sorted(sorted(p.const_bytes[v] for v in part) for part in sol.parts()) == [[2, 3, 5], [3, 3, 4]]
     assert "could not fit the memory limits" in p.info.warnings[-1]
@@ -176,7 +177,7 @@ def test_a_node_memory_refuses_is_refused_at_once_with_its_bytes():
                         const_bytes=[50, 0])
     with pytest.raises(hs.InfeasibleError, match=r"node 'n0' \(Op\) fits no device: ACC needs "
                                                  r"at least 51 bytes") as e:
-        initial_solution(p, engine="auto", time_limit=5.0)
+        initial_solution(p, engine="auto", budget=Budget.of(work_limit=2.5))
     assert not isinstance(e.value, PackingFailed)
 
 
@@ -190,7 +191,7 @@ def test_memory_that_cannot_hold_what_must_be_placed_is_named():
     with pytest.raises(hs.InfeasibleError, match=r"2 node\(s\) can only run on ACC \('n0', 'n1'\); "
                        r"their constants and graph inputs/outputs alone need 12 bytes .* "
                        r"2 bytes missing") as e:
-        initial_solution(p, engine="auto", time_limit=5.0)
+        initial_solution(p, engine="auto", budget=Budget.of(work_limit=2.5))
     assert not isinstance(e.value, PackingFailed)
     # with a second instance it fits: one node on each
     p2 = hs.make_problem(2, [], [[0], [0]], [hs.Device("ACC", 10, 2)], tensor_bytes=0,

@@ -23,6 +23,7 @@ from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.exact.analysis import device_sets
 from support.brute import brute_force
 from hetero_solve.exact.report import report
+from hetero_solve.budget import Budget
 from hetero_solve.exact.search import Search
 from hetero_solve.exact.stages import run_stages
 from support.generators import random_memory, random_small
@@ -37,7 +38,7 @@ def _problem(kind: str, seed: int):
 
 
 def _records(p, engine: str = "auto"):
-    ctx = Search.begin(p, heuristic(p), engine, 5.0, 0, None, 1,
+    ctx = Search.begin(p, heuristic(p), engine, Budget.of(work_limit=2.5), 0, None, 1,
                        device_sets(p, fixed=False))
     records = run_stages(ctx)
     return ctx, records, report(ctx, records)

@@ -16,7 +16,7 @@ from hetero_solve.cli import main
 from hetero_solve.solution import Solution, evaluate
 from hetero_solve.study import (AlgorithmUnavailable, StudyConfig, StudyError, analyse,
                                 compile_pair, load_results, run_study)
-from hetero_solve.study.store import COLUMNS, rules_digest, run_key
+from hetero_solve.study.store import COLUMNS, read_csv, rules_digest, run_key
 from hetero_solve.study.summary import render
 from hetero_solve.validate import validate
 
@@ -42,7 +42,7 @@ class Counting:
         self.calls = 0
         self.fail_on = fail_on
 
-    def __call__(self, problem, *, time_limit=0.0, seed=0):
+    def __call__(self, problem, *, budget=None, seed=0):
         self.calls += 1
         if self.fail_on is not None and self.calls == self.fail_on:
             raise KeyboardInterrupt        # the user pressing Ctrl-C during this run
@@ -199,6 +199,26 @@ def test_resume_key_follows_file_contents_and_time_limit_only_where_used(tmp_pat
     assert (again.reused, again.computed, limited.calls) == (1, 1, 2)
     assert {r["algorithm"]: r["time_limit"] for r in again.records} == {"openvino": None,
                                                                         "limited": 2.0}
+    # a work limit (no clock) is another mode: recorded, and a new key for the limited one
+    cfg.time_limit, cfg.work_limit = None, 1.0
+    work = run_study(cfg, progress=False)
+    assert (work.reused, work.computed, limited.calls) == (1, 1, 3)
+    assert {r["algorithm"]: (r["time_limit"], r["work_limit"]) for r in work.records} == {
+        "openvino": (None, None), "limited": (None, 1.0)}
+
+
+def test_a_study_records_the_limit_mode_and_whether_the_clock_ended_a_run(tmp_path):
+    cfg = config(tmp_path, models=[EX / "seed000.onnx"], rules=[RU / "seed000.yaml"],
+                 algorithms=["cpsat"], time_limit=None, work_limit=0.5)
+    result = run_study(cfg, progress=False)
+    rows = read_csv(tmp_path / "out" / "results.csv")
+    assert [(r["work_limit"], r["time_limit"], r["deterministic"]) for r in rows] == [
+        (0.5, None, True)]
+    assert "Work limit 0.5 deterministic s" in (tmp_path / "out" / "summary.md").read_text()
+    assert result.records[0]["deterministic"] is True
+    cfg.time_limit = 1.0
+    with pytest.raises(StudyError):
+        run_study(cfg, progress=False)
 
 
 def test_analyse_best_known_gap_and_proven_optimum():

@@ -40,7 +40,7 @@ DIMS = _example_dims()
 @pytest.mark.parametrize("model", MODELS, ids=lambda p: p.stem)
 def test_every_example_under_every_profile_verifies(model, rules, tmp_path):
     try:
-        result = hs.solve(model, rules, dims=DIMS.get(model.stem, {}), time_limit=1.0)
+        result = hs.solve(model, rules, dims=DIMS.get(model.stem, {}), work_limit=0.5)
     except InfeasibleError as e:       # a profile that cannot hold a model: nothing to run
         pytest.skip(f"{rules.name} cannot partition {model.name}: {e}")
     out = result.write(tmp_path / "out")

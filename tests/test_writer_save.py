@@ -20,7 +20,7 @@ MODEL, PROFILE, DIMS = EXAMPLES / "transformer_encoder.onnx", RULES / "npu-stati
 
 
 def test_files_are_the_bytes_onnx_save_model_writes(tmp_path):
-    r = hs.solve(MODEL, PROFILE, dims=DIMS, time_limit=5)
+    r = hs.solve(MODEL, PROFILE, dims=DIMS, work_limit=2.5)
     out = r.write(tmp_path / "out")
     manifest = json.loads((out / "partition.json").read_text())
     nodes_of = r.solution.parts()
@@ -37,7 +37,7 @@ def test_files_are_the_bytes_onnx_save_model_writes(tmp_path):
 
 def test_models_over_the_threshold_keep_their_tensors_in_external_data(tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "EXTERNAL_DATA_BYTES", 2000)
-    r = hs.solve(MODEL, PROFILE, dims=DIMS, time_limit=5)
+    r = hs.solve(MODEL, PROFILE, dims=DIMS, work_limit=2.5)
     out = r.write(tmp_path / "out")
     manifest = json.loads((out / "partition.json").read_text())
     data_files = [f for f in manifest["files"] if f.endswith(".onnx.data")]

@@ -32,6 +32,7 @@ Reference: the maximal-extension step is the ``grow`` of OpenVINO's subgraph sel
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 from ..errors import InfeasibleError
@@ -39,9 +40,11 @@ from ..fitting.fit import fit_memory
 from ..fitting.packing import first_fit
 from ..fitting.placement import Placement
 from ..measures import part_memories, topological_order
-from ..problem import Problem
+from ..problem import Device, Problem
 from ..solution import Solution, normalize, objective_term
 from .regions import regions
+from ..validate import validate
+from .baselines import BASELINES, BaselineSkipped
 
 MAX_ROUNDS = 24        # device choices tried when memory binds (each lowers a byte target)
 BISECTIONS = 6         # then targets tried between the last that failed and the first that fit
@@ -197,8 +200,6 @@ def _rivals(problem: Problem) -> list[Solution]:
     """The valid answers of simple constructions that know memory only partly or not at all
     (the baselines; every node on its preferred device, split into connected regions): cheap
     next to the search above, and the heuristic must never be worse than them."""
-    from ..validate import validate
-    from .baselines import BASELINES, BaselineSkipped
     out = []
     candidates = [_preferred_regions(problem)]
     for name, baseline in BASELINES.items():
@@ -362,6 +363,18 @@ def greedy(problem: Problem, *, direction: str = "forward",
     # Part ids are topological by construction: a node joins a part only after all its
     # predecessors are placed in that part or an earlier one.
     return Solution(part_of, part_device, [0] * k, algorithm=f"greedy-{direction}")
+
+
+def parts_without_memory(problem: Problem, node_device: list[int]) -> Solution:
+    """The greedy's maximal extensions with every node's device fixed and memory ignored
+    (forward and backward; the fewer parts kept)."""
+    free = dataclasses.replace(
+        problem, devices=[Device(d.name, None, d.instances, d.enforce_values)
+                          for d in problem.devices],
+        allowed=[(node_device[v],) for v in range(problem.n)], arrays=None)
+    a = greedy(free, direction="forward", devices=node_device)
+    b = greedy(free, direction="backward", devices=node_device)
+    return a if a.num_parts <= b.num_parts else b
 
 
 def _next_device(ready: list[list[int]], top: list[int]) -> int:

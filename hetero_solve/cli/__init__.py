@@ -19,6 +19,7 @@ import typer.exceptions
 from typer.core import TyperGroup
 
 from ..errors import HeteroSolveError, one_line
+from ..filekind import content_kind
 from ..interrupt import release_imports
 from .common import err_console
 
@@ -29,7 +30,6 @@ class _DefaultToSolve(TyperGroup):
 
     def parse_args(self, ctx, args):
         if args and not args[0].startswith("-") and args[0] not in self.commands:
-            from ..filekind import content_kind      # an instance file has a command of its own
             args = ["instance" if content_kind(args[0]) == "instance" else "solve", *args]
         return super().parse_args(ctx, args)
 

@@ -17,7 +17,7 @@ from rich.spinner import Spinner
 
 from ..errors import HeteroSolveError, HeteroSolveWarning
 from ..filekind import content_kind
-from ..pipeline import EXACT_STAGE
+from ..pipeline import SOLVE_STAGE
 from ..problem import Objective
 from ..rules.load import objective_from_text
 from ..units import format_seconds
@@ -239,8 +239,8 @@ def caught_warnings() -> Iterator[Warnings]:
 # -- progress ----------------------------------------------------------------------------------
 
 class _LiveLine:
-    """The live progress line: spinner, running clock, stage, and while the exact solver runs
-    the time it has used of its limit.  Rendered by rich several times a second, so the clock
+    """The live progress line: spinner, running clock, stage, and from the model prepared to
+    the answer ready the time used of ``--time-limit`` (none with ``--work-limit``: no clock).  Rendered by rich several times a second, so the clock
     moves while a stage runs."""
 
     def __init__(self, time_limit: float | None):
@@ -251,7 +251,7 @@ class _LiveLine:
         self.spinner = Spinner("dots", style="cyan")
 
     def say(self, message: str) -> None:
-        if message.startswith(EXACT_STAGE):
+        if message.startswith(SOLVE_STAGE) and self.budget_start is None:
             self.budget_start = time.perf_counter()
         elif message.startswith(("validating", "writing")):
             self.budget_start = None
@@ -303,6 +303,34 @@ def _silent(_message: str) -> None:
 
 
 # -- options shared by several commands --------------------------------------------------------
+
+def time_limit_option(default: float = 10.0) -> Any:
+    return typer.Option(None, "--time-limit", "-t", min=0, show_default=False,
+                        help=f"Wall-clock seconds from the model loaded to the answer ready "
+                             f"(default {default:g}): kept. Work inside it is counted "
+                             f"deterministically, so on a quiet machine the same input gives "
+                             f"the same answer; if the clock ends first, the answer says "
+                             f"'deterministic: false'.")
+
+
+def work_limit_option() -> Any:
+    return typer.Option(None, "--work-limit", min=0, show_default=False,
+                        help="Instead of --time-limit: deterministic seconds of solver work, "
+                             "no clock at all: the same answer on any machine at any load "
+                             "(studies, CI). --time-limit T gives 0.5 x T of them.")
+
+
+def limits(time_limit: float | None, work_limit: float | None,
+           default: float = 10.0) -> tuple[float | None, float | None]:
+    """``(time_limit, work_limit)`` to pass on: one of them (``default`` seconds when neither
+    was given).  Both given is a usage error (exit 2)."""
+    if time_limit is not None and work_limit is not None:
+        raise UsageError("--time-limit and --work-limit: give one, not both (wall-clock "
+                         "seconds, or deterministic work with no clock)")
+    if time_limit is None and work_limit is None:
+        time_limit = default
+    return time_limit, work_limit
+
 
 def quiet_option() -> Any:
     return typer.Option(False, "--quiet", "-q", help="No progress line, even on a terminal.")

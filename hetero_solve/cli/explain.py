@@ -17,9 +17,9 @@ from ..rules.change import parse_change
 from ..what_if import critical_chain, outcome, rank_changes, what_if
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
-                     objective_option, out_console, parse_dims, parse_objective, parse_shapes,
-                     predicted_line, print_json, progress_on_stderr, quiet_option, shape_option,
-                     verbose_option)
+                     limits, objective_option, out_console, parse_dims, parse_objective,
+                     parse_shapes, predicted_line, print_json, progress_on_stderr, quiet_option,
+                     shape_option, time_limit_option, verbose_option, work_limit_option)
 
 
 
@@ -29,8 +29,8 @@ def explain_command(
                                  show_default=False),
     rules: Path = typer.Argument(..., metavar="RULES", help="Rule file (YAML).",
                                  show_default=False),
-    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
-                                     help="Seconds for the exact solver after the heuristic."),
+    time_limit: Optional[float] = time_limit_option(),
+    work_limit: Optional[float] = work_limit_option(),
     dim: List[str] = dim_option(),
     shape: List[str] = shape_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
@@ -71,6 +71,7 @@ def explain_command(
     if engine not in EXACT_ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(EXACT_ENGINES)}")
     expect_model_and_rules(model, rules, "hetero-solve explain MODEL.onnx RULES.yaml")
+    time_limit, work_limit = limits(time_limit, work_limit)
     dims, shapes = parse_dims(dim), parse_shapes(shape)
     goal = parse_objective(objective)
     varied = None
@@ -86,14 +87,14 @@ def explain_command(
                     except ValueError as e:
                         raise UsageError(f"--what-if {e}") from None
                 result = solve_prepared(prepared, engine=engine, time_limit=time_limit,
-                                        seed=seed, progress=say)
+                                        work_limit=work_limit, seed=seed, progress=say)
                 varied = _what_if(prepared, result, changes, rank, engine=engine,
-                                  time_limit=time_limit, rank_time_limit=rank_time_limit,
-                                  seed=seed, say=say)
+                                  time_limit=time_limit, work_limit=work_limit,
+                                  rank_time_limit=rank_time_limit, seed=seed, say=say)
             else:
                 result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                               time_limit=time_limit, seed=seed, progress=say, objective=goal,
-                               costs=costs)
+                               time_limit=time_limit, work_limit=work_limit, seed=seed,
+                               progress=say, objective=goal, costs=costs)
     if result.problem.objective.uses_costs():
         warned.show(result.warnings)
         _explain_time(result, as_json, varied)
@@ -118,8 +119,8 @@ def explain_command(
     _print_what_if(varied)
 
 
-def _what_if(prepared, result, changes, rank, *, engine, time_limit, rank_time_limit, seed,
-             say) -> dict:
+def _what_if(prepared, result, changes, rank, *, engine, time_limit, work_limit,
+             rank_time_limit, seed, say) -> dict:
     """The what-if answers (``--what-if``: before and after) and the ranking (``--rank``) as
     ``explain --json`` gives them."""
     before = outcome(result)
@@ -127,7 +128,7 @@ def _what_if(prepared, result, changes, rank, *, engine, time_limit, rank_time_l
     if changes:
         say(f"what if {', '.join(map(str, changes))}")
         after = outcome(what_if(prepared, changes, engine=engine, time_limit=time_limit,
-                                seed=seed))
+                                work_limit=work_limit, seed=seed))
         out["what_if"] = {"changes": [str(c) for c in changes], "before": before.as_dict(),
                           "after": after.as_dict()}
     if rank:

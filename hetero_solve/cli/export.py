@@ -10,6 +10,7 @@ import typer
 from . import app
 from .common import (caught_warnings, json_option, parse_shapes, print_json, print_line,
                      shape_option)
+from ..export.openvino import export_openvino
 
 export_app = typer.Typer(no_args_is_help=True, add_completion=False,
                          help="Hand an answer to a runtime in its own format.")
@@ -52,7 +53,6 @@ def openvino_command(
       hetero-solve export openvino resnet.hetero
       hetero-solve export openvino resnet.hetero --device-map NPU=AUTO --device-map CPU=CPU
     """
-    from ..export.openvino import export_openvino
     with caught_warnings() as warned:
         result = export_openvino(out_dir, device_map, model=model, shapes=parse_shapes(shape),
                                  compile=compile_)

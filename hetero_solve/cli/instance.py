@@ -12,8 +12,9 @@ from rich.table import Table
 from ..export.writer import check_target
 from ..instances.solve import OBJECTIVES, InstanceResult, instance_manifest, solve_instance, write_instance
 from . import app
-from .common import (UsageError, json_option, print_json, print_line, print_out,
-                     progress_on_stderr, quiet_option, verbose_option)
+from .common import (UsageError, json_option, limits, print_json, print_line, print_out,
+                     progress_on_stderr, quiet_option, time_limit_option, verbose_option,
+                     work_limit_option)
 
 MAX_ROWS = 40
 
@@ -33,8 +34,8 @@ def instance_command(
     out: Optional[str] = typer.Option(None, "-o", "--out",
                                       help="Output directory for partition.json (default: "
                                            "INSTANCE_STEM.hetero/ next to the file)."),
-    time_limit: float = typer.Option(30.0, "--time-limit", "-t", min=0,
-                                     help="Seconds for the exact solver."),
+    time_limit: Optional[float] = time_limit_option(30.0),
+    work_limit: Optional[float] = work_limit_option(),
     seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
     as_json: bool = json_option("the result (partition.json's content)"),
     quiet: bool = quiet_option(),
@@ -54,10 +55,11 @@ def instance_command(
     """
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
+    time_limit, work_limit = limits(time_limit, work_limit, default=30.0)
     target = check_target(path.with_suffix(".hetero") if out is None else out)
     with progress_on_stderr(quiet, verbose, time_limit) as say:
         result = solve_instance(path, objective, contiguous=contiguous, time_limit=time_limit,
-                                progress=say)
+                                work_limit=work_limit, progress=say)
         written = write_instance(result, target)
     if as_json:
         print_json({**instance_manifest(result), "out_dir": str(written)})

@@ -14,6 +14,7 @@ from . import app
 from ..filekind import content_kind
 from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
                      out_console, parse_dims, parse_shapes, print_json, shape_option)
+from ..rules.schema import json_schema_text
 
 rules_app = typer.Typer(no_args_is_help=True, add_completion=False,
                         help="Rule files: validate one, or see what each device takes in a model.")
@@ -84,7 +85,6 @@ def schema_command(
     Example:
       hetero-solve rules schema > rules.schema.json
     """
-    from ..rules.schema import json_schema_text
     typer.echo(json_schema_text("catalog" if catalog else "rules"), nl=False)
 
 

@@ -14,6 +14,10 @@ import typer
 
 from .common import UsageError, note
 from .rules import rules_app
+from ..rules.from_runtime import (ask_runtime, onnxruntime_taker, openvino_taker, rule_file,
+                                  yaml_text)
+from ..rules import load_rules
+from ..model.load import read_model
 
 
 def _options():
@@ -69,7 +73,6 @@ def from_openvino_command(
       hetero-solve rules from-openvino CPU -o rules/openvino-cpu.yaml
       hetero-solve rules from-openvino NPU --fallback CPU --model model.onnx -o npu.yaml
     """
-    from ..rules.from_runtime import openvino_taker
     _generate("openvino", device, name or device, openvino_taker(device), None,
               fallback, ops, model, opset, value_inputs, output, force)
 
@@ -97,7 +100,6 @@ def from_onnxruntime_command(
       hetero-solve rules from-onnxruntime CPUExecutionProvider -o ort-cpu.yaml
       hetero-solve rules from-onnxruntime CUDAExecutionProvider --fallback CPU -o cuda.yaml
     """
-    from ..rules.from_runtime import onnxruntime_taker
     default = provider[:-len("ExecutionProvider")] if provider.endswith("ExecutionProvider") \
         and provider != "ExecutionProvider" else provider
     _generate("onnxruntime", provider, name or default, onnxruntime_taker(provider),
@@ -107,8 +109,6 @@ def from_onnxruntime_command(
 
 def _generate(runtime, device, name, takes, run_with, fallback, ops, model, opset,
               value_inputs, output, force) -> None:
-    from ..rules import load_rules
-    from ..rules.from_runtime import ask_runtime, rule_file, yaml_text
     if value_inputs not in ("enforce", "ignore"):
         raise UsageError(f"--value-inputs {value_inputs!r}: expected enforce or ignore")
     if output is not None and os.path.lexists(output) and not force:
@@ -132,7 +132,6 @@ def _wanted_ops(ops: list[str], model: Path | None) -> list[str] | None:
     """The op types to probe: ``--ops`` and those of ``--model``; None = all."""
     wanted = [o.strip() for item in ops for o in item.split(",") if o.strip()]
     if model is not None:
-        from ..model.load import read_model
         proto, _, _ = read_model(model)
         found = set()
         todo = [proto.graph]

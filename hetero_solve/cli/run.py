@@ -21,9 +21,15 @@ from ..export.writer import check_target
 from ..units import format_bytes, format_seconds, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, expect_model_and_rules, fail,
-                     json_option, note, objective_option, parse_dims, parse_objective, parse_shapes,
-                     print_json, print_line, print_out, progress_on_stderr, quiet_option,
-                     shape_option, verbose_option)
+                     json_option, limits, note, objective_option, parse_dims, parse_objective,
+                     parse_shapes, print_json, print_line, print_out, progress_on_stderr,
+                     quiet_option, shape_option, time_limit_option, verbose_option,
+                     work_limit_option)
+from ..run.inputs import load_npy
+from ..run.backend import OPTIMIZATION_LEVELS
+from ..run.session import run
+from ..run.verify import verify
+from ..user_partition import SPLITS, check_affinity
 
 MAX_ROWS = 40
 
@@ -39,7 +45,6 @@ def _errors() -> Iterator[None]:
 
 def parse_inputs(values: list[str] | None) -> dict[str, np.ndarray]:
     """``NAME=FILE.npy`` options -> arrays."""
-    from ..run.inputs import load_npy
     out: dict[str, np.ndarray] = {}
     for item in values or []:
         name, sep, file = item.partition("=")
@@ -86,7 +91,6 @@ def _ms(seconds: float) -> str:
 
 
 def _optimization(value: str) -> str:
-    from ..run.backend import OPTIMIZATION_LEVELS
     if value not in OPTIMIZATION_LEVELS:
         raise UsageError(f"--optimization {value!r}: expected one of "
                          f"{', '.join(OPTIMIZATION_LEVELS)}")
@@ -138,7 +142,6 @@ def run_command(
       hetero-solve run resnet_like.hetero --input image=image.npy
       hetero-solve run yolo.hetero --shape images=1,3,320,320 --repeat 20 --profile
     """
-    from ..run.session import run
     with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
@@ -224,7 +227,6 @@ def verify_command(
     Example:
       hetero-solve verify examples/resnet_like.onnx examples/resnet_like.hetero
     """
-    from ..run.verify import verify
     with _errors(), caught_warnings() as warned:
         dims = parse_dims(dim)
         feeds = parse_inputs(input)
@@ -287,8 +289,8 @@ def check_command(
     shape: List[str] = shape_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
                                help=f"Solver for the comparison: {', '.join(ENGINES)}."),
-    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
-                                     help="Seconds for the exact solver."),
+    time_limit: Optional[float] = time_limit_option(),
+    work_limit: Optional[float] = work_limit_option(),
     seed: int = typer.Option(0, "--seed", help="Solver seed."),
     objective: Optional[str] = objective_option(),
     costs: Optional[Path] = costs_option(),
@@ -310,7 +312,6 @@ def check_command(
     Example:
       hetero-solve check model.onnx rules/npu-static.yaml --affinity my_affinity.json
     """
-    from ..user_partition import SPLITS, check_affinity
     with _errors(), caught_warnings() as warned:
         if split not in SPLITS:
             raise UsageError(f"--split {split!r}: expected one of {', '.join(SPLITS)}")
@@ -319,6 +320,7 @@ def check_command(
         expect_model_and_rules(model, rules,
                                "hetero-solve check MODEL.onnx RULES.yaml --affinity MAP.json")
         dims = parse_dims(dim)
+        time_limit, work_limit = limits(time_limit, work_limit)
         goal = parse_objective(objective)
         target = None
         if not no_export:   # refused before solving, not after
@@ -327,7 +329,8 @@ def check_command(
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             report = check_affinity(model, rules, affinity, dims=dims,
                                     shapes=parse_shapes(shape), split=split,
-                                    engine=engine, time_limit=time_limit, seed=seed,
+                                    engine=engine, time_limit=time_limit,
+                                    work_limit=work_limit, seed=seed,
                                     progress=say, objective=goal, costs=costs)
             written = None
             if report.valid and not no_export:

@@ -18,9 +18,11 @@ from ..result import Result
 from ..units import format_bytes, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
-                     json_option, objective_option, parse_dims, parse_objective, parse_shapes,
-                     predicted_line, print_json, print_line, print_out, progress_on_stderr,
-                     quiet_option, shape_option, verbose_option)
+                     json_option, limits, objective_option, parse_dims, parse_objective,
+                     parse_shapes, predicted_line, print_json, print_line, print_out,
+                     progress_on_stderr, quiet_option, shape_option, time_limit_option,
+                     verbose_option, work_limit_option)
+from ..export.submodels import part_boundary
 
 MAX_ROWS = 40
 
@@ -35,8 +37,8 @@ def solve_command(
     out: Optional[str] = typer.Option(None, "-o", "--out", help="Output directory "
                                       "(default: MODEL_STEM.hetero/ next to the model): new, "
                                       "empty, or a previous answer, which is replaced."),
-    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
-                                     help="Seconds for the exact solver after the heuristic."),
+    time_limit: Optional[float] = time_limit_option(),
+    work_limit: Optional[float] = work_limit_option(),
     dim: List[str] = dim_option(),
     shape: List[str] = shape_option(),
     strict: bool = typer.Option(False, "--strict",
@@ -77,6 +79,7 @@ def solve_command(
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     expect_model_and_rules(model, rules)
+    time_limit, work_limit = limits(time_limit, work_limit)
     dims, shapes = parse_dims(dim), parse_shapes(shape)
     goal = parse_objective(objective)
     if pictures is not None:
@@ -85,8 +88,8 @@ def solve_command(
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                           time_limit=time_limit, seed=seed, progress=say, objective=goal,
-                           costs=costs)
+                           time_limit=time_limit, work_limit=work_limit, seed=seed,
+                           progress=say, objective=goal, costs=costs)
             if strict and result.problem.info.missing_dims:
                 raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
             say(f"writing {target}")
@@ -143,5 +146,4 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
 
 
 def _boundary(p, sol, k, nodes) -> tuple[list[str], list[str]]:
-    from ..export.submodels import part_boundary
     return part_boundary(p, sol, k, nodes)

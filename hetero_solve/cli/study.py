@@ -13,8 +13,8 @@ from rich.table import Table
 from ..study import ALGORITHMS, StudyConfig, analyse, run_study
 from ..study.executors import EXECUTORS
 from . import app
-from .common import (UsageError, objective_option, out_console, parse_dims, parse_shapes,
-                     quiet_option, shape_option, verbose_option)
+from .common import (UsageError, limits, objective_option, out_console, parse_dims,
+                     parse_shapes, quiet_option, shape_option, verbose_option)
 
 RULE_SUFFIXES = (".yaml", ".yml")
 
@@ -30,9 +30,14 @@ def study_command(
     algorithms: List[str] = typer.Option(
         ["all"], "--algorithms", "-a", metavar="A[,B...]",
         help=f"Algorithms to run, comma-separated or repeated: {', '.join(ALGORITHMS)}, or all."),
-    time_limit: float = typer.Option(10.0, "--time-limit", "-t", min=0,
-                                     help="Seconds per run for CP-SAT and SAT (the others run "
-                                          "to completion)."),
+    time_limit: Optional[float] = typer.Option(
+        None, "--time-limit", "-t", min=0, show_default=False,
+        help="Wall-clock seconds per run for CP-SAT and SAT (default 10; the others run to "
+             "completion). A run the clock ends first says deterministic=False."),
+    work_limit: Optional[float] = typer.Option(
+        None, "--work-limit", min=0, show_default=False,
+        help="Instead: deterministic seconds of work per run, no clock: the same answers on "
+             "any machine at any load (results.csv records the mode)."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1,
                              help="Runs in parallel: local processes, or Dask workers of a local "
                                   "cluster. 1 = in this process."),
@@ -80,8 +85,10 @@ def study_command(
     names = [a.strip() for item in algorithms for a in item.split(",") if a.strip()]
     if scheduler and executor == "local":
         executor = "dask"               # an address only makes sense for Dask
+    time_limit, work_limit = limits(time_limit, work_limit)
     config = StudyConfig(models=models, rules=_unique(rule_files), out_dir=out,
-                         algorithms=names, time_limit=time_limit, jobs=jobs,
+                         algorithms=names, time_limit=time_limit, work_limit=work_limit,
+                         jobs=jobs,
                          dims=parse_dims(dim), shapes=parse_shapes(shape), executor=executor, scheduler=scheduler,
                          seed=seed, memory=memory, note=note, plots=not no_plots,
                          objective=objective,

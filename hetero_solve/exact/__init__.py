@@ -28,13 +28,12 @@ every solution at least as good on the terms ranked before ``partitions`` (equal
 parts when ``partitions`` is proven).  The answer is never worse than ``start`` under the
 objective.
 
-Same input and seed, same answer: budgets are spent in deterministic work, derived from the
-time limit by one fixed conversion (:mod:`.budget`: CP-SAT's deterministic time, conflicts and
-propagations for SAT, counted steps for our own loops and model builds); a time guard of three
-times the limit plus five seconds of CPU time (or twenty times plus 120 of wall time) only
-stops a run gone far beyond the usual, and ``stats["deterministic"]`` (and
-``stats["stopped_by"]``) say whether it fired.  The number of parts gets twice the share of
-the budget of the other terms, and transfer (a tie-breaker) at most a third of it.
+Same input and seed, same answer: the call's :class:`~hetero_solve.budget.Budget` is spent in
+deterministic work (CP-SAT's deterministic time, conflicts and propagations for SAT, counted
+steps for our own loops and model builds); with a time limit its deadline stops whatever runs
+when the clock ends first, and ``stats["deterministic"]`` (and ``stats["stopped_by"]``) say
+whether it did.  The number of parts gets twice the share of the budget of the other terms,
+and transfer (a tie-breaker) at most a third of it.
 
 >>> from hetero_solve.problem import make_problem
 >>> from hetero_solve.algorithms.greedy import heuristic
@@ -48,6 +47,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..algorithms.greedy import heuristic
+from ..budget import Budget
 from ..errors import InfeasibleError
 from ..problem import Problem
 from ..solution import Solution, evaluate, objective_key
@@ -66,10 +67,10 @@ __all__ = ["refine", "refine_with_folds", "lower_bound", "refuse_unplaceable", "
 from ..engines import EXACT_ENGINES as ENGINES   # noqa: E402 - the one list
 
 
-def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limit: float = 10.0,
-           seed: int = 0, progress: Callable[[str], None] | None = None,
-           workers: int = 1) -> Solution:
-    """Improve ``start`` and prove what can be proven within ``time_limit`` seconds.
+def refine(problem: Problem, start: Solution, *, engine: str = "auto",
+           budget: Budget | None = None, seed: int = 0,
+           progress: Callable[[str], None] | None = None, workers: int = 1) -> Solution:
+    """Improve ``start`` and prove what can be proven within ``budget``.
 
     The objective's terms are refined one at a time, in order (module doc): each stage bounds
     its term from below, searches for a better answer with the earlier terms capped at their
@@ -84,10 +85,12 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     engine : {"auto", "cpsat", "sat"}
         ``"auto"``: solver-free bounds, the search over device sequences, CP-SAT, then SAT to
         close a gap; ``"cpsat"`` or ``"sat"``: that engine only.
-    time_limit : float
-        Budget in seconds, spent as deterministic work (same input and seed, same answer;
-        :func:`.budget.work_seconds`); a time guard (:class:`.budget.Guard`) stops the
-        search only when it runs far beyond the usual.
+    budget : Budget, optional
+        The call's :class:`~hetero_solve.budget.Budget` (default: 5 deterministic seconds,
+        no clock), charged what the refinement spends: its deterministic work decides where
+        each search stops (same input and seed, same answer); its deadline, if it has one,
+        stops the search when the clock ends first (then ``stats["deterministic"]`` is
+        False).
     seed : int
     progress : callable or None
         Called with one line per step (the command line's live progress).
@@ -112,7 +115,7 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
     >>> from hetero_solve.problem import make_problem
     >>> from hetero_solve.algorithms import heuristic
     >>> p = make_problem(4, [(0, 1), (1, 2), (2, 3)], [[0], [1], [1], [0]])
-    >>> s = refine(p, heuristic(p), time_limit=1)
+    >>> s = refine(p, heuristic(p), budget=Budget.of(work_limit=0.5))
     >>> s.num_parts, s.status, s.lower_bound
     (3, 'optimal', 3)
     """
@@ -120,71 +123,80 @@ def refine(problem: Problem, start: Solution, *, engine: str = "auto", time_limi
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     if problem.objective.uses_costs():      # latency / throughput: their own model (.costs)
         from .costs import refine_costs
-        return refine_costs(problem, start, time_limit=time_limit, seed=seed,
+        return refine_costs(problem, start, budget=_budget(budget), seed=seed,
                             progress=progress, workers=workers)
-    return _refine(problem, start, device_sets(problem, fixed=False), engine, time_limit, seed,
-                   progress, workers)
+    return _refine(problem, start, device_sets(problem, fixed=False), engine, _budget(budget),
+                   seed, progress, workers)
+
+
+def _budget(budget: Budget | None) -> Budget:
+    """The budget to spend (the default when none is given)."""
+    return budget if budget is not None else Budget.of(work_limit=5.0)
 
 
 def _refine(problem: Problem, start: Solution, R: list[tuple[int, ...]], engine: str,
-            time_limit: float, seed: int, progress, workers: int) -> Solution:
+            budget: Budget, seed: int, progress, workers: int) -> Solution:
     """:func:`refine` with the device sets ``R`` (``fixed=False``) already computed: with
-    memory limits they cost minimum cuts, a quarter of a second at 100,000 nodes."""
+    memory limits they cost minimum cuts, a quarter of a second at 100,000 nodes.  The
+    search spends a child of ``budget`` (all it has left), so its record counts its own."""
     refuse_unplaceable(problem, R)
-    ctx = Search.begin(problem, start, engine, time_limit, seed, progress, workers, R)
+    ctx = Search.begin(problem, start, engine, budget.allot(budget.left()), seed, progress,
+                       workers, R)
     return report(ctx, run_stages(ctx))
 
 
 def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto",
-                      time_limit: float = 10.0, seed: int = 0,
+                      budget: Budget | None = None, seed: int = 0,
                       progress: Callable[[str], None] | None = None,
                       workers: int = 1) -> tuple[Problem, Solution]:
     """:func:`refine`, deciding optional folds too (:mod:`.folds`): when placing some folded
     nodes could save memory, the problem as compiled and the problem with them placed are
-    both refined (half the time each) and the better answer is kept, with the problem it
-    answers.  Ties keep the compiled problem.  ``stats["folds"]`` says what was compared.
+    both refined (half of ``budget`` each) and the better answer is kept, with the problem
+    it answers.  Ties keep the compiled problem.  ``stats["folds"]`` says what was compared.
 
     ``status`` is ``"optimal"`` only when it holds over every fold choice, and
     ``lower_bound`` bounds every fold choice's answers
     (:func:`.folds.over_every_choice`: a relaxation that lower-bounds every choice is
     refined in the budget the two left unspent)."""
+    budget = _budget(budget)
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     say = progress or (lambda _m: None)
     if problem.objective.uses_costs():   # cost terms: their own model; folds stay as compiled
-        return problem, refine(problem, start, engine=engine, time_limit=time_limit, seed=seed,
+        return problem, refine(problem, start, engine=engine, budget=budget, seed=seed,
                                progress=progress, workers=workers)
     R = device_sets(problem, fixed=False)
     # every limited device: one that memory cannot bind as compiled may bind once placing
     # an option makes room (a widening Expand whose output alone overflows it)
     limited = [d for d, dev in enumerate(problem.devices) if dev.memory is not None]
     cands = candidates(problem, limited) if problem.fold_options else []
-    if not cands:
-        return problem, _refine(problem, start, R, engine, time_limit, seed, progress, workers)
+    if not cands or budget.out_of_time():   # past the deadline: no second problem
+        return problem, _refine(problem, start, R, engine, budget, seed, progress, workers)
     names = [problem.fold_options[k].name for k in cands]
     say(f"optional folds: comparing the model as folded with {len(cands)} node(s) placed "
         f"({', '.join(names[:3])}{'...' if len(names) > 3 else ''})")
-    folded = refine(problem, start, engine=engine, time_limit=time_limit / 2, seed=seed,
+    half = budget.share(1, 2)
+    folded = refine(problem, start, engine=engine, budget=budget.allot(half), seed=seed,
                     progress=progress, workers=workers)
     q = unfold(problem, cands)
-    from ..algorithms.greedy import heuristic
-    try:
-        q_start = heuristic(q)
-        placed = refine(q, q_start, engine=engine, time_limit=time_limit / 2, seed=seed,
-                        progress=progress, workers=workers)
-        if validate(q, placed):
+    placed = None
+    if not budget.out_of_time():
+        try:
+            q_start = heuristic(q)
+            placed = refine(q, q_start, engine=engine, budget=budget.allot(half), seed=seed,
+                            progress=progress, workers=workers)
+            if validate(q, placed):
+                placed = None
+        except InfeasibleError:
             placed = None
-    except InfeasibleError:
-        placed = None
     key_f = objective_key(problem, folded) if not validate(problem, folded) else (float("inf"),)
     key_p = objective_key(q, placed) if placed is not None else (float("inf"),)
     win_p, sol = (q, placed) if key_p < key_f else (problem, folded)
     sol.stats["folds"] = {"candidates": names, "placed": win_p is q,
                           "folded_objective": None if key_f[0] == float("inf") else list(key_f),
                           "placed_objective": None if placed is None else list(key_p)}
-    spent = sum(s.stats.get("deterministic_seconds", 0.0) for s in (folded, placed) if s)
-    sol = over_every_choice(problem, win_p, sol, budget=max(0.0, time_limit - spent),
-                            engine=engine, seed=seed, progress=progress, workers=workers)
+    sol = over_every_choice(problem, win_p, sol, budget=budget, engine=engine, seed=seed,
+                            progress=progress, workers=workers)
     return win_p, sol
 
 

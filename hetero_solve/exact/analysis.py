@@ -1,46 +1,16 @@
 """What every exact engine needs to know about a problem before modelling it.
 
-* :func:`device_sets`: the devices each node may use in the solutions under consideration
-  (``R(v)``).  With ``fixed=True`` every node is on its preferred device: that is the set of
-  fallback-0 solutions, the only ones a lexicographic objective with ``fallback`` first can
-  choose when fallback 0 is reachable.  Otherwise a device is dropped from ``R(v)`` when no part
-  holding ``v`` fits one of its instances: first by what any such part holds for ``v``
-  (:func:`hetero_solve.fitting.floors.min_part_memory`), then by the least memory of any node
-  set holding ``v`` (a minimum cut, :func:`hetero_solve.fitting.network.placeable_nodes`,
-  iterated to a fixed point).  Safe: such a placement breaks the memory limit (docs/exact.md,
-  "Memory") whatever the rest of the partition is.
+* :func:`~hetero_solve.fitting.devices.device_sets`: the devices each node may use in the
+  solutions under consideration (``R(v)``), defined with the memory fitting it rests on.
 * :func:`shared_devices`: the devices an edge's ends could share a part on.
-
-Which devices' memory can bind at all is :func:`hetero_solve.fitting.floors.binding_devices`.
-
->>> from hetero_solve.problem import Device, make_problem
->>> p = make_problem(2, [(0, 1)], [[0, 1], [1]], [Device("NPU", memory=100), "CPU"],
-...                  tensor_bytes=10, const_bytes=[200, 0])
->>> device_sets(p, fixed=False)
-[(1,), (1,)]
 """
 
 from __future__ import annotations
 
-from ..fitting.floors import binding_devices, within_min_part_memory
-from ..fitting.network import placeable_nodes
+from ..fitting.devices import device_sets
 from ..problem import Problem
 
-MAX_CUT_TESTS = 400     # nodes per device tested by a minimum cut (the rest are kept: safe)
-
-
-def device_sets(problem: Problem, *, fixed: bool) -> list[tuple[int, ...]]:
-    """``R(v)`` per node, in priority order: ``(preferred,)`` when ``fixed``, else the allowed
-    devices minus those on which no part holding ``v`` fits an instance (module doc)."""
-    if fixed:
-        return [(a[0],) for a in problem.allowed]
-    out = within_min_part_memory(problem)
-    for d in binding_devices(problem, out):
-        candidates = [v for v in range(problem.n) if d in out[v]]
-        _, refused = placeable_nodes(problem, d, candidates, max_tests=MAX_CUT_TESTS)
-        for v in refused:
-            out[v] = tuple(x for x in out[v] if x != d)
-    return out
+__all__ = ["device_sets", "is_value_edge", "shared_devices"]
 
 
 def is_value_edge(problem: Problem, u: int, v: int) -> bool:

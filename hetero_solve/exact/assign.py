@@ -52,7 +52,7 @@ ordinal model when nodes may change device.
 >>> from hetero_solve.problem import Device, make_problem
 >>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1]] * 3, [Device("NPU", memory=10), "CPU"],
 ...                  tensor_bytes=1, const_bytes=[6, 6, 2])
->>> r = relaxed_fallback(p, [(0, 1)] * 3, [0], time_limit=5)
+>>> r = relaxed_fallback(p, [(0, 1)] * 3, [0])
 >>> r.fallback, r.optimal      # 6 + 6 does not fit 10: one of the heavy nodes leaves
 (1, True)
 """
@@ -61,8 +61,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..budget import RELAXED_ITEMS_PER_SECOND, Budget
 from ..problem import Device, Problem
-from .budget import RELAXED_ITEMS_PER_SECOND, Guard
 from .analysis import shared_devices
 from ..solution import Solution
 
@@ -72,6 +72,7 @@ INTERVAL_LIMIT = 32     # split witnesses per edge at most (see split_witnesses)
 #: the relaxed model stays a relaxation (its bound valid), only weaker.
 REACH_NODES = 20_000
 from ..measures import topological_order
+from .cpsat import run
 
 
 @dataclass
@@ -265,11 +266,11 @@ def _reach(problem: Problem) -> Reach:
     return desc, anc
 
 
-def _solve(m, time_limit: float, seed: int, guard: Guard | None):
-    """Solve ``m`` with one worker in ``time_limit`` deterministic seconds (the time a guard
-    only: :func:`.cpsat.run`): the solver, its status and the run's stats
-    (``deterministic``: False when the guard, not the budget, stopped it)."""
-    from .cpsat import run
+def _solve(m, budget: Budget | None, seed: int):
+    """Solve ``m`` with one worker within ``budget`` (:func:`.cpsat.run`; default 5
+    deterministic seconds, no clock), charging it the search and the build: the solver, its
+    status and the run's stats (``deterministic``: False when the clock, not the work,
+    stopped it)."""
     cp_model = _cp_model()
     solver = cp_model.CpSolver()
     prm = solver.parameters
@@ -280,9 +281,12 @@ def _solve(m, time_limit: float, seed: int, guard: Guard | None):
     built = len(proto.variables) + len(proto.constraints)   # the model's build, counted
     # (its Python construction, split witnesses included, costs more per item than an
     # encoding's: RELAXED_ITEMS_PER_SECOND, measured)
-    status, stats = run(solver, m, time_limit, guard)
+    budget = budget if budget is not None else Budget(5.0)
+    status, stats = run(solver, m, budget)
+    build_time = round(built / RELAXED_ITEMS_PER_SECOND, 3)
+    budget.charge(build_time)
     return solver, status, {"status": solver.StatusName(status), **stats,
-                            "build_time": round(built / RELAXED_ITEMS_PER_SECOND, 3)}
+                            "build_time": build_time}
 
 
 def _cp_model():
@@ -533,8 +537,8 @@ def _reread_terms(rm: RelaxedModel, view: _DeviceView, i: int, size: int, xu, re
 
 
 def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices, *,
-                     hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
-                     guard: Guard | None = None, aggregate: bool = False) -> Assignment:
+                     hint: Solution | None = None, budget: Budget | None = None,
+                     seed: int = 0, aggregate: bool = False) -> Assignment:
     """Solve the relaxed assignment model (module doc) with CP-SAT in deterministic time,
     minimising the fallback.
 
@@ -546,7 +550,7 @@ def relaxed_fallback(problem: Problem, R: list[tuple[int, ...]], memory_devices,
     rm = build_model(problem, R, memory_devices, aggregate)
     rm.model.Minimize(rm.fallback)          # objective
     rm.hint_devices(hint, n)
-    solver, status, stats = _solve(rm.model, time_limit, seed, guard)
+    solver, status, stats = _solve(rm.model, budget, seed)
     stats.update(literals=sum(len(a) for a in rm.x), memory_items=rm.memory_items)
     if status == cp_model.INFEASIBLE:
         # no assignment fits: no partition does (the model is a relaxation)
@@ -573,8 +577,8 @@ class PartsBound:
 
 
 def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fallback_cap: int,
-                  *, hint: Solution | None = None, time_limit: float = 5.0, seed: int = 0,
-                  guard: Guard | None = None) -> PartsBound:
+                  *, hint: Solution | None = None, budget: Budget | None = None,
+                  seed: int = 0) -> PartsBound:
     """A lower bound on the number of parts of every valid partition whose fallback is at most
     ``fallback_cap``: the segment bound (:mod:`.bounds`, LB2) of the best device choice the
     relaxed assignment model allows.
@@ -600,7 +604,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
     >>> from hetero_solve.problem import Device, make_problem
     >>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1]] * 3, [Device("NPU", memory=10), "CPU"],
     ...                  tensor_bytes=1, const_bytes=[6, 0, 6])
-    >>> relaxed_parts(p, [(0, 1)] * 3, [0], fallback_cap=1, time_limit=5).bound
+    >>> relaxed_parts(p, [(0, 1)] * 3, [0], fallback_cap=1).bound
     2
     """
     cp_model = _cp_model()
@@ -615,7 +619,7 @@ def relaxed_parts(problem: Problem, R: list[tuple[int, ...]], memory_devices, fa
             for (e, _i), lit in rm.x[v].items():
                 if e != d:
                     rm.model.AddHint(lit, False)
-    solver, status, stats = _solve(rm.model, time_limit, seed, guard)
+    solver, status, stats = _solve(rm.model, budget, seed)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         bound = max(1 if n else 0, int(-(-(solver.BestObjectiveBound() - 1e-6) // 1)))
         return PartsBound(bound, status == cp_model.OPTIMAL, stats, rm.devices(solver))

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import time
 
+from ..budget import Budget
 from ..problem import COST_TERMS, Problem
 from ..solution import Solution, normalize, objective_term
 from .cost_terms import TOTAL_BITS, stage_term
@@ -348,7 +349,7 @@ def slots(problem: Problem, start: Solution | None) -> tuple[int, bool]:
     return min(n, parts + len(p.devices)), False
 
 
-def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float = 10.0,
+def refine_costs(problem: Problem, start: Solution | None, *, budget: Budget | None = None,
                  seed: int = 0, progress=None, workers: int = 1) -> Solution:
     """The best answer under an objective with ``latency`` or ``throughput`` terms, with what
     is proven (module doc).
@@ -359,9 +360,9 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
         With ``costs`` set.
     start : Solution or None
         A valid answer to hint and to keep when the solver finds nothing better.
-    time_limit : float
-        Seconds of CP-SAT's deterministic time, shared by the stages (a wall-clock net of twice
-        that plus one second).
+    budget : Budget, optional
+        What is left of it is shared equally by the stages (default: 10 deterministic
+        seconds, no clock; :class:`~hetero_solve.budget.Budget`).
     seed, workers : int
     progress : callable or None
         Called with one line per stage.
@@ -384,7 +385,7 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
     if start is not None and validate(problem, start):
         start = None
     if problem.costs.contiguous and problem.colocation and "fallback" not in problem.objective.terms():
-        return _contracted(problem, start, time_limit=time_limit, seed=seed, progress=progress,
+        return _contracted(problem, start, budget=budget, seed=seed, progress=progress,
                            workers=workers)
     K, complete = slots(problem, start)
     model = CostModelCP(problem, K)
@@ -394,12 +395,14 @@ def refine_costs(problem: Problem, start: Solution | None, *, time_limit: float 
     else:
         stages = [(integer_weights(obj.weights)[0], "weighted")]
     hinted = start is not None and hint(model, start)
+    budget = budget if budget is not None else Budget(10.0)
+    total = budget.left()
     best, proven, records, bounds, resolution = None, True, [], {}, {}
     for i, (weights, label) in enumerate(stages):
-        budget = max(0.05, time_limit / len(stages))    # deterministic work per stage
+        share = budget.allot(max(0.05, total / len(stages)))    # deterministic work per stage
         best, ok, bound, slack, record = _solve_stage(
             problem, model, weights, label, best, first=i == 0, complete=complete,
-            budget=budget, seed=seed, workers=workers, start=start)
+            budget=share, seed=seed, workers=workers, start=start)
         if bound is not None:
             bounds[label], resolution[label] = bound, slack
         proven = proven and ok
@@ -425,7 +428,7 @@ def _objective(model: CostModelCP, weights: dict[str, int]):
 
 
 def _solve_stage(problem: Problem, model: CostModelCP, weights: dict[str, int], label: str,
-                 best: Solution | None, *, first: bool, complete: bool, budget: float, seed: int, workers: int,
+                 best: Solution | None, *, first: bool, complete: bool, budget: Budget, seed: int, workers: int,
                  start: Solution | None):
     """Minimise one stage, then cap it at the value found for the next stages.
 
@@ -443,7 +446,7 @@ def _solve_stage(problem: Problem, model: CostModelCP, weights: dict[str, int], 
     prm.random_seed, prm.num_workers = seed, max(1, workers)
     if workers > 1:
         prm.interleave_search = True
-    # through cpsat.run: deterministic work only (the wall clock guards), CP-SAT's own SIGINT
+    # through cpsat.run: deterministic work and the deadline, CP-SAT's own SIGINT
     # handler off, and the presolve that certifies wrong optima off (or-tools#5293: on
     # ResNet-50's contiguous stages it proved 4477.7 where 124.35 is feasible)
     status, _ = run(solver, model.m, budget)

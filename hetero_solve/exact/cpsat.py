@@ -10,11 +10,13 @@ The model is the encoding's clauses (``AddBoolOr``), one-device-per-slot groups
 
 Determinism (same input and seed, same answer): the search runs with ``num_workers`` workers
 and ``interleave_search`` when more than one (CP-SAT's deterministic parallel mode), and stops
-on *deterministic time* (``max_deterministic_time`` = the time budget, in the units of
-:mod:`.budget`): wall-clock limits make the stopping point depend on the machine's load.  The
-time guard (``guard``, a :class:`.budget.Guard`; by default one for ``time_limit``) stops
-only a runaway search; when it fires the result says ``deterministic: False`` in its stats.  Ctrl-C stops the search and raises
-:class:`KeyboardInterrupt` (:func:`run`).
+on *deterministic time* (``max_deterministic_time`` = the work its
+:class:`~hetero_solve.budget.Budget` has left): wall-clock limits make the stopping point depend
+on the machine's load.  The budget's deadline (``--time-limit``) is CP-SAT's wall-clock limit
+too, and a watch stops the search at it; when the clock, not the work, ended the search the
+result says ``deterministic: False`` in its stats and the budget says ``stopped_by``.  The run
+charges its work (search and build) to the budget it was given.  Ctrl-C stops the search and
+raises :class:`KeyboardInterrupt` (:func:`run`).
 
 >>> from hetero_solve.problem import make_problem
 >>> from hetero_solve.exact.bounds import lower_bounds
@@ -32,9 +34,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..budget import BUILD_ITEMS_PER_SECOND, Budget
 from ..interrupt import run_stoppable
 from ..solution import Solution, objective_term
-from .budget import BUILD_ITEMS_PER_SECOND, Guard
 from .encoding import Encoding, decode, hint_values
 
 
@@ -72,18 +74,18 @@ def _progress(say: Callable[[str], None] | None, label: str):
     return Progress()
 
 
-def run(solver, model, time_limit: float, guard: Guard | None = None,
-        callback=None) -> tuple[int, dict]:
-    """``solver.Solve(model)`` within ``time_limit`` deterministic seconds, the time a guard
-    only (``guard``, default :class:`.budget.Guard` of ``time_limit``), stoppable by
-    Ctrl-C (:func:`~hetero_solve.interrupt.run_stoppable`; CP-SAT's own SIGINT handler is off,
-    or it would end the search as if its time were up and the run would go on).
+def run(solver, model, budget: Budget, callback=None) -> tuple[int, dict]:
+    """``solver.Solve(model)`` within the deterministic seconds ``budget`` has left (at least
+    0.05) and its deadline (CP-SAT's wall-clock limit, and a watch), stoppable by Ctrl-C
+    (:func:`~hetero_solve.interrupt.run_stoppable`; CP-SAT's own SIGINT handler is off, or it
+    would end the search as if its time were up and the run would go on).  The search's
+    deterministic time is charged to ``budget`` (a build's is the caller's to charge).
 
     Returns
     -------
     (status, stats)
         CP-SAT's status and ``wall``, ``deterministic_time``, ``deterministic`` (False when
-        the guard, not the budget, stopped the search).
+        the clock, not the work, stopped the search).
 
     Raises
     ------
@@ -92,9 +94,8 @@ def run(solver, model, time_limit: float, guard: Guard | None = None,
     """
     from ortools.sat.python import cp_model
     prm = solver.parameters
-    guard = guard or Guard(time_limit)
-    prm.max_deterministic_time = max(0.05, time_limit)
-    prm.max_time_in_seconds = max(0.05, guard.wall_left())    # the backstop, in CP-SAT too
+    prm.max_deterministic_time = max(0.05, budget.left())
+    prm.max_time_in_seconds = max(0.01, min(budget.wall_left(), 1e7))
     prm.catch_sigint_signal = False
     # CP-SAT 9.15's inclusion presolve (ProcessAtMostOneAndLinear: at-most-one groups beside
     # linear memory sums, as every model here has) certifies wrong optima
@@ -102,20 +103,26 @@ def run(solver, model, time_limit: float, guard: Guard | None = None,
     prm.presolve_inclusion_work_limit = 0
     t0 = time.perf_counter()
     status = run_stoppable(lambda: solver.Solve(model, callback), solver.stop_search,
-                           watch=guard.passed)
+                           watch=budget.past_deadline)
     wall = time.perf_counter() - t0
     done = status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID)
     budget_spent = solver.deterministic_time >= prm.max_deterministic_time * 0.999
-    return status, {"wall": round(wall, 3),
-                    "deterministic_time": round(solver.deterministic_time, 3),
-                    "deterministic": done or budget_spent or not guard.passed()}
+    stats = {"wall": round(wall, 3), "deterministic_time": round(solver.deterministic_time, 3),
+             "deterministic": done or budget_spent or not budget.past_deadline()}
+    budget.charge_run(stats)
+    return status, stats
 
 
 def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None = None,
-          hint: Solution | None = None, time_limit: float = 10.0, seed: int = 0,
+          hint: Solution | None = None, budget: Budget | None = None, seed: int = 0,
           workers: int = 1, progress: Callable[[str], None] | None = None,
-          label: str = "cp-sat", guard: Guard | None = None) -> EngineResult:
-    """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]``."""
+          label: str = "cp-sat") -> EngineResult:
+    """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]`` within ``budget``
+    (default: 10 deterministic seconds, no clock), which is charged the build and the
+    search."""
+    budget = budget if budget is not None else Budget(10.0)
+    if budget.out_of_time():        # nothing is built past the deadline
+        return EngineResult(None, None, None, False, stats={"skipped": "time limit"})
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
     # Imported here: ortools' CP-SAT module imports pandas (0.13 s), which a command whose
@@ -160,9 +167,11 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         prm.interleave_search = True
     prm.random_seed = seed
     prm.log_search_progress = False
-    status, run_stats = run(solver, m, time_limit, guard, _progress(progress, label))
+    status, run_stats = run(solver, m, budget, _progress(progress, label))
+    build_time = round(built / BUILD_ITEMS_PER_SECOND, 3)
+    budget.charge(build_time)      # after: the search had the whole allotment (as measured)
     stats = {"variables": enc.nv, "clauses": len(enc.clauses), "hinted": hinted,
-             "build_items": built, "build_time": round(built / BUILD_ITEMS_PER_SECOND, 3),
+             "build_items": built, "build_time": build_time,
              "status": solver.StatusName(status), **run_stats}
     if status == cp_model.INFEASIBLE:
         return EngineResult(None, None, None, True, infeasible=True, stats=stats)

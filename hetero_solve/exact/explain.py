@@ -38,9 +38,10 @@ from ..problem import Problem
 from ..solution import Solution
 from ..units import format_bytes
 from ..fitting.bounds import MemoryBounds, memory_bounds
-from ..fitting.floors import binding_devices
+from ..fitting.floors import binding_devices, min_part_memory
 from .analysis import device_sets, shared_devices
 from .bounds import Bounds, path_chain, run_chain
+from ..fitting.network import placeable_nodes
 
 MAX_LISTED = 20         # nodes, tensors or constants listed per entry of the memory section
 
@@ -304,8 +305,6 @@ def _least(problem: Problem, d: int) -> dict[int, int]:
     """Per node that no part on ``d`` can hold: the least memory of a part holding it, as
     :func:`~.analysis.device_sets` found it (what any part holds for it, then the minimum
     cut of the fixed point)."""
-    from ..fitting.floors import min_part_memory
-    from ..fitting.network import placeable_nodes
     cap = problem.devices[d].memory
     out: dict[int, int] = {}
     candidates = []

@@ -31,8 +31,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable
 
+from ..budget import Budget
+from ..errors import InfeasibleError
+from ..fitting.bounds import memory_bounds
+from ..fitting.devices import device_sets
+from ..fitting.floors import binding_devices
+from ..measures import problem_arrays
 from ..problem import Problem
-from ..solution import Solution, normalize
+from ..solution import Solution, evaluate, normalize, objective_key
+from .bounds import lower_bounds
+from .explain import with_folds
 
 
 def closure(problem: Problem, chosen: Iterable[int]) -> list[int]:
@@ -238,7 +246,6 @@ def relaxed(problem: Problem) -> Problem:
     out = dataclasses.replace(problem, node_consts=node_consts, const_names=names,
                               const_bytes=cb, arrays=None, fold_options=[])
     if problem.arrays is not None:
-        from ..measures import problem_arrays
         out.arrays = problem_arrays(out)
     return out
 
@@ -283,20 +290,18 @@ def restrict(problem: Problem, answered: Problem, sol: Solution) -> Solution:
                                        list(sol.part_instance), algorithm=sol.algorithm))
 
 
-def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, budget: float,
+def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, budget: Budget,
                       **refine_kw) -> Solution:
     """``sol`` (an answer to ``answered``, ``problem`` with some options placed) with its
     ``status`` and ``lower_bound`` over every fold choice of ``problem``.
 
-    The answer, restricted to ``problem``'s nodes, is refined on :func:`relaxed` for
-    ``budget`` seconds when its own problem proved it optimal: when that proves the same
+    The answer, restricted to ``problem``'s nodes, is refined on :func:`relaxed` within what
+    ``budget`` has left (:class:`~hetero_solve.budget.Budget`) when its own problem proved
+    it optimal: when that proves the same
     objective, no fold choice has a better answer (status ``"optimal"``); otherwise
     ``"feasible"``.  ``lower_bound`` becomes a bound on the parts over every fold choice.
     ``stats["folds"]`` gains ``proven`` and ``relaxed_objective``."""
     from . import lower_bound, refine
-    from ..errors import InfeasibleError
-    from ..solution import evaluate, objective_key
-    from .explain import with_folds
     rel = relaxed(problem)
     start = restrict(problem, answered, sol)
     r = None
@@ -304,12 +309,14 @@ def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, bud
         say = refine_kw.get("progress") or (lambda _m: None)
         say("optional folds: the answer on the problem that bounds every fold choice")
         try:
-            r = refine(rel, start, time_limit=budget, **refine_kw)
+            r = refine(rel, start, budget=budget, **refine_kw)
         except InfeasibleError:
             r = None
     key = objective_key(answered, sol)
     proven = r is not None and r.status == "optimal" and objective_key(rel, r) == key
-    lb = _relaxed_lower_bound(rel, start, evaluate(answered, sol).fallback, lower_bound)
+    in_time = not budget.out_of_time()      # past the deadline: trivial bounds, no work
+    lb = _relaxed_lower_bound(rel, start, evaluate(answered, sol).fallback, lower_bound) \
+        if in_time else 1
     if r is not None and _same_before_parts(problem, objective_key(rel, r), key):
         lb = max(lb, r.lower_bound or 0)
     obj = problem.objective
@@ -318,7 +325,7 @@ def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, bud
     sol.lower_bound = lb
     bounds = sol.stats.get("bounds")
     if bounds and "fallback" in bounds:     # the answer's own problem's: over every choice
-        fb = _relaxed_fallback_bound(rel, r)
+        fb = _relaxed_fallback_bound(rel, r) if in_time else 0
         bounds["fallback"] = min(bounds["fallback"], fb if not proven else bounds["fallback"])
     sol.stats.setdefault("folds", {}).update(
         proven=proven, relaxed_objective=None if r is None else list(objective_key(rel, r)))
@@ -332,9 +339,6 @@ def _relaxed_fallback_bound(rel: Problem, r: Solution | None) -> int:
     refinement's when it ran, else :func:`~hetero_solve.fitting.bounds.memory_bounds`)."""
     if r is not None and "fallback" in r.stats.get("bounds", {}):
         return r.stats["bounds"]["fallback"]
-    from ..fitting.bounds import memory_bounds
-    from ..fitting.floors import binding_devices
-    from .analysis import device_sets
     R = device_sets(rel, fixed=False)
     return memory_bounds(rel, R).fallback if binding_devices(rel, R) else 0
 
@@ -343,12 +347,8 @@ def _relaxed_lower_bound(rel: Problem, start: Solution, fallback: int, bound) ->
     """The solver-free parts bound on ``rel`` for every answer as good as one with
     ``fallback`` (``bound``: :func:`hetero_solve.exact.lower_bound`, which assumes fallback 0
     when ``start`` has none: only right when the answer itself has none)."""
-    from ..solution import evaluate
     if fallback == 0 or evaluate(rel, start).fallback > 0:
         return bound(rel, start)
-    from ..fitting.floors import binding_devices
-    from .analysis import device_sets
-    from .bounds import lower_bounds
     R = device_sets(rel, fixed=False)
     return lower_bounds(rel, R, binding_devices(rel, R)).lb
 

@@ -47,8 +47,9 @@ def report(ctx: Search, records: list[StageRecord]) -> Solution:
         out.stats["contracted_units"] = units[-1]
     mb = None
     if ctx.sets(fixed=False)[1]:   # the stronger fallback bound: the relaxed model's
-        mb = ctx.memory_bounds()
-        mb = replace(mb, fallback=max(mb.fallback, out.stats["bounds"]["fallback"]))
+        mb = ctx.memory_bounds_in_time()
+        if mb is not None:
+            mb = replace(mb, fallback=max(mb.fallback, out.stats["bounds"]["fallback"]))
     out.stats["explain"] = explain(ctx.p, view.R, bv, sol.num_parts,
                                    proof=_proof(ctx, records, proven, view),
                                    fixed=view.fixed, solution=sol, memory=mb,
@@ -66,13 +67,15 @@ def _default_view(ctx: Search, proven: dict[str, bool]) -> PartsView:
                  and obj.order.index("fallback") < obj.order.index("partitions")
                  and proven.get("fallback") and ctx.metrics()["fallback"] == 0)
     return PartsView(ctx.sets(fixed)[0],
-                     ctx.bounds(fixed) if ctx.best.num_parts > 1 else None, fixed)
+                     ctx.bounds_in_time(fixed) if ctx.best.num_parts > 1 else None, fixed)
 
 
 def _proof(ctx: Search, records: list[StageRecord], proven: dict[str, bool],
            view: PartsView) -> str | None:
     """How the number of parts is proven (a key of :data:`.explain.PROOFS`), or None."""
-    if view.bounds is None or ctx.best.num_parts <= view.bounds.lb:
+    if view.bounds is None:     # one part, or no time left to compute them
+        return "bound" if ctx.best.num_parts <= 1 else None
+    if ctx.best.num_parts <= view.bounds.lb:
         return "bound"
     if ctx.p.objective.lexicographic:
         if not proven.get("partitions"):
@@ -87,15 +90,13 @@ def _solver_stats(ctx: Search, records: list[StageRecord], proven: dict[str, boo
     bv = view.bounds
     out = {
         "engine": ctx.engine, "proven": [t for t, ok in proven.items() if ok],
-        "seed": ctx.seed, "time_limit": ctx.limit, "deterministic": ctx.deterministic,
+        "seed": ctx.seed, **ctx.budget.stats(),
         "deterministic_seconds": round(ctx.spent, 3),
         "exact_seconds": round(time.perf_counter() - ctx.t0, 3),
         "bounds": ({"path": bv.lb_path, "segments": bv.lb_segments, "through": bv.lb_through}
                    if bv is not None else {"nonempty": 1}) | {"devices_fixed": view.fixed},
         "stages": [r.as_dict() for r in records if r.listed],
     }
-    if not ctx.deterministic:     # said only then (and as a warning, by the pipeline)
-        out["stopped_by"] = "time guard"
     if ctx.sets(fixed=False)[1]:       # memory can bind: fallback has a bound of its own
         fallback = ctx.metrics()["fallback"]
         fb = fallback if proven.get("fallback") else \

@@ -5,19 +5,20 @@ by them in turn (docs/exact.md, "Stages").
 :func:`solve` builds the stage's :class:`.encoding.Encoding` (or, when the full model is too
 large for the budget, a neighbourhood of the best answer: an improvement, never a proof) and
 runs them, warm-starting each from the best answer so far; :func:`window_search` is the
-large-neighbourhood search by windows of parts.  Every run's work is charged to the
-:class:`.search.Search` budget and noted in the stage's ``runs``.
+large-neighbourhood search by windows of parts.  Every run gets a part of the
+:class:`.search.Search` budget (:meth:`~hetero_solve.budget.Budget.allot`), charges its work to
+it, and is noted in the stage's ``runs``.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from ..budget import CLAUSES_PER_SECOND
 from ..problem import Problem
 from ..solution import Solution
 from . import cpsat, sat
 from .bounds import Bounds
-from .budget import CLAUSES_PER_SECOND
 from .encoding import Encoding
 from .reductions import Reduced
 from .search import Search
@@ -87,7 +88,7 @@ def solve(ctx: Search, runs: list[dict], prob: Problem, R, K: int, bounds: Bound
     model too large with no neighbourhood); else the best solution found, the best bound, and
     whether it is proven optimal (never within a neighbourhood)."""
     if ctx.guard():
-        runs.append({"engine": "none", "skipped": "wall-clock safety net"})
+        runs.append({"engine": "none", "skipped": "time limit"})
         return None
     size = model_size(prob, K, bounds, weights, caps, mem)
     limit = min(MAX_VARIABLES, max(20_000, VARIABLES_PER_SECOND * budget))
@@ -106,6 +107,9 @@ def solve(ctx: Search, runs: list[dict], prob: Problem, R, K: int, bounds: Bound
         ctx.say(f"{label}: the full model is too large (about {size:,} variables); "
                 f"improving within {delta} slot(s) of the best answer, no proof")
         runs.append({"engine": "neighbourhood", "slots": delta, "full_size": size})
+    if ctx.guard():         # no model is built past the deadline
+        runs.append({"engine": "none", "skipped": "time limit"})
+        return None
     terms = tuple(sorted(set(weights) | set(caps)))
     enc = Encoding(prob, R, K, bounds, terms=terms, memory_devices=tuple(mem))
     best, bound, proven = _run_engines(ctx, runs, enc, weights, caps, hint, budget, label,
@@ -146,13 +150,11 @@ def _run_engines(ctx: Search, runs: list[dict], enc: Encoding, weights, caps, hi
         kw = {"workers": ctx.workers} if name == "cpsat" else {}
         start = best.solution if best is not None and best.solution is not None else hint
         try:
-            r = mod.solve(enc, weights, caps=caps, hint=start, time_limit=max(0.05, b),
-                          seed=ctx.seed, progress=ctx.say, label=f"{label} ({name})",
-                          guard=ctx.net, **kw)
+            r = mod.solve(enc, weights, caps=caps, hint=start, budget=ctx.allot(b),
+                          seed=ctx.seed, progress=ctx.say, label=f"{label} ({name})", **kw)
         except ValueError as e:     # e.g. negative byte counts from an unknown dim
             runs.append({"engine": name, "skipped": str(e)})
             continue
-        ctx.charge(r.stats)
         r.stats["engine"] = name
         runs.append({"engine": name, **{
             k: r.stats[k] for k in ("status", "variables", "wall", "deterministic_time",
@@ -206,9 +208,7 @@ def window_search(ctx: Search, runs: list[dict], R, mem, bounds: Bounds, term: s
         enc = Encoding(ctx.p, R, K, near, terms=terms, memory_devices=tuple(mem))
         left = budget - (ctx.spent - spent0)
         r = cpsat.solve(enc, {term: 1}, caps=caps, hint=best,
-                        time_limit=max(0.05, min(WINDOW_SECONDS, left)), seed=ctx.seed,
-                        guard=ctx.net)
-        ctx.charge(r.stats)
+                        budget=ctx.allot(min(WINDOW_SECONDS, left)), seed=ctx.seed)
         before = ctx.metrics()[term]
         kept = ctx.accept(r.solution, "exact-window", runs) if r.solution is not None else False
         runs.append({"engine": "window", "slots": [starts[k], min(K - 1, starts[k] + width - 1)],

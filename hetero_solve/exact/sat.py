@@ -14,11 +14,11 @@ proves the best optimal.  For the number of parts the bound is simply ``not used
 form a prefix), which is what made SAT fast at the K-1 proofs (docs/exact.md, "Measured").
 
 Determinism: Glucose is run with a *conflict* budget (``CONFLICTS_PER_SECOND`` per deterministic
-second of the stage's budget, :mod:`.budget`) and a *propagation* budget
+second its :class:`~hetero_solve.budget.Budget` has left) and a *propagation* budget
 (``PROPAGATIONS_PER_SECOND``: a conflict can cost many propagations on a large model), not a
-clock, so the same input gives the same answer on any machine; the time guard (``guard``, a
-:class:`.budget.Guard`, by default one for ``time_limit``) interrupts it only when it runs
-away (then ``deterministic: False`` in the stats).  Ctrl-C interrupts Glucose and raises
+clock, so the same input gives the same answer on any machine; the budget's deadline
+(``--time-limit``) interrupts it only when the clock ends first (then ``deterministic:
+False`` in the stats).  The run charges its work (search and build) to its budget.  Ctrl-C interrupts Glucose and raises
 :class:`KeyboardInterrupt` (:func:`~hetero_solve.interrupt.run_stoppable`).
 
 >>> from hetero_solve.problem import make_problem
@@ -39,9 +39,9 @@ from typing import Callable
 
 from pysat.solvers import Solver
 
+from ..budget import CLAUSES_PER_SECOND, Budget
 from ..interrupt import run_stoppable
 from ..solution import Solution
-from .budget import CLAUSES_PER_SECOND, Guard
 from .cpsat import EngineResult, stage_value
 from .encoding import Encoding, decode, hint_values
 
@@ -55,7 +55,7 @@ class _CNF:
     def __init__(self, enc: Encoding, solver: Solver):
         self.nv = enc.nv
         self.solver = solver
-        self.added = 0          # clauses added: the build's deterministic cost (:mod:`.budget`)
+        self.added = 0          # clauses added: the build's deterministic cost (:mod:`hetero_solve.budget`)
 
     def var(self) -> int:
         self.nv += 1
@@ -143,7 +143,7 @@ def build_cost(enc: Encoding, weights: dict[str, int], caps: dict[str, int] | No
     """About how many clauses :func:`solve` adds for this stage (without building them): the
     encoding's, the pairwise at-most-ones, and the adder networks (about eleven clauses per
     set bit of a weight, measured; memory items once per instance of a slot).  The build is Python work the
-    budget pays for (:mod:`.budget`), so a stage whose build would cost more than it has left
+    budget pays for (:mod:`hetero_solve.budget`), so a stage whose build would cost more than it has left
     does not start it."""
     bits = 0
     for d, per_slot in enc.inst.items():
@@ -158,10 +158,14 @@ def build_cost(enc: Encoding, weights: dict[str, int], caps: dict[str, int] | No
 
 
 def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None = None,
-          hint: Solution | None = None, time_limit: float = 10.0, seed: int = 0,
-          progress: Callable[[str], None] | None = None, label: str = "sat",
-          guard: Guard | None = None) -> EngineResult:
-    """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]`` (module doc)."""
+          hint: Solution | None = None, budget: Budget | None = None, seed: int = 0,
+          progress: Callable[[str], None] | None = None, label: str = "sat") -> EngineResult:
+    """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]`` (module doc)
+    within ``budget`` (default: 10 deterministic seconds, no clock), which is charged the
+    build and the search."""
+    budget = budget if budget is not None else Budget(10.0)
+    if budget.out_of_time():        # nothing is built past the deadline
+        return EngineResult(None, None, None, False, stats={"skipped": "time limit"})
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
     say = progress or (lambda _m: None)
@@ -171,18 +175,17 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     bits, obj_const = _encode(cnf, enc, weights, caps, only_parts)
     built = cnf.added
     t0 = time.perf_counter()
-    seconds = max(0.05, time_limit)
-    budget = max(1000, int(CONFLICTS_PER_SECOND * seconds))
+    seconds = max(0.05, budget.left())
+    conflicts = max(1000, int(CONFLICTS_PER_SECOND * seconds))
     props = max(100_000, int(PROPAGATIONS_PER_SECOND * seconds))
-    guard = guard or Guard(time_limit)
-    timer = threading.Timer(max(0.05, guard.wall_left()), solver.interrupt)   # the backstop
+    timer = threading.Timer(max(0.01, min(budget.wall_left(), 1e7)), solver.interrupt)
     timer.daemon = True
     timer.start()
     interrupted = [False]
 
     def call(assumptions: list[int]):
         done = solver.accum_stats()
-        left = budget - done.get("conflicts", 0)
+        left = conflicts - done.get("conflicts", 0)
         left_props = props - done.get("propagations", 0)
         if left <= 0 or left_props <= 0:
             return None
@@ -190,8 +193,8 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
         solver.prop_budget(left_props)
         res = run_stoppable(lambda: solver.solve_limited(assumptions=assumptions,
                                                          expect_interrupt=True),
-                            solver.interrupt, watch=guard.passed)
-        if res is None and guard.passed():
+                            solver.interrupt, watch=budget.past_deadline)
+        if res is None and budget.past_deadline():
             interrupted[0] = True
         return res
 
@@ -213,6 +216,7 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
                  acc.get("conflicts", 0) / CONFLICTS_PER_SECOND,
                  acc.get("propagations", 0) / PROPAGATIONS_PER_SECOND), 3),
              "deterministic": not interrupted[0]}
+    budget.charge_run(stats)
     solver.delete()
     if infeasible:
         return EngineResult(None, None, None, True, infeasible=True, stats=stats)

@@ -2,8 +2,8 @@
 each stage returns.
 
 :class:`Search` holds what the stages share and nothing else: the problem and the options
-(engine, seed, workers), the budget (deterministic seconds spent, the time guard;
-:mod:`.budget`), the best answer so far (changed only through :meth:`Search.accept`: valid and
+(engine, seed, workers), the budget (:class:`~hetero_solve.budget.Budget`: deterministic
+work and the deadline), the best answer so far (changed only through :meth:`Search.accept`: valid and
 strictly better), and the device sets and bounds computed once.  What a stage tried, proved and
 found comes back as a :class:`StageRecord`; the report step (:mod:`.report`) derives the
 status, the bounds and the explanation from those records alone (docs/exact.md, "What it
@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..budget import Budget, Steps
 from ..problem import Problem
 from ..solution import Solution, evaluate, normalize, objective_key
 from ..validate import validate
@@ -23,11 +24,14 @@ from ..fitting.bounds import MemoryBounds, memory_bounds
 from ..fitting.floors import binding_devices
 from .analysis import device_sets
 from .bounds import Bounds, lower_bounds
-from .budget import Guard, Steps, work_seconds
 
 FULL_K_NODES = 100         # up to this many nodes, stages that may need more parts use K = n
 STAGE_WEIGHT = {"fallback": 1, "partitions": 2, "transfer": 1}   # shares of the time budget
 MEMORY_STAGE_WEIGHT = {"fallback": 2, "partitions": 2, "transfer": 1}   # ... when memory binds
+
+#: Up to this many nodes the report's bounds cost milliseconds: computed even past the
+#: deadline (a true lower bound beats "1"); above, they wait for no deadline.
+CHEAP_BOUNDS_NODES = 2_000
 
 INVALID = (float("inf"),)  # the objective key of an invalid answer: worse than any valid one
 
@@ -94,7 +98,7 @@ class Search:
 
     p: Problem
     engine: str
-    limit: float                   # the time limit (seconds)
+    budget: Budget                 # this refinement's (hetero_solve.budget)
     seed: int
     say: Callable[[str], None]
     workers: int
@@ -102,30 +106,27 @@ class Search:
     heuristic_parts: int
     best: Solution
     best_key: tuple
-    work: float                    # deterministic seconds for every stage (.budget)
-    net: Guard                     # the time guard (.budget)
+    work: float                    # deterministic seconds for every stage (at the start)
     t0: float = field(default_factory=time.perf_counter)
-    spent: float = 0.0             # deterministic seconds used so far
-    deterministic: bool = True     # false once the guard fired
     _sets: dict = field(default_factory=dict)
     _bounds: dict = field(default_factory=dict)
     _memory_bounds: MemoryBounds | None = None
 
     @classmethod
-    def begin(cls, problem: Problem, start: Solution, engine: str, time_limit: float,
+    def begin(cls, problem: Problem, start: Solution, engine: str, budget: Budget,
               seed: int, progress, workers: int,
               R: list[tuple[int, ...]] | None = None) -> Search:
         """The context before any stage: ``start`` is the best answer (an invalid start is
-        only a hint: it loses to any valid answer).  ``R``: the device sets (``fixed=False``)
-        when the caller computed them."""
-        limit = max(0.0, float(time_limit))
+        only a hint: it loses to any valid answer); ``budget``: this refinement's (a child of
+        the call's, :meth:`~hetero_solve.budget.Budget.allot`: what it spends, the call
+        spends).  ``R``: the device sets (``fixed=False``) when the caller computed them."""
         t0 = time.perf_counter()
         first = normalize(problem, start)
         key = objective_key(problem, first) if not validate(problem, first) else INVALID
-        ctx = cls(problem, engine, limit, seed, progress or (lambda _m: None), workers,
+        ctx = cls(problem, engine, budget, seed, progress or (lambda _m: None), workers,
                   start=first,
                   heuristic_parts=start.stats.get("heuristic_partitions", first.num_parts),
-                  best=first, best_key=key, work=work_seconds(limit), net=Guard(limit), t0=t0)
+                  best=first, best_key=key, work=budget.left(), t0=t0)
         if R is not None:
             ctx._sets[False] = (R, binding_devices(problem, R))
         return ctx
@@ -156,39 +157,50 @@ class Search:
             return True
         return False
 
-    # -- the budget (.budget) ---------------------------------------------------------------
-    def budget(self, stages_left: int) -> float:
+    # -- the budget (hetero_solve.budget) --------------------------------------------------
+    @property
+    def spent(self) -> float:
+        """Deterministic seconds this refinement has spent so far."""
+        return self.budget.spent
+
+    @property
+    def deterministic(self) -> bool:
+        """No work of this call was cut by the clock."""
+        return self.budget.deterministic
+
+    def share(self, stages_left: int) -> float:
         """This stage's share of the budget left (deterministic seconds): the number of
         parts gets twice the share of the other terms."""
         order = list(self.p.objective.order) if self.p.objective.lexicographic else ["weighted"]
         rest = order[len(order) - stages_left:]
         weight = MEMORY_STAGE_WEIGHT if self.sets(fixed=False)[1] else STAGE_WEIGHT
         w = [weight.get(t, 1) for t in rest]
-        return max(0.0, self.work - self.spent) * w[0] / max(1, sum(w))
+        return self.budget.share(w[0], max(1, sum(w)))
+
+    def allot(self, work: float) -> Budget:
+        """A child of the budget with at most ``work`` deterministic seconds (one run's)."""
+        return self.budget.allot(work)
 
     def charge(self, stats: dict) -> None:
         """Count a run's deterministic work (its solver's and its build's) against the
-        budget, and whether the guard stopped it."""
-        self.spent += stats.get("deterministic_time", 0.0) + stats.get("build_time", 0.0)
-        self.deterministic &= stats.get("deterministic", True)
+        budget, and whether the clock stopped it (an engine given :meth:`allot` charges
+        its own)."""
+        self.budget.charge_run(stats)
 
     def counted(self, build, *args, **kw):
         """``build(*args, **kw)`` (:func:`~hetero_solve.fitting.realize.realize`,
         :func:`~hetero_solve.fitting.realize.fit_by_runs`) with its
-        steps counted against the budget (:class:`.budget.Steps`)."""
+        steps counted against the budget (:class:`~hetero_solve.budget.Steps`)."""
         steps = Steps()
         try:
             return build(*args, steps=steps, **kw)
         finally:
-            self.spent += steps.seconds
+            self.budget.charge(steps.seconds)
 
     def guard(self) -> bool:
-        """True when the time guard has fired (:class:`.budget.Guard`): the run stops here
-        and is no longer deterministic.  Normal runs never reach it."""
-        if not self.net.passed():
-            return False
-        self.deterministic = False
-        return True
+        """True when the deadline has passed (:meth:`~hetero_solve.budget.Budget.out_of_time`):
+        the run stops here and is no longer deterministic."""
+        return self.budget.out_of_time()
 
     # -- what is computed once ------------------------------------------------------------
     def sets(self, fixed: bool) -> tuple[list[tuple[int, ...]], list[int]]:
@@ -204,6 +216,21 @@ class Search:
         if fixed not in self._bounds:
             self._bounds[fixed] = lower_bounds(self.p, *self.sets(fixed))
         return self._bounds[fixed]
+
+    def bounds_in_time(self, fixed: bool) -> Bounds | None:
+        """:meth:`bounds`, or ``None`` when they are not computed yet and the deadline has
+        passed (the report's bounds are inside the budget too), unless the problem is small
+        enough for them to cost milliseconds (:data:`CHEAP_BOUNDS_NODES`)."""
+        if fixed not in self._bounds and self.p.n > CHEAP_BOUNDS_NODES and self.guard():
+            return None
+        return self.bounds(fixed)
+
+    def memory_bounds_in_time(self) -> MemoryBounds | None:
+        """:meth:`memory_bounds`, or ``None`` when not computed yet and the deadline has
+        passed (small problems: as :meth:`bounds_in_time`)."""
+        if self._memory_bounds is None and self.p.n > CHEAP_BOUNDS_NODES and self.guard():
+            return None
+        return self.memory_bounds()
 
     def view(self, fixed: bool) -> tuple[list[tuple[int, ...]], list[int], Bounds]:
         """:meth:`sets` and :meth:`bounds`."""

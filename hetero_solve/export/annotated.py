@@ -13,6 +13,7 @@ import onnx
 from ..model.graph import ModelGraph
 from ..problem import Problem
 from ..solution import Solution
+from ..run.onnxruntime import supports_layer_assignment
 
 #: The node metadata key onnxruntime reads for annotation-based partitioning.
 LAYER_KEY = "layer_ann"
@@ -55,7 +56,6 @@ def build_annotated_model(mg: ModelGraph, problem: Problem, solution: Solution, 
             node.name = names[g]
     part = _graph_parts(problem, solution, len(nodes))
     if layers is None:
-        from ..run.onnxruntime import supports_layer_assignment
         layers = supports_layer_assignment()
     # The entries are made once per (part, device) and per device and copied into each node
     # by ``extend`` (in C): three ``add()`` and six field writes per node in Python took

@@ -8,6 +8,8 @@ from ..problem import Problem
 from ..measures import part_boundaries, quotient_edges
 from ..solution import Solution
 from .submodels import DIRECT_FILE, direct_outputs, part_file, unused_inputs
+from ..run.onnxruntime import supports_layer_assignment
+from .annotated import LAYER_SETTINGS, layer_assignment_settings
 
 #: The annotated model's file name in OUT_DIR.
 ANNOTATED_FILE = "model.annotated.onnx"
@@ -144,8 +146,6 @@ def onnxruntime_settings(result: "Result") -> dict:
     entries under which onnxruntime places the annotated model's nodes (``layer_ann``) on the
     execution providers the rule file gives their devices; empty when the installed
     onnxruntime does not partition by annotations."""
-    from ..run.onnxruntime import supports_layer_assignment
-    from .annotated import LAYER_SETTINGS, layer_assignment_settings
     if not supports_layer_assignment():
         return {}
     devices = [(d.name, r.runtime) for d, r in zip(result.problem.devices, result.rules.devices)]

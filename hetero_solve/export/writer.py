@@ -35,6 +35,7 @@ from google.protobuf.message import DecodeError, EncodeError
 from ..answer import ANSWER_NAME, read_answer
 from ..errors import OutputError, warn
 from ..gcpause import paused_gc
+from ..model.parallel import Forked, fork_pays
 from ..model.weights import copy_external, external_tensors
 from .annotated import build_annotated_model
 from .dot import affinity_dot, check_can_draw, partitions_dot, write_pictures
@@ -236,39 +237,61 @@ def _write_files(result: "Result", tmp: Path, *, submodels: bool, annotated: boo
     # Where the source had no external data, no model built from it has any: every save
     # skips the walk over all its tensors looking for some.
     weights = None if mg.weights_inline else mg.weights_dir
-    if submodels:
-        mg.prefetch_folded(problem.const_names)
-        nodes_of = solution.parts()   # one scan, not one per part
-        for part in manifest["partitions"]:
+    beside = None
+    if submodels and fork_pays(len(mg.names)):
+        # a large model: the part models are written by a forked process while this one
+        # builds the annotated model and the pictures (two cores, about half the time)
+        if progress:
+            progress(f"writing {len(manifest['partitions'])} part model(s) in a forked process")
+        beside = Forked(_write_parts, result, manifest, tmp, weights, None)
+    elif submodels:
+        _write_parts(result, manifest, tmp, weights, progress)
+    try:
+        _write_names(tmp / "affinity.json", affinity_map(problem, solution))
+        if annotated:
             if progress:
-                progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
-            model = build_part_model(mg, problem, solution, part["id"],
-                                     nodes_of[part["id"]], part["inputs"], part["outputs"])
-            _save(model, tmp / part["file"], weights)
-        if "direct_outputs" in manifest:
-            names, inputs = direct_outputs(mg)
-            _save(build_direct_model(mg, names, inputs), tmp / manifest["direct_outputs"]["file"],
+                progress("writing the annotated model")
+            _save(build_annotated_model(mg, problem, solution), tmp / "model.annotated.onnx",
                   weights)
-    _write_names(tmp / "affinity.json", affinity_map(problem, solution))
-    if annotated:
-        if progress:
-            progress("writing the annotated model")
-        _save(build_annotated_model(mg, problem, solution), tmp / "model.annotated.onnx",
-              weights)
-    if dots:
-        title = Path(mg.path).stem
-        (tmp / "affinity.dot").write_text(affinity_dot(problem, solution, title))
-        (tmp / "partitions.dot").write_text(
-            partitions_dot(problem, solution, result.metrics.part_memory, title))
-    if pictures is not None:
-        if progress:
-            progress(f"drawing the pictures ({pictures})")
-        _files, notes = write_pictures(problem, solution, result.metrics.part_memory, tmp,
-                                       pictures, Path(mg.path).stem)
-        for note in notes:
-            warn(note)
+        if dots:
+            title = Path(mg.path).stem
+            (tmp / "affinity.dot").write_text(affinity_dot(problem, solution, title))
+            (tmp / "partitions.dot").write_text(
+                partitions_dot(problem, solution, result.metrics.part_memory, title))
+        if pictures is not None:
+            if progress:
+                progress(f"drawing the pictures ({pictures})")
+            _files, notes = write_pictures(problem, solution, result.metrics.part_memory, tmp,
+                                           pictures, Path(mg.path).stem)
+            for note in notes:
+                warn(note)
+        if beside is not None:
+            done = beside.result()
+            if done is None or done[0] != "ok":   # the child failed: here, with its errors
+                _write_parts(result, manifest, tmp, weights, progress)
+    finally:
+        if beside is not None:
+            beside.cancel()   # stops it only if it is still running (this one failed)
     manifest["files"] = sorted([*os.listdir(tmp), MANIFEST])
     write_json(tmp / MANIFEST, manifest)
+
+
+def _write_parts(result: "Result", manifest: dict, tmp: Path, weights: str | None,
+                 progress: Callable[[str], None] | None) -> None:
+    """The part models (and the model of the direct outputs) of ``manifest`` into ``tmp``."""
+    mg, problem, solution = result.model_graph, result.problem, result.solution
+    mg.prefetch_folded(problem.const_names)
+    nodes_of = solution.parts()   # one scan, not one per part
+    for part in manifest["partitions"]:
+        if progress:
+            progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
+        model = build_part_model(mg, problem, solution, part["id"],
+                                 nodes_of[part["id"]], part["inputs"], part["outputs"])
+        _save(model, tmp / part["file"], weights)
+    if "direct_outputs" in manifest:
+        names, inputs = direct_outputs(mg)
+        _save(build_direct_model(mg, names, inputs), tmp / manifest["direct_outputs"]["file"],
+              weights)
 
 
 def _make_parents(out: Path, created: list[Path]) -> None:

@@ -11,9 +11,10 @@ A part's memory itself is defined in :mod:`hetero_solve.measures` (``part_memory
 * :mod:`.network`: a node set's memory as a minimum cut (which nodes can ever be on a device,
   which to keep when it is too small).
 * :mod:`.floors`: what any part holding a node must hold, and which devices' limits can bind.
+* :mod:`.devices`: the devices each node may use (``device_sets``, ``R(v)``).
 * :mod:`.bounds`: lower bounds memory forces: parts per device (packing) and fallback.
 * :mod:`.placement`: the heuristic's device per node when memory binds.
 * :mod:`.fit`: the heuristic's fit of a partition into instances (``fit_memory``).
-* :mod:`.realize`: the exact engine's fit of a device choice into parts and runs (``realize``,
+* :mod:`.realize`: the exact engine's fit of a device choice into runs (``realize``,
   ``fit_by_runs``).
 """

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..measures import part_memory
 from ..problem import Problem
+from .devices import device_sets
 from .floors import binding_devices, held_items
 from .network import MemoryNetwork
 from .packing import bin_packing_bound
@@ -181,7 +182,7 @@ def memory_bounds(problem: Problem, R: list[tuple[int, ...]] | None = None) -> M
     partition.
 
     Per device ``d`` whose memory can bind: let ``P`` be the nodes preferring ``d`` and ``A``
-    those that may be on it (``R``, default :func:`~hetero_solve.exact.analysis.device_sets`).
+    those that may be on it (``R``, default :func:`.devices.device_sets`).
     Nodes of ``P`` outside ``A`` must leave.  For the rest, the union ``S`` of every part on
     ``d`` needs at most ``memory x instances`` (merging never raises memory: a part's memory
     counts a constant or boundary tensor of a union in one of the merged parts), so for every
@@ -202,7 +203,6 @@ def memory_bounds(problem: Problem, R: list[tuple[int, ...]] | None = None) -> M
     >>> memory_bounds(p).fallback      # 14 bytes of constants, 10 bytes of room
     1
     """
-    from ..exact.analysis import device_sets     # R(v): the exact engine's device sets
     if R is None:
         R = device_sets(problem, fixed=False)
     out: list[DeviceMemoryBound] = []

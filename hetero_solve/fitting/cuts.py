@@ -32,14 +32,12 @@ and answers must not change):
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import Iterator, Sequence
 
+from ..budget import Steps
 from ..measures import MemoryTracker, RunInputs, fitting_runs
 from ..problem import Problem
 from .order import branch_order
-
-if TYPE_CHECKING:       # the budget's counters only; importing exact/ here would be a cycle
-    from ..exact.budget import Steps
 
 
 def longest_run(problem: Problem, order: Sequence[int], start: int, cap: int) -> tuple[int, int]:

@@ -28,8 +28,8 @@ on a device with instances of ``cap`` bytes:
   (:meth:`MemoryNetwork.best_set`) trades nodes kept on the device against the memory they
   need: :func:`keep_within` finds the cheapest ``lam`` whose set fits a byte target, and its
   Lagrangian value ``min_S w(V \\ S) + lam * (memory(S) - target)`` is a lower bound on the
-  weight that must leave the device (:mod:`hetero_solve.exact.analysis` uses it as the
-  fallback bound).
+  weight that must leave the device (:func:`.bounds.memory_bounds` uses it as
+  the fallback bound).
 
 The cuts are solved with OR-Tools' ``SimpleMaxFlow`` (a push-relabel max flow in C++); the
 network is built once per device and only capacities change between solves.

@@ -11,7 +11,7 @@ before this was one function, so answers do not change):
 * the exact engine's runs (:mod:`.realize`): largest first, into the roomiest;
 * the heuristic's candidate answers (``algorithms/greedy.py``): largest first, into the first
   with room, else instance 0 (``full="first"``: the validator rejects the candidate);
-* ``check`` (``user_partition.py``): the parts a map gives no instance, after those it does
+* ``check`` (``user_map.py``): the parts a map gives no instance, after those it does
   (``loads``), into the first with room, else the least loaded (``full="least"``: the
   validator names the overflow).
 

@@ -25,50 +25,30 @@ The result is a valid partition or ``None``; it is never claimed optimal by itse
 >>> p = make_problem(4, [(0, 1), (1, 2), (2, 3)], [[0, 1]] * 4,
 ...                  [Device("NPU", memory=10, instances=2), "CPU"], tensor_bytes=1,
 ...                  const_bytes=[4, 4, 4, 4])
->>> s = realize(p, [0, 0, 0, 0])
+>>> from hetero_solve.algorithms.greedy import parts_without_memory
+>>> s = realize(p, [0, 0, 0, 0], parts=parts_without_memory(p, [0, 0, 0, 0]))
 >>> s.num_parts, s.part_device, sorted(s.part_instance)   # 16 bytes of weights: two cards
 (2, [0, 0], [0, 1])
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING
-
+from ..budget import Budget, Steps
 from ..measures import part_memory, topological_order
-from ..problem import Device, Problem
+from ..problem import Problem
 from ..solution import Solution
 from .cuts import SlotRuns, cut_runs
 from .order import branch_order
 from .packing import first_fit
 
-if TYPE_CHECKING:       # the budget's types only; importing exact/ here would be a cycle
-    from ..exact.budget import Guard, Steps
-
 Run = tuple[int, list[int], int]        # (device, nodes, memory): one part of an answer
 
 
-def parts_without_memory(problem: Problem, node_device: list[int]) -> Solution:
-    """The greedy's maximal extensions with every node's device fixed and memory ignored
-    (forward and backward; the fewer parts kept)."""
-    from ..algorithms.greedy import greedy      # the heuristic's extension step
-
-    free = dataclasses.replace(
-        problem, devices=[Device(d.name, None, d.instances, d.enforce_values)
-                          for d in problem.devices],
-        allowed=[(node_device[v],) for v in range(problem.n)], arrays=None)
-    a = greedy(free, direction="forward", devices=node_device)
-    b = greedy(free, direction="backward", devices=node_device)
-    return a if a.num_parts <= b.num_parts else b
-
-
-def realize(problem: Problem, node_device: list[int], *, parts: Solution | None = None,
+def realize(problem: Problem, node_device: list[int], *, parts: Solution,
             steps: Steps | None = None) -> Solution | None:
     """A valid-by-construction partition with these devices that fits memory, or ``None``
-    (module doc).  ``parts``: the parts to cut (default :func:`parts_without_memory`);
-    ``steps`` counts the work (nodes added to runs, :mod:`hetero_solve.exact.budget`)."""
-    if parts is None:
-        parts = parts_without_memory(problem, node_device)
+    (module doc).  ``parts``: the parts to cut (valid apart from memory, those devices: :func:`~hetero_solve.algorithms.greedy.parts_without_memory`);
+    ``steps`` counts the work (nodes added to runs, :mod:`hetero_solve.budget`)."""
     pos = {v: k for k, v in enumerate(topological_order(problem.succ, problem.pred))}
     members: list[list[int]] = [[] for _ in range(parts.num_parts)]
     for v in sorted(range(problem.n), key=pos.__getitem__):
@@ -93,7 +73,7 @@ def realize(problem: Problem, node_device: list[int], *, parts: Solution | None 
 
 def fit_by_runs(problem: Problem, parts: Solution, *, part_cost: float = 1e-3,
                 iterations: int = 40, depth_first: bool = True,
-                guard: Guard | None = None, steps: Steps | None = None) -> Solution | None:
+                budget: Budget | None = None, steps: Steps | None = None) -> Solution | None:
     """Make ``parts`` (valid apart from memory) fit: every part on a limited device is cut into
     contiguous runs of its topological order, each kept on the device or dropped to an
     unlimited one, choosing the cuts that minimise ``fallback + lam x memory kept`` per part
@@ -101,9 +81,9 @@ def fit_by_runs(problem: Problem, parts: Solution, *, part_cost: float = 1e-3,
     kept runs pack into the instances.  A Lagrangian relaxation of the capacity: each
     evaluation is exact, the packing is first fit decreasing.  ``None`` when no ``lam``
     packs.  The work is a fixed number of bisection steps (counted in ``steps``,
-    :mod:`hetero_solve.exact.budget`); once ``guard`` has passed
-    (:class:`~hetero_solve.exact.budget.Guard`, never in a normal run), the bisection stops
-    at the best ``lam`` found."""
+    :mod:`hetero_solve.budget`); once ``budget``'s deadline has passed
+    (:meth:`~hetero_solve.budget.Budget.out_of_time`: the clock ended first), the bisection
+    stops at the best ``lam`` found."""
     order = (branch_order(problem, ties="edges") if depth_first
              else topological_order(problem.succ, problem.pred))
     members: list[list[int]] = [[] for _ in range(parts.num_parts)]
@@ -135,7 +115,7 @@ def fit_by_runs(problem: Problem, parts: Solution, *, part_cost: float = 1e-3,
     if attempt(hi) is None:
         return None
     for _ in range(iterations):
-        if guard is not None and guard.passed():
+        if budget is not None and budget.out_of_time():
             break
         mid = (lo * hi) ** 0.5
         if attempt(mid) is None:

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..budget import Budget
 from ..measures import quotient_edges
 from ..measures.costs import instance_loads
 from ..problem import Objective, Problem
@@ -45,7 +46,8 @@ def start_solution(problem: Problem) -> Solution | None:
 
 
 def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
-                   contiguous: bool = False, time_limit: float = 10.0, seed: int = 0,
+                   contiguous: bool = False, time_limit: float | None = None,
+                   work_limit: float | None = None, seed: int = 0,
                    progress=None) -> InstanceResult:
     """Read an instance, minimise ``objective`` with CP-SAT, validate the answer.
 
@@ -56,8 +58,9 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
     objective : {"throughput", "latency"}
     contiguous : bool
         At most one part per device instance (pipeline stages).
-    time_limit : float
-        Seconds for the solver.
+    time_limit, work_limit : float, optional
+        Wall-clock seconds (default 10), or deterministic seconds with no clock
+        (:class:`~hetero_solve.budget.Budget`): one budget for the whole solve.
     seed : int
     progress : callable or None
 
@@ -68,16 +71,17 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
     from ..exact.costs import refine_costs
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    Budget.of(time_limit, work_limit)   # bad limits fail before any work
     t0 = time.perf_counter()
     problem = load_instance(path, Objective(order=(objective,)), contiguous=contiguous)
+    budget = Budget.of(time_limit, work_limit)
     start = start_solution(problem)
     if not contiguous and objective == "throughput":
         # contiguous stages are answers too, and proven fast: the free search starts there
         staged = load_instance(path, problem.objective, contiguous=True)
-        start = refine_costs(staged, start, time_limit=time_limit / 4, seed=seed,
+        start = refine_costs(staged, start, budget=budget.split(4), seed=seed,
                              progress=progress)
-        time_limit -= time_limit / 4
-    sol = refine_costs(problem, start, time_limit=time_limit, seed=seed, progress=progress)
+    sol = refine_costs(problem, start, budget=budget, seed=seed, progress=progress)
     check(problem, sol)
     return InstanceResult(str(path), problem, sol, evaluate(problem, sol),
                           time.perf_counter() - t0)

@@ -38,6 +38,7 @@ from ..costs import CostModel, Link
 from ..errors import HeteroSolveError
 from ..measures.order import topological_order
 from ..problem import Device, Objective, Problem, ProblemInfo
+from ..readers import read_json
 
 #: Top-level keys that tell this format from others (``filekind``).
 SIGNATURE = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")
@@ -73,7 +74,6 @@ def load_instance(path: str | os.PathLike, objective: Objective | None = None, *
     InstanceError
         A missing or mistyped key, an unknown node id, a cycle, two costs for one node.
     """
-    from ..readers import read_json
     data = read_json(path, lambda reason: InstanceError(path, "", reason))
     return instance_problem(data, path, objective or Objective(order=("throughput",)),
                             contiguous=contiguous)

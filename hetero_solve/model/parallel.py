@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
 import threading
 from typing import Any, Callable
@@ -78,3 +79,17 @@ class Forked:
                 except ChildProcessError:
                     pass
         return self._value
+
+    def cancel(self) -> None:
+        """Stop the child (its result is no longer needed) and reap it."""
+        if not self._done:
+            self._done = True
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.close(self._read)
+            try:
+                os.waitpid(self._pid, 0)
+            except ChildProcessError:
+                pass

@@ -40,6 +40,7 @@ from typing import Iterable
 
 import onnx.defs
 import yaml
+from .load import load_rules
 
 DOMAINS = ("", "ai.onnx.ml")
 CATALOG_PATH = Path(__file__).resolve().parents[1] / "catalogs" / "onnx-value-inputs.yaml"
@@ -257,7 +258,6 @@ def resolve(steps: Iterable[tuple[int, Iterable[int]]], opset: int) -> tuple[int
 
 def read_catalog(path: str | Path) -> tuple[dict[str, list[tuple[int, tuple[int, ...]]]], dict[str, str]]:
     """A catalog file's value inputs and notes, validated the way rule files include it."""
-    from .load import load_rules
     rules = load_rules({"version": 1, "include": [str(Path(path).resolve())],
                         "devices": [{"name": "CPU", "ops": {"supported": "all"}}]})
     return rules.value_inputs, rules.value_input_notes

@@ -25,6 +25,7 @@ from ..roofline import nodes_work
 from ..units import format_bytes, format_seconds
 from .conditions import SupportChecker
 from .load import DeviceRules, OpCondition, Rules
+from .pins import resolve_pins
 
 EXAMPLES_PER_REASON = 3
 # Tensor names in refusal reasons: replaced by '…' so that one condition is one line per op.
@@ -191,8 +192,6 @@ def query(rules: Rules, mg: ModelGraph) -> QueryReport:
 
     Raises :class:`~hetero_solve.errors.RuleError` for a pin by exact name that matches no
     node (the rule file does not fit the model), like :func:`~hetero_solve.compile_problem`."""
-    from ..compile import resolve_pins
-
     checker = SupportChecker(rules, mg)
     devices = rules.devices
     placeable = mg.placeable()

@@ -21,6 +21,7 @@ from ..problem import NamedReason, NonStaticShape, Reason, reason_text
 from ..units import dtype_name
 from .ops import is_onnx_domain, rule_op_name
 from .load import DeviceRules, OpCondition, Rules
+from ..model.qdq import find_units
 
 _MISSING = object()
 
@@ -40,7 +41,6 @@ class SupportChecker:
         """The nodes that are the centre of a quantized unit (:mod:`..model.qdq`), found once
         when a ``quantized`` condition first asks."""
         if self._quantized is None:
-            from ..model.qdq import find_units
             self._quantized = find_units(self.mg).quantized
         return self._quantized
 

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..problem import TERMS
-from ..units import MEMORY_PATTERN, QUANTITIES, QUANTITY_PATTERNS, parse_memory, parse_quantity
+from ..units import (MEMORY_PATTERN, QUANTITIES, QUANTITY_PATTERNS, dtype_from_name, dtype_names,
+                     parse_memory, parse_quantity)
+from .ops import check_op_name, known_op_names
 
 #: Largest memory a device may declare (bytes): sizes are 64-bit signed integers.
 MAX_MEMORY = 2**63 - 1
@@ -459,7 +461,6 @@ class OpName(Str):
     and accepts any ``domain.Op``."""
 
     def check(self, value: Any, key: str) -> Any:
-        from .ops import check_op_name
         value = super().check(value, key)
         reason = check_op_name(value)
         if reason:
@@ -467,7 +468,6 @@ class OpName(Str):
         return value
 
     def schema(self) -> dict:
-        from .ops import known_op_names
         return self._with_doc({"anyOf": [
             {"enum": sorted(known_op_names())},
             {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
@@ -488,14 +488,12 @@ class DtypeName(Str):
     """An element type: ``float32`` style (numpy's names) or ONNX's (``FLOAT``)."""
 
     def check(self, value: Any, key: str) -> Any:
-        from ..units import dtype_from_name
         value = super().check(value, key)
         if dtype_from_name(value) is None:
             raise DefinitionError(key, f"unknown dtype {value!r}")
         return value
 
     def schema(self) -> dict:
-        from ..units import dtype_names
         return self._with_doc({"enum": dtype_names()})
 
     def type_text(self) -> str:

@@ -24,6 +24,7 @@ from .inputs import (check_dims, check_inputs, check_ranges, check_shapes, part_
                      random_inputs, with_shapes)
 from .manifest import load_manifest, part_specs
 from .report import PartRun, RunResult, save_outputs
+from .onnxruntime import OrtPartRunner
 
 
 class Session:
@@ -105,7 +106,6 @@ class Session:
         direct = self.manifest.get("direct_outputs")
         if not direct:
             return None
-        from .onnxruntime import OrtPartRunner
         path = self.out_dir / direct["file"]
         if not path.is_file():
             raise RunError(f"{path}: no such file (it makes the graph outputs "

@@ -36,6 +36,7 @@ from .manifest import load_manifest
 from .onnxruntime import run_original_timed
 from .report import RunResult
 from .session import run_partitioned
+from ..model.load import read_model
 
 #: Default tolerance by output dtype.  A part boundary changes where onnxruntime rounds: a
 #: fused kernel of the original (MatMul+Add, LayerNorm, Gelu, attention, the float32 islands
@@ -279,7 +280,6 @@ def compare(name: str, got, want, tolerance: float | None = None, *,
 
 
 def _read(model) -> tuple[onnx.ModelProto, str]:
-    from ..model.load import read_model
     proto, path, _ = read_model(model)
     return proto, path if path != "<model>" else "the model"
 

@@ -1,7 +1,9 @@
 """The algorithms a study can run, by name, all with one signature:
-``run(problem, *, time_limit, seed) -> Solution``.
+``run(problem, *, budget, seed) -> Solution`` (``budget``: the run's
+:class:`~hetero_solve.budget.Budget`, made by the study from ``--time-limit`` or
+``--work-limit`` once the problem is compiled).
 
-Baselines and the heuristic ignore ``time_limit`` and ``seed`` (they are deterministic and run
+Baselines and the heuristic ignore ``budget`` and ``seed`` (they are deterministic and run
 to completion); ``cpsat`` and ``sat`` start from the heuristic's answer and refine it through
 :func:`hetero_solve.pipeline.refine`, so their seconds include the heuristic.
 """
@@ -13,9 +15,11 @@ from typing import Callable
 
 from ..algorithms.baselines import BASELINES
 from ..algorithms.greedy import heuristic
+from ..budget import Budget
 from ..engines import ENGINES
 from ..problem import Problem
 from ..solution import Solution
+from ..pipeline import refine
 
 Runner = Callable[..., Solution]
 
@@ -28,23 +32,24 @@ class AlgorithmUnavailable(RuntimeError):
 class Algorithm:
     name: str
     run: Runner
-    uses_time_limit: bool      # part of the resume key only when the answer depends on it
+    uses_limit: bool           # the limit is part of the resume key only when the answer
+                               # depends on it
     description: str
 
 
 def _plain(fn: Callable[[Problem], Solution]) -> Runner:
-    def run(problem: Problem, *, time_limit: float = 0.0, seed: int = 0) -> Solution:
+    def run(problem: Problem, *, budget: Budget | None = None, seed: int = 0) -> Solution:
         return fn(problem)
     run.__name__ = f"run_{fn.__name__}"
     return run
 
 
 def _exact(engine: str) -> Runner:
-    def run(problem: Problem, *, time_limit: float = 10.0, seed: int = 0) -> Solution:
-        from ..pipeline import refine
+    def run(problem: Problem, *, budget: Budget | None = None, seed: int = 0) -> Solution:
         start = heuristic(problem)
         try:
-            sol = refine(problem, start, engine=engine, time_limit=time_limit, seed=seed)
+            sol = refine(problem, start, engine=engine,
+                         budget=budget if budget is not None else Budget.of(), seed=seed)
         except ValueError as e:
             if "not available" in str(e):
                 raise AlgorithmUnavailable(str(e)) from None

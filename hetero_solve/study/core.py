@@ -26,6 +26,7 @@ from .executors import EXECUTORS, execute
 from .runner import MEMORY_METHODS, Job, rss_source
 from .store import RunStore, file_digest, read_csv, rules_digest, run_key, write_csv
 from .summary import machine_info, render
+from ..pipeline import prepare
 
 
 class StudyError(HeteroSolveError):
@@ -38,7 +39,11 @@ class StudyConfig:
     rules: list[Path]
     out_dir: Path
     algorithms: list[str] = field(default_factory=lambda: list(ALGORITHMS))
-    time_limit: float = 10.0
+    #: Per run of CP-SAT and SAT: wall-clock seconds (a promise; the answer may then depend on
+    #: the load), or deterministic seconds of work with no clock (``work_limit``: the same
+    #: answer anywhere).  Give one; neither: 10 s of wall clock.
+    time_limit: float | None = 10.0
+    work_limit: float | None = None
     jobs: int = 1
     dims: dict[str, int] = field(default_factory=dict)
     #: Whole input shapes (``--shape``), for the models that have those inputs.
@@ -53,7 +58,7 @@ class StudyConfig:
     #: ``--objective`` as given (``latency``, ``fallback,latency``...): overrides every rule
     #: file's objective; ``None``: each rule file's own.
     objective: str | None = None
-    # Extra algorithms by name (tests, experiments): run(problem, *, time_limit, seed).
+    # Extra algorithms by name (tests, experiments): run(problem, *, budget, seed).
     # They must be picklable to run in worker processes; with --jobs 1 anything works.
     custom: dict[str, Callable] = field(default_factory=dict)
 
@@ -99,11 +104,12 @@ def run_study(config: StudyConfig, *, progress: bool = True,
     finished: dict[str, dict] = {}
     for m, r in pairs:
         for alg in algorithms:
-            uses_limit = alg in config.custom or ALGORITHMS[alg].uses_time_limit
+            uses_limit = alg in config.custom or ALGORITHMS[alg].uses_limit
             key = run_key(model_digests[m], rule_digests[r], config.dims, alg,
                           config.time_limit if uses_limit else None,
                           config.seed if uses_limit else None, config.memory,
-                          shapes=config.shapes, objective=config.objective)
+                          shapes=config.shapes, objective=config.objective,
+                          work_limit=config.work_limit if uses_limit else None)
             plan.append((m, r, alg, key))
             record = store.load(key)
             if record is not None:
@@ -140,11 +146,12 @@ def run_study(config: StudyConfig, *, progress: bool = True,
                 base.update(nodes=problem.n, edges=sum(len(s) for s in problem.succ),
                             missing_dims="; ".join(m.text() for m in problem.info.missing_dims))
                 for alg, key in runs:
-                    uses_limit = alg in config.custom or ALGORITHMS[alg].uses_time_limit
+                    uses_limit = alg in config.custom or ALGORITHMS[alg].uses_limit
                     meta[key] = {**base, "time_limit": config.time_limit if uses_limit else None,
+                                 "work_limit": config.work_limit if uses_limit else None,
                                  "seed": config.seed if uses_limit else None}
                     jobs.append(Job(key, problem, alg, config.custom.get(alg), config.time_limit,
-                                    config.seed, config.memory))
+                                    config.work_limit, config.seed, config.memory))
             bar.status(f"{len(jobs)} run(s) to do, {reused} reused")
             for record in execute(jobs, executor=config.executor, jobs_n=config.jobs,
                                   scheduler=config.scheduler,
@@ -179,7 +186,6 @@ def compile_pair(model: Path, rules: Path, dims: dict[str, int],
         import onnx
         names = {x.name for x in onnx.load(str(model), load_external_data=False).graph.input}
         shapes = {k: v for k, v in shapes.items() if k in names}
-    from ..pipeline import prepare
     return prepare(model, rules, dims=dims, shapes=shapes or None, objective=objective).problem
 
 
@@ -245,8 +251,13 @@ def _check(config: StudyConfig) -> list[str]:
             raise StudyError(f"--objective {config.objective!r}: {e}") from None
     if config.scheduler and config.executor != "dask":
         raise StudyError("--scheduler needs --executor dask")
-    if config.time_limit < 0:
-        raise StudyError("--time-limit must not be negative")
+    if config.time_limit is not None and config.work_limit is not None:
+        raise StudyError("--time-limit and --work-limit: give one, not both")
+    if config.time_limit is None and config.work_limit is None:
+        config.time_limit = 10.0
+    for name, value in (("--time-limit", config.time_limit), ("--work-limit", config.work_limit)):
+        if value is not None and not value >= 0:
+            raise StudyError(f"{name} must not be negative")
     return algorithms
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..algorithms.baselines import BaselineSkipped
+from ..budget import Budget
 from ..errors import one_line
 from ..problem import Problem
 from ..solution import Solution, evaluate
@@ -28,7 +29,8 @@ class Job:
     problem: Problem
     algorithm: str
     runner: Callable | None = None     # overrides the registry (tests, custom algorithms)
-    time_limit: float = 10.0
+    time_limit: float | None = 10.0    # wall-clock seconds (a promise) ...
+    work_limit: float | None = None    # ... or deterministic seconds, no clock
     seed: int = 0
     memory: str = "rss"
 
@@ -40,8 +42,9 @@ def run_job(job: Job) -> dict:
     out: dict = {"key": job.key, "algorithm": job.algorithm, "memory_method": job.memory,
                  "worker_pid": os.getpid()}
     try:
-        sol, seconds, peak = measure(lambda: run(job.problem, time_limit=job.time_limit,
-                                                 seed=job.seed), job.memory)
+        sol, seconds, peak = measure(
+            lambda: run(job.problem, budget=Budget.of(job.time_limit, job.work_limit),
+                        seed=job.seed), job.memory)
     except BaselineSkipped as e:
         return {**out, "status": "skipped", "reason": _one_line(e)}
     except AlgorithmUnavailable as e:
@@ -49,6 +52,8 @@ def run_job(job: Job) -> dict:
     except Exception as e:  # noqa: BLE001 - a study records failures and goes on
         return {**out, "status": "failed", "reason": f"{type(e).__name__}: {_one_line(e)}"}
     out.update(seconds=seconds, peak_memory=peak)
+    if "deterministic" in sol.stats:    # False: the clock, not the work, ended the run
+        out["deterministic"] = sol.stats["deterministic"]
     out.update(judge(job.problem, sol))
     return out
 

@@ -20,12 +20,13 @@ from typing import Iterable
 
 import yaml
 
-FORMAT = 5          # bump when a run's meaning changes: old runs are then recomputed
+FORMAT = 6          # bump when a run's meaning changes: old runs are then recomputed
+                    # (6: --time-limit is a wall-clock promise, no longer deterministic work)
 
 COLUMNS = ["model", "rules", "algorithm", "nodes", "edges", "parts", "fallback", "transfer",
            "lower_bound", "status", "seconds", "peak_memory", "valid", "reason",
-           "objective", "objective_spec", "memory_method", "time_limit", "seed", "dims",
-           "missing_dims"]
+           "objective", "objective_spec", "memory_method", "time_limit", "work_limit",
+           "deterministic", "seed", "dims", "missing_dims"]
 #: Predicted seconds (docs/costs.md), after COLUMNS when some run has a cost model.
 COST_COLUMNS = ["latency", "throughput"]
 
@@ -61,7 +62,8 @@ def rules_digest(path: str | os.PathLike, _seen: frozenset[str] = frozenset()) -
 
 def run_key(model_digest: str, rules_digest_: str, dims: dict[str, int], algorithm: str,
             time_limit: float | None, seed: int | None, memory: str = "rss",
-            shapes: dict[str, list[int]] | None = None, objective: str | None = None) -> str:
+            shapes: dict[str, list[int]] | None = None, objective: str | None = None,
+            work_limit: float | None = None) -> str:
     from .. import __version__
     fields = {"format": FORMAT, "version": __version__,
               "model": model_digest, "rules": rules_digest_,
@@ -71,6 +73,8 @@ def run_key(model_digest: str, rules_digest_: str, dims: dict[str, int], algorit
         fields["shapes"] = sorted((k, list(v)) for k, v in shapes.items())
     if objective:   # likewise for --objective
         fields["objective"] = objective
+    if work_limit is not None:      # likewise: the keys of --time-limit studies
+        fields["work_limit"] = work_limit
     payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
@@ -133,8 +137,10 @@ def read_csv(path: str | os.PathLike) -> list[dict]:
             r: dict = dict(row)
             for c in ints:
                 r[c] = int(r[c]) if r.get(c) not in (None, "") else None
-            for c in ("seconds", "time_limit", *(c for c in COST_COLUMNS if c in r)):
+            for c in ("seconds", "time_limit", "work_limit", *(c for c in COST_COLUMNS if c in r)):
                 r[c] = float(r[c]) if r.get(c) not in (None, "") else None
+            r["deterministic"] = {"True": True, "False": False}.get(r.get("deterministic") or "",
+                                                                    None)
             r["valid"] = {"True": True, "False": False}.get(r.get("valid") or "", None)
             obj = r.get("objective")
             r["objective"] = [float(x) for x in obj.split("/")] if obj else None

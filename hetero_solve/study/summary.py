@@ -33,6 +33,8 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 from statistics import mean
+from .runner import rss_source
+from ..units import format_bytes
 
 from ..units import format_seconds
 
@@ -135,6 +137,17 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
     return "\n".join(lines)
 
 
+def _limit(records: list[dict], config: dict) -> str:
+    """Which limit the runs used (CP-SAT and SAT only): work (no clock, reproducible) or wall
+    time, and how many runs the clock ended first."""
+    if config.get("work_limit") is not None:
+        return (f"Work limit {config['work_limit']} deterministic s (CP-SAT and SAT only; no "
+                f"clock: the same answers on any machine)")
+    cut = sum(1 for r in records if r.get("deterministic") is False)
+    return (f"Time limit {config.get('time_limit')} s of wall clock (CP-SAT and SAT only; "
+            f"{cut} run(s) ended by the clock, whose answers may depend on the load)")
+
+
 def _head(records: list[dict], algorithms: list[str], a: dict, config: dict) -> list[str]:
     """The title, what was run and how."""
     lines: list[str] = ["# Study summary", ""]
@@ -142,8 +155,8 @@ def _head(records: list[dict], algorithms: list[str], a: dict, config: dict) -> 
     n_rules = len({r["rules"] for r in records})
     lines += [
         f"{len(a['problems'])} problems ({n_models} models × {n_rules} rule files), "
-        f"{len(algorithms)} algorithms, {len(records)} runs.  Time limit "
-        f"{config.get('time_limit')} s (CP-SAT and SAT only), seed {config.get('seed')}, "
+        f"{len(algorithms)} algorithms, {len(records)} runs.  {_limit(records, config)}, "
+        f"seed {config.get('seed')}, "
         f"executor {config.get('executor')} with {config.get('jobs')} job(s).  "
         f"Peak memory: {_memory_note(config.get('memory'))}.", ""]
     if config.get("command"):
@@ -391,7 +404,6 @@ def _git_commit() -> str | None:
 
 
 def _memory_note(method: str | None) -> str:
-    from .runner import rss_source
     rss = ("peak increase of the worker's resident set size during the run (psutil, sampled "
            "every 5 ms; includes native solver memory; 0 when the run reused memory the worker "
            "already held)") if rss_source() == "psutil" else (
@@ -415,7 +427,6 @@ def _num(x, digits: int = 0) -> str:
 def _bytes(x) -> str:
     if x is None:
         return ""
-    from ..units import format_bytes
     return format_bytes(x)
 
 

@@ -34,7 +34,8 @@ def run_stages(ctx: Search) -> list[StageRecord]:
     obj = ctx.p.objective
     if not obj.lexicographic:
         t = time.perf_counter()
-        rec = stage_weighted(ctx)
+        rec = StageRecord("weighted").settle(False, "skipped") if ctx.guard() \
+            else stage_weighted(ctx)
         rec.seconds = round(time.perf_counter() - t, 3)
         return [rec]
     records: list[StageRecord] = []
@@ -44,7 +45,10 @@ def run_stages(ctx: Search) -> list[StageRecord]:
     for i, term in enumerate(order):
         t = time.perf_counter()
         before = ctx.metrics()[term]
-        rec = STAGES[term](ctx, dict(caps), len(order) - i, chain)
+        if ctx.guard():     # the deadline passed: nothing more runs (not even bounds)
+            rec = StageRecord(term).settle(False, "skipped")
+        else:
+            rec = STAGES[term](ctx, dict(caps), len(order) - i, chain)
         rec.proven = chain and rec.proven and ctx.valid
         chain = rec.proven
         records.append(rec)

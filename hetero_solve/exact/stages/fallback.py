@@ -14,7 +14,8 @@ from __future__ import annotations
 from ...errors import InfeasibleError
 from ..assign import relaxed_fallback
 from ..runner import engines, solve, take, window_search
-from ...fitting.realize import fit_by_runs, parts_without_memory
+from ...algorithms.greedy import parts_without_memory
+from ...fitting.realize import fit_by_runs
 from ..search import FULL_K_NODES, Search, StageRecord, unbounded_K
 from .segments import segment_devices
 
@@ -35,7 +36,7 @@ def stage_fallback(ctx: Search, caps: dict[str, int], left: int,
         return rec.settle(True, "bound")   # nodes no instance of their preferred device holds
     rec.fallback_bound = max(rec.fallback_bound, forced)
     bounds = ctx.bounds(fixed=False)
-    budget = ctx.budget(left)
+    budget = ctx.share(left)
     if mem and ctx.engine in ("auto", "cpsat"):
         spent0 = ctx.spent
         if _decompose(ctx, rec, R, mem, budget / 2):
@@ -69,7 +70,7 @@ def _decompose(ctx: Search, rec: StageRecord, R, mem, budget: float) -> bool:
     several = any(ctx.p.devices[d].instances > 1 for d in mem)
     relaxed_best = None       # the least fallback the relaxed model found an assignment for
     # the aggregated model first when instances are several (fast, no symmetry), then
-    # the per-instance one with what is left; the wall-clock net is the whole run's
+    # the per-instance one with what is left; the deadline is the whole call's
     for aggregate in ((True, False) if several else (False,)):
         left = budget - (ctx.spent - spent0)
         if left <= 0.01 or ctx.guard():
@@ -79,7 +80,7 @@ def _decompose(ctx: Search, rec: StageRecord, R, mem, budget: float) -> bool:
             if ctx.guard():
                 break
             sol = ctx.counted(fit_by_runs, ctx.p, parts_without_memory(ctx.p, devices),
-                              guard=ctx.net)
+                              budget=ctx.budget)
             ctx.guard()    # past it, the runs' bisection stopped early
             kept = ctx.accept(sol, "exact-runs", rec.runs)
             rec.runs.append({"engine": "runs", "from": label,
@@ -101,9 +102,8 @@ def _relaxed(ctx: Search, rec: StageRecord, R, mem, left: float, aggregate: bool
     kind = "aggregated" if aggregate else "per instance"
     ctx.say(f"fallback: relaxed assignment model ({kind}) on {ctx.p.n} node(s)")
     a = relaxed_fallback(ctx.p, R, mem, hint=ctx.best if ctx.valid else None,
-                         time_limit=max(0.05, left / 3 if aggregate else left),
-                         seed=ctx.seed, guard=ctx.net, aggregate=aggregate)
-    ctx.charge(a.stats)
+                         budget=ctx.allot(left / 3 if aggregate else left),
+                         seed=ctx.seed, aggregate=aggregate)
     rec.runs.append({"engine": f"relaxed assignment ({kind})", "bound": a.bound,
                      "fallback": a.fallback, **a.stats})
     if a.node_device is None and a.optimal:

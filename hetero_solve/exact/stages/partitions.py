@@ -18,6 +18,7 @@ from .. import sequence
 from ..bounds import Bounds, lower_bounds
 from ..reductions import Reduced, contract_chains
 from ..runner import engines, solve, take
+from ...algorithms.greedy import parts_without_memory
 from ...fitting.realize import realize
 from ..search import PartsView, Search, StageRecord
 from .segments import segment_devices
@@ -53,7 +54,7 @@ def stage_partitions(ctx: Search, caps: dict[str, int], left: int,
         if earlier_proven and ctx.best.num_parts <= bounds.lb:
             return _proven(rec, "bound")
         if earlier_proven and _relaxed_parts_bound(ctx, rec, caps, R, mem,
-                                                   ctx.budget(left) * 2 / 3):
+                                                   ctx.share(left) * 2 / 3):
             return _proven(rec, "relaxation")
     return _search(ctx, rec, caps, left, earlier_proven, R, mem, bounds, fixed)
 
@@ -81,7 +82,7 @@ def _search(ctx: Search, rec: StageRecord, caps: dict[str, int], left: int,
             return _proven(rec, "sequence")
     prob, R2 = (red.problem, red.R) if red is not None else (ctx.p, R)
     r = solve(ctx, rec.runs, prob, R2, ctx.best.num_parts, b2, {"partitions": 1}, other,
-              unit_hint(ctx.best, red), mem, ctx.budget(left), "partitions",
+              unit_hint(ctx.best, red), mem, ctx.share(left), "partitions",
               engines(ctx.engine))
     take(ctx, rec.runs, r, red)
     if r is None:
@@ -109,7 +110,8 @@ def _regroup(ctx: Search, rec: StageRecord) -> None:
     """Fewer parts with the same devices: the best answer's device per node, parts
     rebuilt without memory and cut into runs that fit (:func:`~hetero_solve.fitting.realize.realize`); the
     fallback does not change."""
-    sol = ctx.counted(realize, ctx.p, ctx.best.node_device())
+    devices = ctx.best.node_device()
+    sol = ctx.counted(realize, ctx.p, devices, parts=parts_without_memory(ctx.p, devices))
     kept = ctx.accept(sol, "exact-runs", rec.runs)
     rec.runs.append({"engine": "runs", "from": "best devices",
                      "parts": sol.num_parts if sol else None, "kept": kept})
@@ -135,7 +137,7 @@ def _sequence_search(ctx: Search, rec: StageRecord, red: Reduced, b: Bounds, lb:
     """The search over device sequences on the contracted problem: a beam for a good
     answer, then branch and bound within the stage's budget for the proof.  True when
     the best answer is proven to have the fewest parts."""
-    budget = ctx.budget(left)
+    budget = ctx.share(left)
     spent0 = ctx.spent
     # a beam narrow enough to finish within the budget (one extension per device and kept
     # set per depth, at most as many depths as the best answer has parts)
@@ -151,9 +153,10 @@ def _sequence_search(ctx: Search, rec: StageRecord, red: Reduced, b: Bounds, lb:
         sr = sequence.search(red.problem, red.R, max_states=cap, upper=ctx.best.num_parts,
                              lower=lb, bounds=b, progress=ctx.say,
                              max_work=int(left_budget * SEQUENCE_RATE),
-                             deadline=ctx.net.wall_end)
-        ctx.spent += sr.work / SEQUENCE_RATE
-        ctx.deterministic &= not sr.timed_out
+                             deadline=ctx.budget.deadline)
+        ctx.budget.charge(sr.work / SEQUENCE_RATE)
+        if sr.timed_out:
+            ctx.budget.stop()
         rec.runs.append({"engine": f"sequence ({phase})", "exact": sr.exact,
                          "depth": sr.depth, "widest": sr.max_states,
                          "extensions": sr.expansions})

@@ -16,7 +16,8 @@ from ..assign import relaxed_parts
 from ..bounds import lower_bounds
 from ..encoding import Encoding
 from ..runner import model_size
-from ...fitting.realize import fit_by_runs, parts_without_memory, realize
+from ...algorithms.greedy import parts_without_memory
+from ...fitting.realize import fit_by_runs, realize
 from ..search import Search
 from ...solution import objective_key
 
@@ -34,12 +35,13 @@ def segment_devices(ctx: Search, runs: list[dict], R, mem, cap: int, budget: flo
     [215, 9] -> [213, 6], both at their bounds)."""
     ctx.say(f"{label}: relaxed assignment model, fewest device segments with "
             f"fallback <= {cap}")
-    r = relaxed_parts(ctx.p, R, mem, cap, time_limit=budget, seed=ctx.seed, guard=ctx.net)
-    ctx.charge(r.stats)
+    r = relaxed_parts(ctx.p, R, mem, cap, budget=ctx.allot(budget), seed=ctx.seed)
     runs.append({"engine": "relaxed parts", "bound": r.bound, **r.stats})
     if r.node_device is not None:
-        for how, build in (("realize", realize), ("runs", lambda p, d, steps: fit_by_runs(
-                p, parts_without_memory(p, d), guard=ctx.net, steps=steps))):
+        for how, build in (("realize", lambda p, d, steps: realize(
+                p, d, parts=parts_without_memory(p, d), steps=steps)),
+                           ("runs", lambda p, d, steps: fit_by_runs(
+                               p, parts_without_memory(p, d), budget=ctx.budget, steps=steps))):
             if ctx.guard():
                 break
             sol = ctx.counted(build, ctx.p, r.node_device)
@@ -70,8 +72,7 @@ def fixed_devices(ctx: Search, runs: list[dict], devices: list[int], budget: flo
     if model_size(ctx.p, K, bf, {"partitions": 1}, {}, memf) > FIXED_VARIABLES:
         return
     enc = Encoding(ctx.p, Rf, K, bf, terms=("partitions",), memory_devices=tuple(memf))
-    r = cpsat.solve(enc, {"partitions": 1}, time_limit=budget, seed=ctx.seed, guard=ctx.net)
-    ctx.charge(r.stats)
+    r = cpsat.solve(enc, {"partitions": 1}, budget=ctx.allot(budget), seed=ctx.seed)
     kept = ctx.accept(r.solution, "exact-fixed-devices", runs) if r.solution else False
     runs.append({"engine": "cpsat (devices fixed)", "slots": K, "kept": kept,
                  **{k: r.stats[k] for k in ("status", "variables", "deterministic_time")

@@ -23,7 +23,7 @@ def stage_transfer(ctx: Search, caps: dict[str, int], left: int,
         K, complete = ctx.best.num_parts, True
     else:
         K, complete = unbounded_K(ctx.p.n, ctx.best.num_parts)
-    budget = min(ctx.budget(left), ctx.work * TRANSFER_SHARE)
+    budget = min(ctx.share(left), ctx.work * TRANSFER_SHARE)
     r = solve(ctx, rec.runs, ctx.p, R, K, bounds, {"transfer": 1}, other, ctx.best, mem,
               budget, "transfer", transfer_engines(ctx.engine, mem))
     take(ctx, rec.runs, r, None)

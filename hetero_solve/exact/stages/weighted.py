@@ -39,7 +39,7 @@ def stage_weighted(ctx: Search) -> StageRecord:
     if model_size(prob, K, b2, weights, {}, mem) > MAX_VARIABLES:
         K, complete = max(b2.lb, ctx.best.num_parts), False
     r = solve(ctx, rec.runs, prob, R2, K, b2, weights, {}, unit_hint(ctx.best, red), mem,
-              ctx.budget(1), "weighted", engines(ctx.engine))
+              ctx.share(1), "weighted", engines(ctx.engine))
     take(ctx, rec.runs, r, red)
     ok = bool(r and r.optimal and complete and exact)
     return rec.settle(ok, (r.stats.get("engine") if ok else "unproven") if r else "skipped")
