@@ -4,6 +4,7 @@ block (FIFOs), exhaust memory (YAML bombs) or leak a file from elsewhere (extern
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import shutil
@@ -217,6 +218,82 @@ def test_external_data_shorter_than_the_tensor_is_refused(box):
             expect="w.bin has 16 bytes, the tensor needs 24")
     refused(box, _external_model(folder, "w.bin", offset=-1), "r.yaml",
             expect="offset '-1' is not a whole number")
+
+
+def _saved_with_external_data(folder):
+    """A model saved by ``onnx.save_model`` with its two weights in one data file (as
+    exporters write them: location, offset and length each)."""
+    w = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    graph = h.make_graph([h.make_node("MatMul", ["x", "w"], ["t"], name="mm"),
+                          h.make_node("Add", ["t", "b"], ["y"], name="add")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [1, 64])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 64])],
+                         initializer=[onnx.numpy_helper.from_array(w, "w"),
+                                      onnx.numpy_helper.from_array(w[:1], "b")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    folder.mkdir(exist_ok=True)
+    onnx.save_model(model, folder / "m.onnx", save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="m.data", size_threshold=0)
+    return folder / "m.onnx"
+
+
+def _edit_external(path, name, key, value):
+    """Set (``value`` a number) or drop (``None``) one external-data key of tensor ``name``."""
+    model = onnx.load(path, load_external_data=False)
+    t = next(t for t in model.graph.initializer if t.name == name)
+    kept = [(e.key, e.value) for e in t.external_data if e.key != key]
+    del t.external_data[:]
+    for k, v in kept + ([(key, str(value))] if value is not None else []):
+        entry = t.external_data.add()
+        entry.key, entry.value = k, v
+    path.write_bytes(model.SerializeToString())
+
+
+@pytest.mark.parametrize("case", ["truncated", "truncated, no length", "stored length short"])
+def test_external_data_shorter_than_its_tensor_is_refused_at_load(box, case):
+    """Issue 32: weights in a truncated file (or a length that says fewer bytes than the
+    tensor's dims and type need) are refused at load, one line naming the tensor, the file
+    and both lengths; nothing is written.  A stat, not a read, finds it."""
+    path = _saved_with_external_data(box / "model")
+    data = box / "model" / "m.data"
+    offsets = {t.name: {e.key: int(e.value) for e in t.external_data if e.key != "location"}
+               for t in onnx.load(path, load_external_data=False).graph.initializer}
+    last = max(offsets, key=lambda n: offsets[n]["offset"])   # the tensor the file ends with
+    start = offsets[last]["offset"]
+    if case == "stored length short":
+        _edit_external(path, "w", "length", 64 * 64 * 4 - 4)
+        expect = ("external data of tensor 'w': m.data: the stored length is 16,380 bytes, the "
+                  "tensor needs 16,384 (4,096 float32 elements)")
+    else:
+        os.truncate(data, start + 100)
+        if case == "truncated, no length":
+            _edit_external(path, last, "length", None)
+        expect = (f"external data of tensor {last!r}: m.data has {start + 100:,} bytes, the "
+                  f"tensor needs {start + 256:,}")
+    refused(box, path, "r.yaml", expect=expect)
+    # The data file is never opened: only its size is read.
+    real_open, real_os_open = open, os.open
+
+    def no_data(file, *args, **kwargs):
+        assert not str(file).endswith("m.data"), "the weights were read"
+        return real_open(file, *args, **kwargs)
+
+    def no_os_data(file, *args, **kwargs):
+        assert not str(file).endswith("m.data"), "the weights were read"
+        return real_os_open(file, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(builtins, "open", no_data)
+        mp.setattr(os, "open", no_os_data)
+        with pytest.raises(hs.ModelError, match="the tensor needs"):
+            hs.load_model(path)
+
+
+def test_a_whole_external_data_file_still_loads(box):
+    path = _saved_with_external_data(box / "model")
+    r = outcome([path, "r.yaml", "-o", "out", *FAST], cwd=box)
+    assert r.code == 0, r
 
 
 def test_external_data_inside_the_folder_still_loads(box):

@@ -16,13 +16,14 @@ import onnx
 
 from ..errors import ModelError, one_line
 from ..readers import check_regular, read_bytes, resolves_inside
+from ..units import dtype_name
 from .flatten import flatten
 from .graph import InputDim, ModelGraph
 from .observe import observed_types, unknown_rank_tensors
 from .parallel import Forked, fork_pays
 from .shapes import analyse_shapes, forked_inference, input_dims
 from .structure import name_refs
-from .weights import external_tensors
+from .weights import elements, external_tensors, tensor_bytes
 
 
 #: protobuf cannot parse a message of 2 GiB or more: a larger model keeps its weights outside.
@@ -74,7 +75,9 @@ def read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelP
 
 def _check_external(tensor: onnx.TensorProto, folder: Path, fail) -> None:
     """The external data of ``tensor``: a relative location inside ``folder`` naming a
-    regular file, offset and length whole numbers within it."""
+    regular file, offset and length whole numbers within it, the length (or, without one,
+    what is left of the file) at least the tensor's bytes (dims × element size).  Only the
+    file's size is read (``stat``), never its bytes."""
     info = {e.key: e.value for e in tensor.external_data}
     where = f"external data of tensor {tensor.name!r}"
     location = info.get("location", "")
@@ -95,9 +98,17 @@ def _check_external(tensor: onnx.TensorProto, folder: Path, fail) -> None:
         if not text.isdigit():   # also refuses "-1"
             raise fail(f"{where}: {key} {text!r} is not a whole number >= 0")
         numbers[key] = int(text)
-    end = numbers.get("offset", 0) + numbers.get("length", 0)
+    offset = numbers.get("offset", 0)
+    needed = tensor_bytes(tensor)
+    length = numbers.get("length", needed)
+    if needed is not None and length < needed:
+        raise fail(f"{where}: {location}: the stored length is {length:,} bytes, the tensor "
+                   f"needs {needed:,} ({elements(tensor):,} {dtype_name(tensor.data_type)} "
+                   f"elements)")
+    end = offset + (length or 0)
     if end > st.st_size:
-        raise fail(f"{where}: {location} has {st.st_size:,} bytes, the tensor needs {end:,}")
+        raise fail(f"{where}: {location} has {st.st_size:,} bytes, the tensor needs {end:,}"
+                   + (f" (offset {offset:,} + {length:,})" if offset else ""))
 
 
 def check_model(model: onnx.ModelProto, path: str, data: bytes | None = None) -> None:

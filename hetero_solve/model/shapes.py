@@ -38,7 +38,7 @@ from .flatten import flatten
 from .fold import FoldedValues, base_constant_value, find_foldable, folded_readers
 from .graph import (GraphLists, InputDim, TensorType, TypeTable, free_names, type_of_proto,
                     type_of_value_info)
-from .weights import data_bytes, is_external, tensor_value
+from .weights import data_bytes, elements, is_external, tensor_value
 
 _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
 
@@ -213,8 +213,8 @@ def _strip(t: onnx.TensorProto, huge: bool) -> bool:
         # Weights are raw bytes: their element count is their length, no dims to multiply.
         raw, bits = data_bytes(t), element_bits(dtype)
         return raw * 8 > SMALL_FLOAT_ELEMENTS * bits if raw and bits \
-            else _elements(t) > SMALL_FLOAT_ELEMENTS
-    return huge and dtype != onnx.TensorProto.STRING and _elements(t) > STRIP_ELEMENTS
+            else elements(t) > SMALL_FLOAT_ELEMENTS
+    return huge and dtype != onnx.TensorProto.STRING and elements(t) > STRIP_ELEMENTS
 
 
 def _light(t: onnx.TensorProto, huge: bool, folder: str | None = None) -> onnx.TensorProto:
@@ -227,13 +227,6 @@ def _light(t: onnx.TensorProto, huge: bool, folder: str | None = None) -> onnx.T
     light.data_type = t.data_type
     light.dims.extend(t.dims)
     return light
-
-
-def _elements(t: onnx.TensorProto) -> int:
-    count = 1
-    for d in t.dims:
-        count *= d
-    return count
 
 
 def forked_inference(model: onnx.ModelProto, dims: dict[str, int],

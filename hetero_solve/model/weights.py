@@ -19,6 +19,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ..units import element_bits
+
 #: A part's data file aligns each tensor to this (onnxruntime memory-maps aligned tensors).
 ALIGN = 4096
 #: Bytes moved per read/write when the kernel cannot copy between the files itself.
@@ -84,6 +86,21 @@ def data_bytes(t: onnx.TensorProto) -> int:
         _, _, length = external_info(t)
         return length or 0
     return len(t.raw_data)
+
+
+def elements(t: onnx.TensorProto) -> int:
+    """Element count of a tensor (the product of its dims)."""
+    count = 1
+    for d in t.dims:
+        count *= d
+    return count
+
+
+def tensor_bytes(t: onnx.TensorProto) -> int | None:
+    """Bytes of a tensor's data from its dims and element type (sub-byte types packed, the
+    last byte rounded up); ``None`` for a type of no fixed size (strings)."""
+    bits = element_bits(t.data_type)
+    return (elements(t) * bits + 7) // 8 if bits else None
 
 
 def tensor_value(t: onnx.TensorProto, folder: str | os.PathLike | None) -> np.ndarray:
