@@ -39,6 +39,9 @@ from .problem import Objective, Problem
 from .profiles import read_profile
 from .result import Result
 from .rules import Rules, load_rules
+from .rules.change import Change, apply_change
+from .rules.conditions import SupportChecker
+from .rules.ops import rule_op_name
 from .solution import Metrics, Solution, evaluate
 from .user_map import judge_answer
 from .validate import check, validate
@@ -51,7 +54,7 @@ Progress = Callable[[str], None]
 #: Measured times: a profile file (``--costs``), a loaded profile, or :class:`Measured`.
 CostSource = Any
 
-__all__ = ["prepare", "Prepared", "solve", "solve_prepared", "solve_problem", "refine",
+__all__ = ["prepare", "Prepared", "vary", "solve", "solve_prepared", "solve_problem", "refine",
            "Result"]
 
 
@@ -73,6 +76,8 @@ class Prepared:
     missing_dims : PendingMissingDims or None
         With ``prepare(defer_check=True)`` on a large model: ``problem.info.missing_dims``
         still being found in a forked process; :func:`solve` adds it before validating.
+    measured : Measured, optional
+        The measured times it was compiled with (``costs=``), for :func:`vary`.
     """
 
     model_graph: ModelGraph
@@ -80,6 +85,7 @@ class Prepared:
     problem: Problem
     seconds: dict[str, float] = field(default_factory=dict)
     missing_dims: PendingMissingDims | None = None
+    measured: Measured | None = None
 
 
 @dataclass
@@ -161,7 +167,39 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
             mg.ensure_valid()   # an invalid model explains the failure
         raise
     clock.lap("compile")
-    return Prepared(mg, rule_set, problem, clock.seconds, pending)
+    return Prepared(mg, rule_set, problem, clock.seconds, pending, measured)
+
+
+def vary(prepared: Prepared, change: Change) -> Prepared:
+    """``prepared`` as if its rule file had ``change`` made (``NPU+=Pad``: docs/costs.md,
+    "What if"): the model is not loaded again; when the change alters which devices take some
+    node, the problem is compiled again from the loaded model under the changed rules (with
+    the same objective and measured times), so solving it is a real re-solve and gives what
+    solving with the edited rule file gives.  A change no node's support depends on returns
+    the same problem.  ``prepared`` is not changed.
+
+    Raises
+    ------
+    InfeasibleError
+        The change leaves a node no device (``CPU-=Conv`` on a CPU-only model), or refuses a
+        pinned node its device.
+    """
+    rules = apply_change(prepared.rules, change)
+    mg = prepared.model_graph
+    d = rules.device_index(change.device)
+    touched = [g for g in mg.placeable()
+               if rule_op_name(mg.op_types[g], mg.domains[g]) == change.op]
+    before = SupportChecker(prepared.rules, mg).reasons(d, touched)
+    after = SupportChecker(rules, mg).reasons(d, touched)
+    if all((a is None) == (b is None) for a, b in zip(before, after)):
+        return dataclasses.replace(prepared, rules=rules)
+    start = time.perf_counter()
+    problem = compile_problem(mg, rules, objective=prepared.problem.objective,
+                              measured=prepared.measured)
+    problem.info.missing_dims = missing_dims(mg, rules, problem)
+    problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
+    seconds = {**prepared.seconds, "compile": time.perf_counter() - start}
+    return Prepared(mg, rules, problem, seconds, None, prepared.measured)
 
 
 def measured_times(costs: CostSource, mg: ModelGraph) -> Measured | None:

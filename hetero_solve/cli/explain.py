@@ -12,7 +12,9 @@ from ..engines import ENGINES, EXACT_ENGINES
 from ..exact.explain import explain_text
 from ..measures.costs import latency_by_part
 from ..units import format_seconds, instance_label
-from ..pipeline import solve
+from ..pipeline import prepare, solve, solve_prepared
+from ..rules.change import parse_change
+from ..what_if import critical_chain, outcome, rank_changes, what_if
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
                      limits, objective_option, out_console, parse_dims, parse_objective,
@@ -40,6 +42,20 @@ def explain_command(
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON (the "
                                                        "'explain' entry of partition.json)."),
     limit: int = typer.Option(40, "--limit", min=1, help="Breaks to list per chain."),
+    what_if_changes: List[str] = typer.Option(
+        [], "--what-if", metavar="DEVICE+=OP",
+        help="Solve again as if the rule file were changed: DEVICE+=OP makes the device take "
+             "the op (listed as supported, its ops.when condition lifted), DEVICE-=OP makes it "
+             "refuse it; repeatable (all applied together). Prints the answer before and after "
+             "(parts, fallback nodes, predicted latency when there are costs).",
+        show_default=False),
+    rank: Optional[int] = typer.Option(
+        None, "--rank", metavar="N", min=1,
+        help="Rank the op types each device refuses (op list or ops.when condition) by what "
+             "supporting them would save, each from a real re-solve within --rank-time-limit; "
+             "show the best N (e.g. --rank 5).", show_default=False),
+    rank_time_limit: float = typer.Option(1.0, "--rank-time-limit", min=0,
+                                          help="Seconds of exact solving per ranked change."),
     quiet: bool = quiet_option(),
     verbose: bool = verbose_option(),
 ) -> None:
@@ -48,8 +64,9 @@ def explain_command(
     rest was proven.  Nothing is written.
 
     \b
-    Example:
+    Examples:
       hetero-solve explain examples/transformer_encoder.onnx rules/npu-static.yaml --dim seq=16
+      hetero-solve explain MODEL.onnx RULES.yaml --what-if NPU+=Pad --rank 5
     """
     if engine not in EXACT_ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(EXACT_ENGINES)}")
@@ -57,14 +74,30 @@ def explain_command(
     time_limit, work_limit = limits(time_limit, work_limit)
     dims, shapes = parse_dims(dim), parse_shapes(shape)
     goal = parse_objective(objective)
+    varied = None
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
-            result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                           time_limit=time_limit, work_limit=work_limit, seed=seed,
-                           progress=say, objective=goal, costs=costs)
+            if what_if_changes or rank:
+                prepared = prepare(model, rules, dims=dims, shapes=shapes, objective=goal,
+                                   progress=say, costs=costs)
+                changes = []
+                for text in what_if_changes:
+                    try:
+                        changes.append(parse_change(text, prepared.rules))
+                    except ValueError as e:
+                        raise UsageError(f"--what-if {e}") from None
+                result = solve_prepared(prepared, engine=engine, time_limit=time_limit,
+                                        work_limit=work_limit, seed=seed, progress=say)
+                varied = _what_if(prepared, result, changes, rank, engine=engine,
+                                  time_limit=time_limit, work_limit=work_limit,
+                                  rank_time_limit=rank_time_limit, seed=seed, say=say)
+            else:
+                result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
+                               time_limit=time_limit, work_limit=work_limit, seed=seed,
+                               progress=say, objective=goal, costs=costs)
     if result.problem.objective.uses_costs():
         warned.show(result.warnings)
-        _explain_time(result, as_json)
+        _explain_time(result, as_json, varied)
         return
     ex = result.explanation
     if ex is None:
@@ -73,8 +106,8 @@ def explain_command(
     said = [entry.text() for entry in missing]   # printed below, not as warnings
     warned.show(result.warnings, skip=said)
     if as_json:
-        print_json({**ex, "missing_dims": [dataclasses.asdict(m) for m in missing]}
-                   if missing else ex)
+        data = {**ex, "missing_dims": [dataclasses.asdict(m) for m in missing]} if missing else ex
+        print_json({**data, **varied} if varied else data)
         return
     m, sol = result.metrics, result.solution
     out_console.print(f"{Path(result.model_graph.path).name}: {m.partitions} part(s), "
@@ -83,23 +116,81 @@ def explain_command(
         out_console.print(line, markup=False, soft_wrap=True)
     for line in explain_text(ex, limit):
         out_console.print(line, markup=False, soft_wrap=True)
+    _print_what_if(varied)
 
 
-def _explain_time(result, as_json: bool) -> None:
+def _what_if(prepared, result, changes, rank, *, engine, time_limit, work_limit,
+             rank_time_limit, seed, say) -> dict:
+    """The what-if answers (``--what-if``: before and after) and the ranking (``--rank``) as
+    ``explain --json`` gives them."""
+    before = outcome(result)
+    out: dict = {}
+    if changes:
+        say(f"what if {', '.join(map(str, changes))}")
+        after = outcome(what_if(prepared, changes, engine=engine, time_limit=time_limit,
+                                work_limit=work_limit, seed=seed))
+        out["what_if"] = {"changes": [str(c) for c in changes], "before": before.as_dict(),
+                          "after": after.as_dict()}
+    if rank:
+        ranked, tried = rank_changes(prepared, before, top=rank, engine=engine,
+                                     time_limit=rank_time_limit, seed=seed, progress=say)
+        out["ranking"] = {"candidates": tried, "time_limit": rank_time_limit,
+                          "before": before.as_dict(), "best": [r.as_dict() for r in ranked]}
+    return out
+
+
+def _outcome_text(o: dict) -> str:
+    ms = "" if o["latency"] is None else f", predicted latency {format_seconds(o['latency'])}"
+    return (f"{o['partitions']} part(s), {o['fallback']} node(s) on {o['fallback_device']}{ms} "
+            f"({o['status']})")
+
+
+def _print_what_if(varied: dict | None) -> None:
+    """The text of :func:`_what_if`'s answers."""
+    if not varied:
+        return
+    lines = []
+    if "what_if" in varied:
+        w = varied["what_if"]
+        lines += [f"what if {', '.join(w['changes'])}:",
+                  f"  before: {_outcome_text(w['before'])}",
+                  f"  after:  {_outcome_text(w['after'])}"]
+    if "ranking" in varied:
+        r = varied["ranking"]
+        lines.append(f"refused op types ranked by what supporting them saves ({r['candidates']} "
+                     f"candidate(s), each re-solved within {r['time_limit']:g} s; now "
+                     f"{_outcome_text(r['before'])}):")
+        if not r["best"]:
+            lines.append("  none: no device refuses an op type of this model for its op list "
+                         "or an ops.when condition")
+        for k, row in enumerate(r["best"], 1):
+            saves = row["saves"]
+            ms = "" if saves["latency"] is None else f", {format_seconds(saves['latency'])}"
+            lines.append(f"  {k}. {row['change']}: saves {saves['partitions']} part(s), "
+                         f"{saves['fallback']} node(s) on {row['after']['fallback_device']}{ms} -> "
+                         f"{_outcome_text(row['after'])}")
+    for line in lines:
+        out_console.print(line, markup=False, soft_wrap=True)
+
+
+def _explain_time(result, as_json: bool, varied: dict | None = None) -> None:
     """Under a cost objective: the predicted time, the best single device's, and where the
-    time goes part by part (compute, fixed cost, transfers; docs/costs.md)."""
+    time goes part by part (compute, fixed cost, transfers; docs/costs.md), and the critical
+    chain (:func:`~hetero_solve.what_if.critical_chain`)."""
     p, sol, m = result.problem, result.solution, result.metrics
     spread = latency_by_part(p, sol.part_of, sol.part_device)
     sizes = [len(nodes) for nodes in sol.parts()]
     parts = [{"id": k, "device": instance_label(p.devices[d].name, sol.part_instance[k],
                                                 p.devices[d].instances),
               "nodes": sizes[k], **spread[k]} for k, d in enumerate(sol.part_device)]
+    chain, chain_time = critical_chain(result)
     if as_json:
         single = result.single_device
         print_json({"status": sol.status, "objective": m.as_dict(),
                     "objective_spec": p.objective.describe(),
                     "single_device": None if single is None else single.as_dict(p),
-                    "parts": parts})
+                    "parts": parts, "critical_chain": {"parts": chain, "seconds": chain_time},
+                    **(varied or {})})
         return
     out_console.print(f"{Path(result.model_graph.path).name}: {m.partitions} part(s), status "
                       f"{sol.status}, objective {p.objective.describe()}", markup=False)
@@ -109,3 +200,9 @@ def _explain_time(result, as_json: bool) -> None:
                           f"compute {format_seconds(row['compute'])}, fixed cost "
                           f"{format_seconds(row['fixed'])}, transfers "
                           f"{format_seconds(row['transfer'])}", markup=False, soft_wrap=True)
+    if len(parts) > 1:
+        out_console.print(f"critical chain: part {' -> '.join(map(str, chain))}: "
+                          f"{format_seconds(chain_time)} (parts run one after another: "
+                          f"{format_seconds(sum(sum(s.values()) for s in spread))})",
+                          markup=False, soft_wrap=True)
+    _print_what_if(varied)

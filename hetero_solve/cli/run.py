@@ -20,7 +20,7 @@ from ..errors import HeteroSolveError
 from ..run.common import InputShapeError
 from ..run.inputs import RandomInputsError
 from ..export.writer import check_target
-from ..units import format_bytes, instance_label
+from ..units import format_bytes, format_seconds, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, expect_model_and_rules, fail,
                      json_option, limits, note, objective_option, parse_dims, parse_objective,
@@ -392,6 +392,21 @@ def check_command(
         raise typer.Exit(1)
 
 
+def _predicted(report) -> str:
+    """The map's predicted latency beside hetero-solve's answer's and the best single
+    device's, as ``solve`` prints it (docs/costs.md)."""
+    line = f"predicted latency: {format_seconds(report.metrics.latency)}"
+    o = report.optimum
+    if o is None or o.metrics.latency is None:
+        return line
+    single = o.single_device
+    alone = ("no single device can run the whole model" if single is None else
+             f"on {o.problem.devices[single.device].name} alone: "
+             f"{format_seconds(single.latency)}")
+    return (f"{line}   (hetero-solve's answer: {format_seconds(o.metrics.latency)}; "
+            f"{alone})")
+
+
 def check_as_dict(report, written: Path | None) -> dict:
     """What ``check --json`` prints: the verdict, the violations, the map's parts (as
     partition.json lists them) and the comparison with the optimum."""
@@ -448,6 +463,8 @@ def _print_check(report, model: Path) -> None:
                        f"{o.metrics.fallback} ({o.solution.status})")
     if compare:
         print_line("   ".join(compare))
+    if m.latency is not None:
+        print_line(_predicted(report))
     if report.valid:
         print_line("check: valid")
     else:

@@ -27,6 +27,8 @@ COLUMNS = ["model", "rules", "algorithm", "nodes", "edges", "parts", "fallback",
            "lower_bound", "status", "seconds", "peak_memory", "valid", "reason",
            "objective", "objective_spec", "memory_method", "time_limit", "work_limit",
            "deterministic", "seed", "dims", "missing_dims"]
+#: Predicted seconds (docs/costs.md), after COLUMNS when some run has a cost model.
+COST_COLUMNS = ["latency", "throughput"]
 
 # Outcomes that say nothing about the algorithm on this input: never reused.
 NOT_DONE = ("unavailable",)
@@ -105,12 +107,17 @@ class RunStore:
 
 
 def write_csv(path: str | os.PathLike, records: Iterable[dict]) -> None:
+    """The records as ``results.csv``: :data:`COLUMNS`, and :data:`COST_COLUMNS` when some
+    record has a predicted time."""
+    records = list(records)
+    columns = COLUMNS + (COST_COLUMNS if any(r.get(c) is not None for r in records
+                                             for c in COST_COLUMNS) else [])
     tmp = Path(f"{path}.tmp")
     with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         w.writeheader()
         for r in records:
-            row = {c: r.get(c) for c in COLUMNS}
+            row = {c: r.get(c) for c in columns}
             if row["seconds"] is not None:
                 row["seconds"] = f"{row['seconds']:.6f}"
             if isinstance(row["objective"], list):     # the sort key, e.g. 0/3/192
@@ -130,7 +137,7 @@ def read_csv(path: str | os.PathLike) -> list[dict]:
             r: dict = dict(row)
             for c in ints:
                 r[c] = int(r[c]) if r.get(c) not in (None, "") else None
-            for c in ("seconds", "time_limit", "work_limit"):
+            for c in ("seconds", "time_limit", "work_limit", *(c for c in COST_COLUMNS if c in r)):
                 r[c] = float(r[c]) if r.get(c) not in (None, "") else None
             r["deterministic"] = {"True": True, "False": False}.get(r.get("deterministic") or "",
                                                                     None)

@@ -36,6 +36,8 @@ from statistics import mean
 from .runner import rss_source
 from ..units import format_bytes
 
+from ..units import format_seconds
+
 SOLVED = ("optimal", "feasible")
 
 
@@ -129,7 +131,8 @@ def render(records: list[dict], algorithms: list[str], *, config: dict,
     go well and the machine."""
     a = analyse(records, algorithms)
     lines = (_head(records, algorithms, a, config) + _per_algorithm(a)
-             + _per_problem(a, algorithms) + _open_dims(records) + _failures(records)
+             + _per_problem(a, algorithms) + _latency(a, algorithms) + _open_dims(records)
+             + _failures(records)
              + _inconsistencies(a) + _machine(machine))
     return "\n".join(lines)
 
@@ -242,6 +245,41 @@ def _per_problem(a: dict, algorithms: list[str]) -> list[str]:
         best = "" if info["best"] is None else str(info["best"])
         lines.append(f"| {_short(model)} | {_short(rules)} | {_num(info['nodes'])} | {best} | "
                      f"{_num(info['lower_bound'])} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def _latency(a: dict, algorithms: list[str]) -> list[str]:
+    """The predicted latency of every valid answer per problem, when some run has a cost
+    model (docs/costs.md); nothing otherwise."""
+    problems = [(pk, info) for pk, info in a["problems"].items()
+                if any(r.get("latency") is not None for r in info["runs"].values())]
+    if not problems:
+        return []
+    lines = ["## Predicted latency per problem", "",
+             "Each valid answer's predicted latency under the rule file's costs (docs/costs.md; "
+             "time per sample in parentheses when it differs); `*` the fastest of the row; `—` "
+             "no valid answer.", "",
+             "| model | rules | " + " | ".join(algorithms) + " |",
+             "| --- | --- | " + " | ".join("---:" for _ in algorithms) + " |"]
+    for (model, rules), info in problems:
+        runs = info["runs"]
+        times = [r["latency"] for r in runs.values()
+                 if r.get("valid") and r.get("latency") is not None]
+        fastest = min(times) if times else None
+        cells = []
+        for alg in algorithms:
+            r = runs.get(alg)
+            if r is None:
+                cells.append("")
+            elif not r.get("valid") or r.get("latency") is None:
+                cells.append("—")
+            else:
+                t = r["latency"]
+                per = r.get("throughput")
+                more = f" ({format_seconds(per)})" if per is not None and per != t else ""
+                cells.append(f"{format_seconds(t)}{'*' if t == fastest else ''}{more}")
+        lines.append(f"| {_short(model)} | {_short(rules)} | " + " | ".join(cells) + " |")
     lines.append("")
     return lines
 

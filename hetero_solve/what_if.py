@@ -1,0 +1,168 @@
+"""What if a device took (or refused) an op: the answer before and after, each after a real
+re-solve (:func:`~hetero_solve.pipeline.vary`), and the refused op types ranked by what
+supporting them would save (docs/costs.md, "What if").
+
+Also the critical chain of an answer: the longest chain of part times through the parts'
+dependency graph (what the latency would be if parts that do not depend on each other ran at
+the same time; ``run`` runs them one after another).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from .measures.costs import latency_by_part
+from .pipeline import Prepared, Result, solve_prepared, vary
+from .rules.change import Change
+from .rules.conditions import SupportChecker, op_refusal
+from .rules.ops import rule_op_name
+
+Progress = Callable[[str], None]
+
+__all__ = ["Outcome", "outcome", "what_if", "refused_changes", "rank_changes", "critical_chain"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """An answer in the terms a what-if compares: parts, nodes on the fallback device (the
+    rule file's last, ``fallback_device``), predicted latency in seconds (``None`` without a
+    cost model), status, and the objective's key (smaller is better)."""
+
+    partitions: int
+    fallback: int
+    fallback_device: str
+    latency: float | None
+    status: str
+    key: tuple
+
+    def as_dict(self) -> dict:
+        return {"partitions": self.partitions, "fallback": self.fallback,
+                "fallback_device": self.fallback_device, "latency": self.latency,
+                "status": self.status}
+
+
+def outcome(result: Result) -> Outcome:
+    """The :class:`Outcome` of a solved answer."""
+    m, p, sol = result.metrics, result.problem, result.solution
+    last = len(p.devices) - 1
+    on_last = sum(1 for q in sol.part_of if sol.part_device[q] == last)
+    return Outcome(m.partitions, on_last, p.devices[last].name, m.latency, sol.status,
+                   tuple(p.objective.key(m.as_dict())))
+
+
+def _resolve(prepared: Prepared, *, engine: str, time_limit: float | None,
+             work_limit: float | None = None, seed: int) -> Result:
+    with warnings.catch_warnings():   # the answer's own warnings are the base solve's
+        warnings.simplefilter("ignore")
+        return solve_prepared(prepared, engine=engine, time_limit=time_limit,
+                              work_limit=work_limit, seed=seed)
+
+
+def what_if(prepared: Prepared, changes: Sequence[Change], *, engine: str = "auto",
+            time_limit: float | None = None, work_limit: float | None = None,
+            seed: int = 0) -> Result:
+    """The answer with every change of ``changes`` made, in order (a real re-solve, within
+    the limits :func:`~hetero_solve.pipeline.solve_prepared` takes)."""
+    for change in changes:
+        prepared = vary(prepared, change)
+    return _resolve(prepared, engine=engine, time_limit=time_limit, work_limit=work_limit,
+                    seed=seed)
+
+
+def refused_changes(prepared: Prepared) -> list[Change]:
+    """Every ``DEVICE+=OP`` that would let a device take some node it refuses now for its op
+    list or an ``ops.when`` condition (not for a static shape or a pin), in device order, then
+    by op name."""
+    mg, rules = prepared.model_graph, prepared.rules
+    placeable = mg.placeable()
+    ops = [rule_op_name(mg.op_types[g], mg.domains[g]) for g in placeable]
+    checker = SupportChecker(rules, mg)
+    found = []
+    for d, dev in enumerate(rules.devices):
+        refused = {op for op, why in zip(ops, checker.reasons(d, placeable)) if why is not None}
+        found += [Change(dev.name, op) for op in sorted(refused)
+                  if op_refusal(dev, op) is not None or op in dev.when]
+    return found
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One candidate change with its answer (``after``) and what it saves against ``before``."""
+
+    change: Change
+    before: Outcome
+    after: Outcome
+
+    def saves(self) -> dict:
+        """Parts, fallback nodes and seconds saved (negative: the answer got worse)."""
+        b, a = self.before, self.after
+        return {"partitions": b.partitions - a.partitions, "fallback": b.fallback - a.fallback,
+                "latency": None if b.latency is None or a.latency is None
+                else b.latency - a.latency}
+
+    def as_dict(self) -> dict:
+        return {"change": str(self.change), "after": self.after.as_dict(), "saves": self.saves()}
+
+
+def rank_changes(prepared: Prepared, before: Outcome, *, top: int = 5, engine: str = "auto",
+                 time_limit: float = 1.0, seed: int = 0,
+                 progress: Progress | None = None) -> tuple[list[Ranked], int]:
+    """The refused op types (:func:`refused_changes`) ranked by the objective's key of the
+    answer supporting each gives, each from a real re-solve within ``time_limit`` seconds;
+    ties by the change's text.  Returns the best ``top`` and how many candidates there were
+    (a change no node's support depends on, such as one refused only for a static shape, is
+    not a candidate)."""
+    say = progress or (lambda _m: None)
+    changes = refused_changes(prepared)
+    ranked = []
+    for k, change in enumerate(changes, 1):
+        say(f"what if {change} ({k}/{len(changes)})")
+        varied = vary(prepared, change)
+        if varied.problem is prepared.problem:
+            continue
+        ranked.append(Ranked(change, before, outcome(
+            _resolve(varied, engine=engine, time_limit=time_limit, seed=seed))))
+    ranked.sort(key=lambda r: (r.after.key, str(r.change)))
+    return ranked[:top], len(ranked)
+
+
+def critical_chain(result: Result) -> tuple[list[int], float]:
+    """The parts of the longest chain of part times (compute, fixed cost, transfers) through
+    the parts' dependency graph, and its time in seconds; ``([], 0.0)`` without a cost model.
+
+    Parts that no chain connects could run at the same time on different devices; the chain
+    is then a lower bound on one inference (``run`` runs parts one after another: the latency
+    is every part's time added up)."""
+    p, sol = result.problem, result.solution
+    if p.costs is None or not sol.part_device:
+        return [], 0.0
+    times = [sum(row.values()) for row in latency_by_part(p, sol.part_of, sol.part_device)]
+    k = len(times)
+    after: list[set[int]] = [set() for _ in range(k)]
+    for u, succ in enumerate(p.succ):
+        for v in succ:
+            if sol.part_of[u] != sol.part_of[v]:
+                after[sol.part_of[u]].add(sol.part_of[v])
+    indegree = [0] * k
+    for q in range(k):
+        for r in after[q]:
+            indegree[r] += 1
+    order = [q for q in range(k) if indegree[q] == 0]
+    for q in order:                      # Kahn's order: the parts' DAG
+        for r in sorted(after[q]):
+            indegree[r] -= 1
+            if indegree[r] == 0:
+                order.append(r)
+    best = list(times)
+    came = [-1] * k
+    for q in order:
+        for r in after[q]:
+            if best[q] + times[r] > best[r]:
+                best[r], came[r] = best[q] + times[r], q
+    end = max(range(k), key=lambda q: (best[q], -q))
+    chain = [end]
+    while came[chain[-1]] >= 0:
+        chain.append(came[chain[-1]])
+    return chain[::-1], best[end]
