@@ -13,7 +13,8 @@ import fnmatch
 import heapq
 
 from .contract import contract
-from .errors import InfeasibleError, ModelError, RuleError
+from .cost_sources import Measured, NoCosts, cost_model
+from .errors import CostError, InfeasibleError, ModelError, RuleError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
 from .model.qdq import find_units
@@ -25,7 +26,8 @@ from .rules.conditions import SupportChecker
 from .rules.load import Rules
 
 
-def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None = None) -> Problem:
+def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None = None,
+                    measured: Measured | None = None) -> Problem:
     """Compile a loaded model and a rule file into the problem every algorithm solves.
 
     In named steps: pins (an exact name beats globs, the first glob in file order wins);
@@ -42,6 +44,9 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         The rule file as :func:`~hetero_solve.rules.load_rules` returns it.
     objective : Objective, optional
         Overrides the rule file's objective.
+    measured : Measured, optional
+        Measured node times (a profile); with the devices' rooflines they make
+        ``problem.costs`` (:mod:`hetero_solve.cost_sources`).
 
     Returns
     -------
@@ -56,6 +61,9 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         pinned to a device that refuses it.
     RuleError
         A pin by exact name matches no node.
+    CostError
+        The objective has a cost term (``latency``, ``throughput``) and some node has no time
+        on a device that may take it.
 
     Examples
     --------
@@ -105,8 +113,26 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
                          warnings=warnings),
         fold_options=options)
     problem = _contract_units(mg, problem, placeable, index)
+    problem.costs = _costs(mg, rules, problem, measured)
     problem.arrays = problem_arrays(problem)   # large models are measured with numpy
     return problem
+
+
+def _costs(mg: ModelGraph, rules: Rules, problem: Problem, measured: Measured | None):
+    """The cost model (node times, part costs, links), or ``None`` when the rule file and
+    the profile give none: an error if the objective needs one, a warning if they give
+    some times but not all."""
+    found = cost_model(mg, rules, problem, measured)
+    if not isinstance(found, NoCosts):
+        return found
+    term = next((t for t in problem.objective.terms() if t in ("latency", "throughput")), None)
+    if term is not None:
+        raise CostError(f"{rules.path}: the {term} term of the objective "
+                        + found.text("").lstrip())
+    if found.device is not None:
+        problem.info.warnings.append(f"{rules.path}: no predicted times: "
+                                     + found.text("the cost model").split(": ", 1)[1])
+    return None
 
 
 def _contract_units(mg: ModelGraph, problem: Problem, placeable: list[int],

@@ -22,8 +22,8 @@ outputs are not transfers (as docs/problem.md's ``transfer``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,26 @@ class Link:
     def time(self, nbytes: float) -> float:
         """Time to move one tensor of ``nbytes`` over this link, one way."""
         return self.latency + (nbytes / self.bandwidth if self.bandwidth else 0.0)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """A device's roofline (a rule file's ``roofline``, docs/costs.md): a node of ``flops``
+    operations moving ``nbytes`` takes ``max(flops / (peak x efficiency), nbytes /
+    bandwidth)``.
+
+    >>> Roofline(flops=1e12, bandwidth=1e10, efficiency={"Conv": 0.5}).time("Conv", 1e9, 1e6)
+    0.002
+    """
+
+    flops: float                          # peak operations per second
+    bandwidth: float                      # bytes per second
+    efficiency: Mapping[str, float] = field(default_factory=dict)   # op type -> (0, 1]
+
+    def time(self, op_type: str, flops: float, nbytes: float) -> float:
+        """Seconds for one node of ``op_type``."""
+        rate = self.flops * self.efficiency.get(op_type, 1.0)
+        return max(flops / rate, nbytes / self.bandwidth)
 
 
 @dataclass
@@ -60,6 +80,9 @@ class CostModel:
         Pipeline stages: at most one part per device instance (every answer must obey it).
     unit : str
         The time unit, for reports.
+    option_time : list of list of (float or None), optional
+        Per fold option (``Problem.fold_options``), its times per device as ``node_time``
+        has them: the rows a problem that places it gains (:meth:`placing`).
     """
 
     node_time: list[list[float | None]]
@@ -68,6 +91,14 @@ class CostModel:
     volume: list[float] | None = None
     contiguous: bool = False
     unit: str = "s"
+    option_time: list[list[float | None]] | None = None
+
+    def placing(self, options: Sequence[int]) -> "CostModel":
+        """The cost model of the problem with the fold ``options`` placed, as new nodes in that
+        order after the others (:func:`hetero_solve.exact.folds.unfold`)."""
+        extra = [list(self.option_time[k]) if self.option_time is not None else
+                 [0.0] * len(self.part_cost) for k in options]
+        return replace(self, node_time=self.node_time + extra, option_time=None)
 
     def time(self, v: int, d: int) -> float:
         """Node ``v``'s time on device ``d``."""

@@ -49,6 +49,11 @@ class InfeasibleError(HeteroSolveError):
         super().__init__(reason)
 
 
+class CostError(HeteroSolveError):
+    """A cost objective (``latency``, ``throughput``) without the times it needs, or measured
+    times that do not fit the model (docs/costs.md)."""
+
+
 class ValidationError(HeteroSolveError):
     """An answer breaks one of the five conditions of the problem (a bug if it is ours)."""
 

@@ -14,18 +14,22 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import onnx
 
 from .algorithms.greedy import PackingFailed, heuristic
+from .algorithms.islands import cost_islands
+from .algorithms.single import SingleDevice, best_single_device
 from .compile import compile_problem, missing_dims
+from .cost_sources import Measured
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .gcpause import paused_gc
 from .measures import topological_order
 from .model import ModelGraph, load_model
 from .problem import Objective, Problem
+from .profiles import read_profile
 from .result import Result
 from .rules import Rules, load_rules
 from .solution import Solution, evaluate
@@ -35,6 +39,8 @@ MAX_TIME_LIMIT = 1e6   #: seconds (11 days): a longer limit, infinity included, 
 #: The progress message sent when the exact solver starts (its time limit starts counting).
 EXACT_STAGE = "exact refinement"
 Progress = Callable[[str], None]
+#: Measured times: a profile file (``--costs``), a loaded profile, or :class:`Measured`.
+CostSource = Any
 
 __all__ = ["prepare", "Prepared", "solve", "solve_prepared", "refine", "Result"]
 
@@ -78,9 +84,11 @@ class _Clock:
 def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
             rules: str | os.PathLike | dict | Rules, *, dims: dict[str, int] | None = None,
             shapes: dict[str, list[int]] | None = None, objective: Objective | None = None,
-            progress: Progress | None = None, defer_check: bool = False) -> Prepared:
+            progress: Progress | None = None, defer_check: bool = False,
+            costs: CostSource = None) -> Prepared:
     """Rules -> load -> compile: the steps ``solve``, ``check``, ``explain`` and ``study``
-    share (parameters as :func:`solve`'s).
+    share (parameters as :func:`solve`'s).  ``costs``: measured times (a profile), the one
+    door for cost data beside the rule file's rooflines (:mod:`hetero_solve.cost_sources`).
 
     ``defer_check``: on large models the ONNX checker runs in a forked process; the caller
     waits for its verdict with ``model_graph.ensure_valid()`` (:func:`solve` does after
@@ -99,8 +107,9 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
                         defer_check=defer_check)
     clock.lap("load")
     try:
+        measured = measured_times(costs, mg)
         say(f"compiling rules for {len(mg.names)} nodes")
-        problem = compile_problem(mg, rule_set, objective=objective)
+        problem = compile_problem(mg, rule_set, objective=objective, measured=measured)
         # Input dims with no value may cost a static-shape device nodes: say which, how many.
         problem.info.missing_dims = missing_dims(mg, rule_set, problem)
         problem.info.warnings.extend(m.text() for m in problem.info.missing_dims)
@@ -111,10 +120,21 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     return Prepared(mg, rule_set, problem, clock.seconds)
 
 
+def measured_times(costs: CostSource, mg: ModelGraph) -> Measured | None:
+    """What ``costs=`` gives: a profile file read (and checked to be one of this model) by
+    :mod:`hetero_solve.profiles`, or a profile or :class:`Measured` as it is."""
+    if costs is None:
+        return None
+    if isinstance(costs, (str, os.PathLike)):
+        return Measured.of(read_profile(costs, mg))
+    return Measured.of(costs)
+
+
 def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
           rules: str | os.PathLike | dict | Rules, *, dims: dict[str, int] | None = None,
           shapes: dict[str, list[int]] | None = None, engine: str = "auto", time_limit: float = 10.0, seed: int = 0,
-          objective: Objective | None = None, progress: Progress | None = None) -> Result:
+          objective: Objective | None = None, progress: Progress | None = None,
+          costs: CostSource = None) -> Result:
     """Partition ``model`` under ``rules``: the fewest parts every device can run.
 
     Runs the pipeline (load, compile, heuristic, exact refinement, validate) and returns the
@@ -141,9 +161,13 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     seed : int, default 0
         Solver seed: same input and seed, same answer.
     objective : Objective, optional
-        Overrides the rule file's objective.
+        Overrides the rule file's objective (``Objective(order=("latency",))``: the fastest
+        answer; docs/costs.md).
     progress : callable, optional
         Called with a short text at every stage (the command line shows it on a terminal).
+    costs : path or profile, optional
+        Measured node times (a profile file, ``--costs``); they win over the rule file's
+        rooflines where they have a node's time.
 
     Returns
     -------
@@ -179,7 +203,7 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     with paused_gc():
         # The checker (forked, lowest priority, on large models) is waited for at the end.
         prepared = prepare(model, rules, dims=dims, shapes=shapes, objective=objective,
-                           progress=progress, defer_check=True)
+                           progress=progress, defer_check=True, costs=costs)
         result = _solve(prepared, engine=engine, time_limit=time_limit, seed=seed,
                         progress=progress)
     for message in result.warnings:
@@ -232,6 +256,8 @@ def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
             problem, sol = refine_with_folds(problem, sol, engine=engine,
                                              time_limit=time_limit, seed=seed, progress=say)
         lap("exact")
+        single = best_single_device(problem)
+        sol = never_slower(problem, sol, single)
         say("validating")
         metrics = evaluate(problem, sol)
         check(problem, sol, metrics=metrics)
@@ -252,13 +278,33 @@ def _solve(prepared: Prepared, *, engine: str, time_limit: float, seed: int,
         from .exact.budget import guard_warning
         warnings.append(guard_warning(time_limit))
     return Result(mg, rule_set, problem, sol, metrics, clock.seconds, warnings,
-                  explanation=sol.stats.pop("explain", None))
+                  explanation=sol.stats.pop("explain", None), single_device=single)
+
+
+def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -> Solution:
+    """``sol``, or the whole model on the best single device when the objective has a cost
+    term and ranks that better or equal (docs/costs.md: an answer is never predicted slower
+    than the obvious one; a tie keeps one part).  The kept answer has ``sol``'s bounds and
+    records."""
+    if single is None or not problem.objective.uses_costs():
+        return sol
+    key = problem.objective.key
+    alone = key(evaluate(problem, single.solution).as_dict())
+    found = key(evaluate(problem, sol).as_dict())
+    if alone > found or (alone == found and sol.num_parts == 1):
+        return sol
+    # a tie keeps the one part (and what was proven of the tied value)
+    return dataclasses.replace(single.solution, lower_bound=sol.lower_bound,
+                               stats=dict(sol.stats),
+                               status=sol.status if alone == found else "feasible")
 
 
 def initial_solution(problem: Problem, *, engine: str = "auto", time_limit: float = 10.0,
                      seed: int = 0, progress: Progress | None = None) -> Solution:
-    """The heuristic's answer; when it cannot fit the memory limits (and says that is not a
-    proof), the exact solver's, searched from one node per part.
+    """The heuristic's answer (under a cost objective, with the islands that do not pay moved
+    back: :func:`~hetero_solve.algorithms.islands.cost_islands`); when it cannot fit the
+    memory limits (and says that is not a proof), the exact solver's, searched from one node
+    per part.
 
     Raises
     ------
@@ -267,10 +313,13 @@ def initial_solution(problem: Problem, *, engine: str = "auto", time_limit: floa
         message says it is not a proof).
     """
     try:
-        return heuristic(problem)
+        sol = heuristic(problem)
     except PackingFailed as failure:
         return _exact_rescue(problem, failure, engine, time_limit, seed,
                              progress or (lambda _m: None))
+    if problem.costs is not None and problem.objective.uses_costs():
+        sol = cost_islands(problem, sol)     # islands that do not pay go back
+    return sol
 
 
 def _exact_rescue(problem: Problem, failure: InfeasibleError, engine: str, time_limit: float,

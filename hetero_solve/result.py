@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .algorithms.single import SingleDevice
 from .model import ModelGraph
 from .problem import Problem
 from .rules import Rules
@@ -40,6 +41,9 @@ class Result:
         by :func:`hetero_solve.solve`).
     explanation : dict or None
         Why at least ``solution.lower_bound`` parts are needed, when the solver found out.
+    single_device : SingleDevice or None
+        With a cost model: the whole model on the best single device that can run it, the
+        answer to compare with (docs/costs.md).
 
     Examples
     --------
@@ -59,6 +63,7 @@ class Result:
     seconds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     explanation: dict | None = None
+    single_device: "SingleDevice | None" = None
 
     def parts(self) -> list[list[int]]:
         """The problem node ids of each part, part by part."""

@@ -127,3 +127,104 @@ def dtype_from_name(name: str) -> int | None:
         if elem and (known == key or TensorProto.DataType.Name(elem).lower() == key):
             return elem
     return None
+
+
+# -- rates and times (the cost keys of rule files, docs/rules.md) ----------------------------
+
+_NUMBER = r"([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?)"
+_SI = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
+#: Time units as divisors of seconds (200 / 1e6 is exactly 0.0002; 200 * 1e-6 is not).
+_TIMES = {"": 1.0, "s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "μs": 1e6, "ns": 1e9}
+
+
+def _rate_factor(unit: str) -> float | None:
+    """FLOP/s of an arithmetic-rate unit: ``FLOPS``, ``FLOP/s``, ``OPS`` or ``OP/s`` after an
+    SI prefix (``k``, ``M``, ``G``, ``T``, ``P``; case does not matter)."""
+    u = unit.lower()
+    for word in ("flops", "flop/s", "ops", "op/s"):
+        if u.endswith(word) and u[:-len(word)] in _SI:
+            return _SI[u[:-len(word)]]
+    return 1.0 if u == "" else None
+
+
+def _bandwidth_factor(unit: str) -> float | None:
+    """Bytes per second of a bandwidth unit: a memory unit (``B``, ``KB``... ``TB`` powers of
+    1000, ``KiB``... ``TiB`` powers of 1024) then ``/s``."""
+    if unit == "":
+        return 1.0
+    if not unit.endswith("/s"):
+        return None
+    size = _UNITS.get(unit[:-2].upper())
+    return None if size is None or unit[:-2] == "" else float(size)
+
+
+#: What each kind of quantity is, its units, and an example: the rule file's messages say it.
+QUANTITIES = {
+    "time": ("a time", lambda u: 1.0 / _TIMES[u.lower()] if u.lower() in _TIMES else None,
+             "seconds, or a number with s, ms, us or ns", "150us"),
+    "rate": ("an arithmetic rate", _rate_factor,
+             "operations per second, or a number with FLOPS or OPS after a prefix "
+             "k, M, G, T or P", "2TFLOPS"),
+    "bandwidth": ("a bandwidth", _bandwidth_factor,
+                  "bytes per second, or a number with B/s, KB/s, MB/s, GB/s, TB/s (powers of "
+                  "1000) or KiB/s, MiB/s, GiB/s, TiB/s (powers of 1024)", "50GB/s"),
+}
+#: The strings each kind accepts, as JSON Schema patterns (cases spelled out: no flags).
+QUANTITY_PATTERNS = {
+    "time": rf"^\s*{_NUMBER}\s*([sS]|[mMuUnN][sS]|µs|μs)?\s*$".replace("(?:", "("),
+    "rate": rf"^\s*{_NUMBER}\s*(([kKmMgGtTpP])?([fF][lL])?[oO][pP]([sS]|/s))?\s*$"
+            .replace("(?:", "("),
+    "bandwidth": rf"^\s*{_NUMBER}\s*([bB]/s|[kKmMgGtT][iI]?[bB]/s)?\s*$".replace("(?:", "("),
+}
+_QUANTITY_RE = re.compile(rf"^\s*{_NUMBER}\s*(\S*)\s*$")
+
+
+def parse_quantity(value: object, kind: str, *, positive: bool = False) -> float:
+    """A time (seconds), an arithmetic rate (FLOP/s) or a bandwidth (bytes/s) from a number
+    (in that base unit) or a string with a unit (:data:`QUANTITIES`).  Raises ``ValueError``
+    with the reason: a wrong unit, a negative or non-finite value, or 0 where ``positive``.
+
+    >>> parse_quantity("2TFLOPS", "rate"), parse_quantity("50GB/s", "bandwidth")
+    (2000000000000.0, 50000000000.0)
+    >>> parse_quantity("150us", "time"), parse_quantity(0.5, "time")
+    (0.00015, 0.5)
+    """
+    what, factor_of, units, example = QUANTITIES[kind]
+    if isinstance(value, bool):
+        raise ValueError(f"expected {what} ({units}, e.g. {example}), got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        m = _QUANTITY_RE.match(value)
+        factor = factor_of(m.group(2)) if m else None
+        if value.strip().startswith("-"):
+            raise ValueError(f"{what} must not be negative, got {value!r}")
+        if factor is None:
+            raise ValueError(f"cannot read {value!r} as {what}: use {units} (e.g. {example})")
+        number = (float(m.group(1)) / _TIMES[m.group(2).lower()] if kind == "time"
+                  else float(m.group(1)) * factor)
+    else:
+        raise ValueError(f"expected {what} ({units}, e.g. {example}), got {value!r}")
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    if number < 0:
+        raise ValueError(f"{what} must not be negative, got {value!r}")
+    if positive and number == 0:
+        raise ValueError(f"{what} must be more than 0, got {value!r}")
+    return number
+
+
+def format_seconds(seconds: float | None) -> str:
+    """A predicted time as every output shows it: ``1.25 ms``, ``310 µs``, ``2.1 s``.
+
+    >>> format_seconds(0.00125), format_seconds(0.00031), format_seconds(2.1)
+    ('1.25 ms', '310 µs', '2.1 s')
+    """
+    if seconds is None:
+        return "unknown"
+    if seconds == 0:
+        return "0 s"
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"

@@ -47,7 +47,7 @@ from .model import ModelGraph
 from .engines import check_engine
 from .pipeline import initial_solution, prepare, refine, solve_prepared
 from .result import Result
-from .problem import Problem
+from .problem import Objective, Problem
 from .answer import answer_of
 from .readers import read_json
 from .rules import Rules
@@ -471,8 +471,11 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
                    affinity: str | os.PathLike | Mapping, *, dims: Mapping[str, int] | None = None,
                    shapes: Mapping[str, list[int]] | None = None, split: str = "acyclic", optimum: bool = True, engine: str = "auto",
                    time_limit: float = 10.0, seed: int = 0,
-                   progress: Progress | None = None) -> CheckReport:
+                   progress: Progress | None = None, objective: Objective | None = None,
+                   costs=None) -> CheckReport:
     """Validate a user-defined map against ``model`` and ``rules`` (``hetero-solve check``).
+    ``objective`` overrides the rule file's (the comparison's ranking); ``costs``: measured
+    times, as :func:`hetero_solve.solve` takes them.
 
     Bad input (unreadable files, unknown or missing nodes, unknown devices) raises a
     :class:`~hetero_solve.errors.HeteroSolveError`; violations of the five conditions are
@@ -489,7 +492,8 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     check_engine(engine)
     say = progress or (lambda _msg: None)
     umap = read_affinity(affinity)
-    prepared = prepare(model, rules, dims=dims, shapes=shapes, progress=say)
+    prepared = prepare(model, rules, dims=dims, shapes=shapes, progress=say, objective=objective,
+                       costs=costs)
     mg, rule_set, base = prepared.model_graph, prepared.rules, prepared.problem
     warnings = list(base.info.warnings)
     say("validating the map")

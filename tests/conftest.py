@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -15,6 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 RULES = ROOT / "rules"
 sys.path.insert(0, str(EXAMPLES))
+
+# A shell started without job control (`pytest ... &` in a script, CI runners) starts its
+# background children with SIGINT ignored, and that is inherited across exec: every command the
+# Ctrl-C tests start would then ignore their SIGINT and "not interrupted" would be the test's
+# fault, not the product's.  A user's terminal delivers Ctrl-C, so the suite restores Python's
+# handler; children exec'd from here start with SIGINT at its default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from make_examples import EXAMPLE_DIMS  # noqa: E402
 

@@ -45,7 +45,7 @@ def test_export_never_imports_the_pipeline_or_the_result():
 def test_result_is_a_record_and_its_outputs_come_from_export(tmp_path):
     fields = [f.name for f in dataclasses.fields(Result)]
     assert fields == ["model_graph", "rules", "problem", "solution", "metrics", "seconds",
-                      "warnings", "explanation"]
+                      "warnings", "explanation", "single_device"]
     result = hetero_solve.solve("examples/resnet_like.onnx", "rules/npu-static.yaml",
                                 engine="heuristic")
     assert result.manifest(files=False) == export.build_manifest(result, files=False)

@@ -18,6 +18,9 @@ from rich.spinner import Spinner
 from ..errors import HeteroSolveError, HeteroSolveWarning
 from ..filekind import content_kind
 from ..pipeline import EXACT_STAGE
+from ..problem import Objective
+from ..rules.load import objective_from_text
+from ..units import format_seconds
 
 out_console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -88,6 +91,50 @@ def dim_option(more: str = ""):
     return typer.Option([], "--dim", "-d", metavar="NAME=VALUE",
                         help="Value of a symbolic dimension of the model's inputs, e.g. --dim "
                              "batch=1 (repeatable; beats the rule file's dims)." + more)
+
+
+def objective_option():
+    return typer.Option(None, "--objective", metavar="TERMS",
+                        help="What to minimise, overriding the rule file's objective: terms in "
+                             "order (lexicographic), e.g. 'latency' or 'fallback,latency', or "
+                             "weights, e.g. 'fallback=1,partitions=20'. Terms: fallback, "
+                             "partitions, transfer, latency, throughput (the last two need "
+                             "each device's roofline in RULES or measured times, --costs).",
+                        show_default=False)
+
+
+def costs_option():
+    return typer.Option(None, "--costs", metavar="PROFILE.json",
+                        help="Measured node times of this model (a profile: 'hetero-solve "
+                             "profile' writes one); they win over the rule file's rooflines "
+                             "where they have a node's time.", show_default=False)
+
+
+def parse_objective(text: str | None) -> Objective | None:
+    """``--objective`` (:func:`hetero_solve.rules.load.objective_from_text`); ``None`` when
+    not given."""
+    if text is None:
+        return None
+    try:
+        return objective_from_text(text)
+    except ValueError as e:
+        raise UsageError(f"--objective {text!r}: {e}") from None
+
+
+def predicted_line(result: Any) -> str:
+    """The answer's predicted latency (time per sample under a throughput objective) next to
+    the best single device's (docs/costs.md)."""
+    terms = result.problem.objective.terms()
+    term = "throughput" if "throughput" in terms and "latency" not in terms else "latency"
+    word = "time per sample" if term == "throughput" else "latency"
+    value = getattr(result.metrics, term)
+    single = result.single_device
+    if single is None:
+        other = "no single device can run the whole model"
+    else:
+        name = result.problem.devices[single.device].name
+        other = f"on {name} alone: {format_seconds(getattr(single, term))}"
+    return f"predicted {word}: {format_seconds(value)}   ({other})"
 
 
 # -- arguments in the wrong place --------------------------------------------------------------

@@ -17,9 +17,10 @@ from ..pipeline import solve
 from ..result import Result
 from ..units import format_bytes, instance_label
 from . import app
-from .common import (UsageError, caught_warnings, dim_option, expect_model_and_rules,
-                     json_option, parse_dims, parse_shapes, print_json, print_line, print_out,
-                     progress_on_stderr, quiet_option, shape_option, verbose_option)
+from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
+                     json_option, objective_option, parse_dims, parse_objective, parse_shapes,
+                     predicted_line, print_json, print_line, print_out, progress_on_stderr,
+                     quiet_option, shape_option, verbose_option)
 
 MAX_ROWS = 40
 
@@ -46,6 +47,8 @@ def solve_command(
                                help="; ".join(f"{e.name}: {e.description}" for e in ENGINES.values())
                                     + "."),
     seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
+    objective: Optional[str] = objective_option(),
+    costs: Optional[Path] = costs_option(),
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Write partition.json, affinity and .dot files only "
                                         "(no per-part ONNX models, no annotated model)."),
@@ -69,18 +72,21 @@ def solve_command(
     Examples:
       hetero-solve examples/transformer_encoder.onnx rules/npu-static.yaml --dim seq=16
       hetero-solve model.onnx rules/gpu-cpu.yaml -o out/ --time-limit 30
+      hetero-solve model.onnx my-npu.yaml --objective latency   (a roofline per device)
     """
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     expect_model_and_rules(model, rules)
     dims, shapes = parse_dims(dim), parse_shapes(shape)
+    goal = parse_objective(objective)
     if pictures is not None:
         check_can_draw(pictures)                   # before solving: say what to install
     target = check_target(default_out_dir(str(model)) if out is None else out)   # before solving
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
             result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                           time_limit=time_limit, seed=seed, progress=say)
+                           time_limit=time_limit, seed=seed, progress=say, objective=goal,
+                           costs=costs)
             if strict and result.problem.info.missing_dims:
                 raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
             say(f"writing {target}")
@@ -128,6 +134,8 @@ def print_summary(result: Result, out_dir: Path | None = None) -> None:
         + f"   fallback: {m.fallback} node(s)   transfer: {format_bytes(m.transfer)}"
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")
+    if m.latency is not None:
+        print_line(predicted_line(result))
     for entry in result.problem.info.missing_dims:
         print_line(entry.text())
     if out_dir is not None:

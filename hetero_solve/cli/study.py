@@ -13,8 +13,8 @@ from rich.table import Table
 from ..study import ALGORITHMS, StudyConfig, analyse, run_study
 from ..study.executors import EXECUTORS
 from . import app
-from .common import (UsageError, out_console, parse_dims, parse_shapes, quiet_option,
-                     shape_option, verbose_option)
+from .common import (UsageError, objective_option, out_console, parse_dims, parse_shapes,
+                     quiet_option, shape_option, verbose_option)
 
 RULE_SUFFIXES = (".yaml", ".yml")
 
@@ -50,6 +50,7 @@ def study_command(
                                             help="Dask scheduler, e.g. tcp://host:8786 "
                                                  "(default: a local cluster of --jobs workers)."),
     seed: int = typer.Option(0, "--seed", help="Solver seed for CP-SAT and SAT."),
+    objective: Optional[str] = objective_option(),
     memory: str = typer.Option("rss", "--memory",
                                help="Peak memory measure: rss (resident set increase, no "
                                     "overhead), tracemalloc (Python heap, a second traced run), "
@@ -83,6 +84,7 @@ def study_command(
                          algorithms=names, time_limit=time_limit, jobs=jobs,
                          dims=parse_dims(dim), shapes=parse_shapes(shape), executor=executor, scheduler=scheduler,
                          seed=seed, memory=memory, note=note, plots=not no_plots,
+                         objective=objective,
                          command=" ".join(shlex.quote(a) for a in ["hetero-solve", *sys.argv[1:]]))
     result = run_study(config, progress=not quiet, verbose=verbose)
     print_table(result.records, config_algorithms(result.records))

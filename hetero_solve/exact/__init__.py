@@ -151,6 +151,9 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     say = progress or (lambda _m: None)
+    if problem.objective.uses_costs():   # cost terms: their own model; folds stay as compiled
+        return problem, refine(problem, start, engine=engine, time_limit=time_limit, seed=seed,
+                               progress=progress, workers=workers)
     R = device_sets(problem, fixed=False)
     # every limited device: one that memory cannot bind as compiled may bind once placing
     # an option makes room (a widening Expand whose output alone overflows it)

@@ -121,7 +121,8 @@ def unfold(problem: Problem, chosen: Iterable[int]) -> Problem:
         value_pred=value_pred, tensor_names=t_names, tensor_bytes=t_bytes,
         tensor_producer=t_prod, tensor_consumers=t_cons, tensor_is_output=t_out,
         node_inputs=node_inputs, node_outputs=node_outputs, node_consts=node_consts,
-        pinned=pinned, graph_index=graph_index, info=info, arrays=None, fold_options=[])
+        pinned=pinned, graph_index=graph_index, info=info, arrays=None, fold_options=[],
+        costs=None if problem.costs is None else problem.costs.placing(ks))
 
 
 def _wire(r: int, t: int, v: int, succ, pred, value_pred, node_inputs, t_cons,

@@ -104,6 +104,8 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         "model": mg.path, "rules": result.rules.path,
         "status": sol.status,
         "objective": metrics.as_dict(),
+        **({"single_device": result.single_device.as_dict(p)}
+           if result.single_device is not None else {}),
         "objective_spec": p.objective.describe(),
         "lower_bound": {"partitions": sol.lower_bound,
                         **({"fallback": stats["bounds"]["fallback"]}

@@ -73,6 +73,37 @@ def latency(problem: "Problem", part_of: Sequence[int], part_device: Sequence[in
     return total
 
 
+def latency_by_part(problem: "Problem", part_of: Sequence[int],
+                    part_device: Sequence[int]) -> list[dict[str, float]]:
+    """Where :func:`latency` goes, part by part: ``compute`` (its nodes' times), ``fixed``
+    (its part cost) and ``transfer`` (tensors it writes out for other parts and reads in from
+    them, over its device's link).  The three add up, over the parts, to :func:`latency`.
+
+    >>> from hetero_solve.costs import CostModel, Link
+    >>> from hetero_solve.problem import make_problem
+    >>> p = make_problem(3, [(0, 1), (1, 2)], [[0, 1], [0, 1], [1]], tensor_bytes=10)
+    >>> p.costs = CostModel(node_time=[[1.0, 3.0], [1.0, 3.0], [None, 2.0]],
+    ...                     part_cost=[0.5, 0.0], links=[Link(bandwidth=10.0), None])
+    >>> latency_by_part(p, [0, 0, 1], [0, 1])
+    [{'compute': 2.0, 'fixed': 0.5, 'transfer': 1.0}, {'compute': 2.0, 'fixed': 0.0, 'transfer': 0.0}]
+    """
+    c = _costs(problem)
+    out = [{"compute": 0.0, "fixed": c.part_cost[d], "transfer": 0.0} for d in part_device]
+    for v, p in enumerate(part_of):
+        out[p]["compute"] += c.time(v, part_device[p])
+    tb = problem.tensor_bytes
+    for t, u in enumerate(problem.tensor_producer):
+        if u < 0:
+            continue
+        home = part_of[u]
+        readers = {part_of[r] for r in problem.tensor_consumers[t]} - {home}
+        if readers:
+            out[home]["transfer"] += c.tensor_time(part_device[home], t, tb)
+            for q in sorted(readers):
+                out[q]["transfer"] += c.tensor_time(part_device[q], t, tb)
+    return out
+
+
 def instance_loads(problem: "Problem", part_of: Sequence[int], part_device: Sequence[int],
                    part_instance: Sequence[int]) -> dict[tuple[int, int], float]:
     """Each used device instance's load per sample (module doc).

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..model.graph import ModelGraph
-from ..units import format_bytes
+from ..roofline import nodes_work
+from ..units import format_bytes, format_seconds
 from .conditions import SupportChecker
 from .load import DeviceRules, OpCondition, Rules
 
@@ -62,6 +63,10 @@ class DeviceReport:
     memory: int | None
     instances: int
     value_inputs: str
+    #: Seconds its roofline predicts for the nodes it takes, one part's fixed cost included
+    #: (``None`` without a roofline); ``predicted_all``: whether it takes every node to place.
+    predicted: float | None = None
+    predicted_all: bool = False
 
 
 @dataclass
@@ -132,7 +137,7 @@ def summary(rules: Rules) -> dict:
 
 
 def _device_summary(d: DeviceRules) -> dict:
-    return {
+    out = {
         "name": d.name, "description": d.description, "memory": d.memory,
         "instances": d.instances, "value_inputs": "enforce" if d.enforce_values else "ignore",
         "supported": "all" if d.supported is None else sorted(d.supported),
@@ -140,6 +145,31 @@ def _device_summary(d: DeviceRules) -> dict:
         "when": {op: _condition_text(c) for op, c in sorted(d.when.items())},
         "static_shapes": d.static_shapes, "runtime": dict(d.runtime),
     }
+    if d.roofline is not None or d.part_cost or d.link is not None:   # cost keys, when given
+        out["costs"] = {
+            "roofline": None if d.roofline is None else {
+                "flops": d.roofline.flops, "bandwidth": d.roofline.bandwidth,
+                "efficiency": dict(d.roofline.efficiency)},
+            "part_cost": d.part_cost,
+            "link": None if d.link is None else {"bandwidth": d.link.bandwidth,
+                                                 "latency": d.link.latency}}
+    return out
+
+
+def _costs_text(c: dict) -> str:
+    """One line: a device's roofline, part cost and link."""
+    parts = []
+    roof = c["roofline"]
+    if roof is not None:
+        eff = ", ".join(f"{op} {x:g}" for op, x in roof["efficiency"].items())
+        parts.append(f"roofline {roof['flops'] / 1e9:g} GFLOPS, {roof['bandwidth'] / 1e9:g} GB/s"
+                     + (f" (efficiency {eff})" if eff else ""))
+    parts.append(f"part cost {format_seconds(c['part_cost'])}")
+    link = c["link"]
+    parts.append("no link (computes in host memory)" if link is None else
+                 f"link {link['bandwidth'] / 1e9:g} GB/s + {format_seconds(link['latency'])}"
+                 " per tensor")
+    return "; ".join(parts)
 
 
 def _condition_text(c: OpCondition) -> str:
@@ -201,6 +231,7 @@ def query(rules: Rules, mg: ModelGraph) -> QueryReport:
             preferred_count[rules.device_index(report.preferred)] += 1
         nodes.append(report)
 
+    predicted = _predicted(rules, mg, nodes)
     device_reports = []
     for d, dev in enumerate(devices):
         by_reason = [Refusal(op, reason, names) for (op, _), (reason, names) in refused[d].items()]
@@ -208,7 +239,8 @@ def query(rules: Rules, mg: ModelGraph) -> QueryReport:
         device_reports.append(DeviceReport(
             name=dev.name, takes=dict(sorted(takes[d].items(), key=lambda x: (-x[1], x[0]))),
             preferred=preferred_count[d], refuses=by_reason, memory=dev.memory,
-            instances=dev.instances, value_inputs="enforce" if dev.enforce_values else "ignore"))
+            instances=dev.instances, value_inputs="enforce" if dev.enforce_values else "ignore",
+            predicted=predicted[d], predicted_all=not by_reason))
 
     pin_rows = []
     for p in rules.affinity:
@@ -219,6 +251,25 @@ def query(rules: Rules, mg: ModelGraph) -> QueryReport:
         rules=rules.path, model=mg.path, opset=mg.opset, dims=dict(mg.dims),
         devices=device_reports, nodes=nodes, pins=pin_rows,
         value_bindings=_value_bindings(rules, mg, set(placeable)), warnings=warnings)
+
+
+def _predicted(rules: Rules, mg: ModelGraph, nodes: list[NodeReport]) -> list[float | None]:
+    """Per device, its roofline's time for the placed nodes it takes plus one part's fixed
+    cost (docs/costs.md); ``None`` for a device without a roofline."""
+    if all(d.roofline is None for d in rules.devices):
+        return [None] * len(rules.devices)
+    placed = [n.index for n in nodes if n.status == "placed"]
+    work = dict(zip(placed, nodes_work(mg, placed)))
+    out: list[float | None] = []
+    for dev in rules.devices:
+        roof = dev.roofline
+        if roof is None:
+            out.append(None)
+            continue
+        out.append(dev.part_cost + sum(
+            roof.time(n.op_type, work[n.index].flops, work[n.index].bytes)
+            for n in nodes if n.status == "placed" and dev.name in n.allowed))
+    return out
 
 
 def _value_bindings(rules: Rules, mg: ModelGraph, placeable: set[int]) -> list[ValueBinding]:
@@ -265,6 +316,8 @@ def format_summary(s: dict) -> str:
             lines.append(f"    when {op}: {text}")
         if d["runtime"]:
             lines.append("    runtime: " + ", ".join(f"{k}: {v}" for k, v in d["runtime"].items()))
+        if "costs" in d:
+            lines.append("    costs: " + _costs_text(d["costs"]))
     vi = s["value_inputs"]
     lines.append(f"  value inputs: {vi['ops']} op(s) in the catalog ({vi['notes']} note(s))")
     if s["affinity"]:
@@ -297,6 +350,11 @@ def format_query(r: QueryReport, *, nodes: bool = True) -> str:
             lines.append(f"  takes {taken} node(s), preferred device of {d.preferred}: {ops}")
         else:
             lines.append("  takes no node")
+        if d.predicted is not None:
+            what = "the whole model" if d.predicted_all else \
+                f"the {sum(d.takes.values())} node(s) it takes"
+            lines.append(f"  predicted: {format_seconds(d.predicted)} for {what} (roofline, "
+                         f"one part)")
         if d.refuses:
             lines.append(f"  refuses {sum(len(x.nodes) for x in d.refuses)} node(s):")
             for x in d.refuses:

@@ -16,6 +16,7 @@ from typing import Any
 
 import onnx.defs
 
+from ..costs import Link, Roofline
 from ..errors import RuleError
 from ..filekind import content_kind
 from ..readers import check_regular, read_yaml
@@ -57,6 +58,9 @@ class DeviceRules:
     static_shapes: bool = False
     runtime: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    roofline: Roofline | None = None   # time of a node from its FLOPs and bytes
+    part_cost: float = 0.0             # seconds per part placed here
+    link: Link | None = None           # to host memory; None = computes in host memory
 
 
 @dataclass(frozen=True)
@@ -243,7 +247,10 @@ class _Parser:
             unsupported=frozenset(ops.get("unsupported") or ()),
             when=self.when(ops.get("when"), f"{k}.ops.when"),
             static_shapes=ops["static_shapes"], runtime=runtime,
-            description=str(d.get("description") or ""))
+            description=str(d.get("description") or ""),
+            roofline=_roofline(d.get("roofline")), part_cost=float(d["part_cost"]),
+            link=None if d.get("link") is None else Link(bandwidth=d["link"]["bandwidth"],
+                                                         latency=d["link"]["latency"]))
 
     def when(self, raw: dict | None, k: str) -> dict[str, OpCondition]:
         out = {}
@@ -289,11 +296,63 @@ class _Parser:
         return pins
 
     def objective(self, raw: list | dict) -> Objective:
-        if isinstance(raw, list):
-            return Objective(order=tuple(raw))
-        if not any(raw.values()):
-            raise self.fail("objective", "every weight is 0: nothing to minimise")
-        return Objective(weights=dict(raw))
+        try:
+            return objective_of(raw)
+        except ValueError as e:
+            raise self.fail("objective", str(e)) from None
+
+
+def objective_of(raw: list | dict) -> Objective:
+    """An objective as the rule file's ``objective`` key (or ``--objective``) gives it, after
+    the format's checks: a list is lexicographic, a mapping weights.  ``ValueError`` when
+    every weight is 0."""
+    if isinstance(raw, list):
+        return Objective(order=tuple(raw))
+    if not any(raw.values()):
+        raise ValueError("every weight is 0: nothing to minimise")
+    return Objective(weights=dict(raw))
+
+
+def objective_from_text(text: str) -> Objective:
+    """An objective written on one line (``--objective``): ``latency``, ``fallback,latency``
+    or ``[fallback, latency]`` (an order), ``fallback=1,partitions=20`` or ``{fallback: 1,
+    partitions: 20}`` (weights); checked as the rule file's ``objective`` key is.  Raises
+    ``ValueError`` with the reason.
+
+    >>> objective_from_text("fallback,latency").order
+    ('fallback', 'latency')
+    >>> objective_from_text("fallback=1,partitions=20").weights
+    {'fallback': 1.0, 'partitions': 20.0}
+    """
+    body = text.strip()
+    if body[:1] in "[{" and body[-1:] in "]}":
+        body = body[1:-1]
+    items = [x.strip() for x in body.split(",") if x.strip()]
+    raw: list | dict = items
+    if any("=" in x or ":" in x for x in items):
+        raw = {}
+        for x in items:
+            name, sep, value = x.replace(":", "=", 1).partition("=")
+            name = name.strip()
+            if not sep:
+                raise ValueError(f"{name!r} has no weight: write every term as TERM=WEIGHT, "
+                                 f"or none (an order)")
+            try:
+                raw[name] = float(value)
+            except ValueError:
+                raise ValueError(f"the weight of {name!r} is not a number: "
+                                 f"{value.strip()!r}") from None
+    try:
+        return objective_of(RULE_FILE.keys["objective"].node.check(raw, "objective"))
+    except DefinitionError as e:
+        raise ValueError(e.reason) from None
+
+
+def _roofline(raw: dict | None) -> Roofline | None:
+    if raw is None:
+        return None
+    return Roofline(flops=raw["flops"], bandwidth=raw["bandwidth"],
+                    efficiency={str(k): float(v) for k, v in (raw.get("efficiency") or {}).items()})
 
 
 def _schema_attributes(op: str) -> set[str] | None:

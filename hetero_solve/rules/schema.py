@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..problem import OBJECTIVE_TERMS
-from ..units import MEMORY_PATTERN, parse_memory
+from ..problem import TERMS
+from ..units import MEMORY_PATTERN, QUANTITIES, QUANTITY_PATTERNS, parse_memory, parse_quantity
 
 #: Largest memory a device may declare (bytes): sizes are 64-bit signed integers.
 MAX_MEMORY = 2**63 - 1
@@ -170,21 +170,56 @@ class Int(Node):
 
 @dataclass(frozen=True)
 class Number(Node):
-    """A finite number ``>= minimum`` (int or float)."""
+    """A finite number ``>= minimum`` (int or float); with ``above``, ``> minimum``; with
+    ``maximum``, ``<= maximum``."""
     minimum: float = 0
+    maximum: float | None = None
+    above: bool = False
 
     def check(self, value: Any, key: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not math.isfinite(value) or value < self.minimum:
-            raise DefinitionError(key, f"expected a finite number >= {self.minimum:g}, "
-                                       f"got {_show(value)}")
+                not math.isfinite(value) or value < self.minimum or \
+                (self.above and value == self.minimum) or \
+                (self.maximum is not None and value > self.maximum):
+            raise DefinitionError(key, f"expected a {self.type_text()}, got {_show(value)}")
         return value
 
     def schema(self) -> dict:
-        return self._with_doc({"type": "number", "minimum": self.minimum})
+        out: dict = {"type": "number"}
+        out["exclusiveMinimum" if self.above else "minimum"] = self.minimum
+        if self.maximum is not None:
+            out["maximum"] = self.maximum
+        return self._with_doc(out)
 
     def type_text(self) -> str:
-        return f"finite number >= {self.minimum:g}"
+        low = f"{'>' if self.above else '>='} {self.minimum:g}"
+        high = f" and <= {self.maximum:g}" if self.maximum is not None else ""
+        return f"finite number {low}{high}"
+
+
+@dataclass(frozen=True)
+class Quantity(Node):
+    """A time, an arithmetic rate or a bandwidth (``kind``, :data:`hetero_solve.units.
+    QUANTITIES`): a number in the base unit (seconds, FLOP/s, bytes/s) or a string with a
+    unit (``150us``, ``2TFLOPS``, ``50GB/s``); ``positive``: more than 0."""
+    kind: str = "time"
+    positive: bool = False
+
+    def check(self, value: Any, key: str) -> Any:
+        try:
+            return parse_quantity(value, self.kind, positive=self.positive)
+        except ValueError as e:
+            raise DefinitionError(key, str(e)) from None
+
+    def schema(self) -> dict:
+        number: dict = {"type": "number"}
+        number["exclusiveMinimum" if self.positive else "minimum"] = 0
+        return self._with_doc({"oneOf": [
+            number, {"type": "string", "pattern": QUANTITY_PATTERNS[self.kind]}]})
+
+    def type_text(self) -> str:
+        what, _, units, example = QUANTITIES[self.kind]
+        return f"{what}: {units} (`{example}`)"
 
 
 @dataclass(frozen=True)
@@ -540,6 +575,40 @@ PROVIDER_OPTIONS = MapOf(
     example="{CUDAExecutionProvider: {device_id: 1, arena_extend_strategy: "
             "kSameAsRequested}}")
 
+ROOFLINE = Record(
+    what="a mapping with flops, bandwidth, efficiency",
+    doc=("The device's roofline: a node takes max(FLOPs / (flops x efficiency), bytes / "
+         "bandwidth), its FLOPs and bytes computed from its shapes (docs/costs.md). What the "
+         "`latency` and `throughput` objectives read (a measured profile, `--costs`, wins "
+         "where it has a node's time)."),
+    example="{flops: 2TFLOPS, bandwidth: 50GB/s, efficiency: {Conv: 0.6}}",
+    keys={
+        "flops": Key(Quantity(kind="rate", positive=True,
+                              doc="Peak arithmetic rate (a multiply-add is 2 operations).",
+                              example="2TFLOPS"), required=True),
+        "bandwidth": Key(Quantity(kind="bandwidth", positive=True,
+                                  doc="Bandwidth of the memory the device computes from.",
+                                  example="50GB/s"), required=True),
+        "efficiency": Key(MapOf(
+            keys=OpName(min_length=1), values=Number(minimum=0, above=True, maximum=1),
+            key_text="op type", what="a mapping op type -> fraction of the peak rate",
+            doc="Fraction of `flops` an op type reaches (default 1).",
+            example="{Conv: 0.6, MatMul: 0.8}")),
+    })
+
+LINK = Record(
+    what="a mapping with bandwidth, latency",
+    doc=("The device's link to host memory: a tensor crossing between parts is written to host "
+         "memory over its producer's link and read over each reader's (docs/costs.md). Absent: "
+         "the device computes in host memory and moves nothing."),
+    example="{bandwidth: 8GB/s, latency: 20us}",
+    keys={
+        "bandwidth": Key(Quantity(kind="bandwidth", positive=True, doc="Bytes per second.",
+                                  example="8GB/s"), required=True),
+        "latency": Key(Quantity(kind="time", default=0, doc="Time per tensor moved, one way.",
+                                example="20us")),
+    })
+
 DEVICE = Record(
     what="a mapping with name, ops, ...",
     title="device",
@@ -561,6 +630,11 @@ DEVICE = Record(
                                     "value input of a node here must be a constant, a graph "
                                     "input or made in another part.", example="ignore")),
         "ops": Key(OPS, required=True),
+        "roofline": Key(ROOFLINE),
+        "part_cost": Key(Quantity(kind="time", default=0,
+                                  doc="Fixed time of each part placed on the device "
+                                      "(dispatch, synchronisation).", example="200us")),
+        "link": Key(LINK),
         "runtime": Key(Record(
             what="a mapping such as {onnxruntime: CPUExecutionProvider}",
             doc="How `hetero-solve run` runs the device's parts.",
@@ -620,14 +694,16 @@ RULE_FILE = Record(
                                "their `dim_param` (`?` too: every dim so spelled takes the "
                                "value; `--dim` wins)."), example="{batch: 1, seq: 128}")),
         "objective": Key(OneOf((
-            ListOf(Str(choices=OBJECTIVE_TERMS, unknown="term"), min_items=1, unique=True,
+            ListOf(Str(choices=TERMS, unknown="term"), min_items=1, unique=True,
                    what="a non-empty list of terms"),
-            MapOf(keys=Str(choices=OBJECTIVE_TERMS, unknown="term"), values=Number(minimum=0),
+            MapOf(keys=Str(choices=TERMS, unknown="term"), values=Number(minimum=0),
                   key_text="term", what="a mapping term -> weight")),
             what="a list of terms (lexicographic) or a mapping term -> weight",
             default=["fallback", "partitions", "transfer"],
             doc=("A list is lexicographic; a mapping is a weighted sum (weights finite, "
-                 ">= 0, not all 0). Terms: fallback, partitions, transfer."),
+                 ">= 0, not all 0). Terms: fallback, partitions, transfer; latency and "
+                 "throughput (seconds: they need each device's `roofline` or a measured "
+                 "profile, `--costs`)."),
             example="{fallback: 1, partitions: 20}")),
     })
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import HeteroSolveError
-from ..problem import Problem
+from ..problem import Objective, Problem
+from ..rules.load import objective_from_text
 from .algorithms import ALGORITHMS
 from .executors import EXECUTORS, execute
 from .runner import MEMORY_METHODS, Job, rss_source
@@ -49,6 +50,9 @@ class StudyConfig:
     note: str = ""
     command: str = ""
     plots: bool = True
+    #: ``--objective`` as given (``latency``, ``fallback,latency``...): overrides every rule
+    #: file's objective; ``None``: each rule file's own.
+    objective: str | None = None
     # Extra algorithms by name (tests, experiments): run(problem, *, time_limit, seed).
     # They must be picklable to run in worker processes; with --jobs 1 anything works.
     custom: dict[str, Callable] = field(default_factory=dict)
@@ -99,7 +103,7 @@ def run_study(config: StudyConfig, *, progress: bool = True,
             key = run_key(model_digests[m], rule_digests[r], config.dims, alg,
                           config.time_limit if uses_limit else None,
                           config.seed if uses_limit else None, config.memory,
-                          shapes=config.shapes)
+                          shapes=config.shapes, objective=config.objective)
             plan.append((m, r, alg, key))
             record = store.load(key)
             if record is not None:
@@ -121,7 +125,8 @@ def run_study(config: StudyConfig, *, progress: bool = True,
                 base = {"model": str(m), "rules": str(r), "model_digest": model_digests[m],
                         "rules_digest": rule_digests[r], "dims": dict(config.dims)}
                 try:
-                    problem = compile_pair(m, r, config.dims, config.shapes)
+                    problem = compile_pair(m, r, config.dims, config.shapes,
+                                           objective=_objective(config.objective))
                 except Exception as e:  # noqa: BLE001 - recorded for every run of the pair
                     reason = f"compile: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
                     for alg, key in runs:
@@ -157,10 +162,17 @@ def run_study(config: StudyConfig, *, progress: bool = True,
     return StudyResult(out, records, computed, reused, files)
 
 
+def _objective(text: str | None) -> Objective | None:
+    """``--objective`` as the command line reads it (:func:`_check` refused a bad one)."""
+    return None if text is None else objective_from_text(text)
+
+
 def compile_pair(model: Path, rules: Path, dims: dict[str, int],
-                 shapes: dict[str, list[int]] | None = None) -> Problem:
+                 shapes: dict[str, list[int]] | None = None,
+                 objective: Objective | None = None) -> Problem:
     """The compiled problem every algorithm of the study reads for this pair (``shapes``:
-    whole input shapes, applied to the inputs this model has), with
+    whole input shapes, applied to the inputs this model has; ``objective``: overrides the
+    rule file's), with
     ``info.missing_dims`` as ``solve`` finds them (a static-shape device refusing nodes
     only because input dims have no value)."""
     if shapes:
@@ -168,7 +180,7 @@ def compile_pair(model: Path, rules: Path, dims: dict[str, int],
         names = {x.name for x in onnx.load(str(model), load_external_data=False).graph.input}
         shapes = {k: v for k, v in shapes.items() if k in names}
     from ..pipeline import prepare
-    return prepare(model, rules, dims=dims, shapes=shapes or None).problem
+    return prepare(model, rules, dims=dims, shapes=shapes or None, objective=objective).problem
 
 
 def write_outputs(out: Path, records: list[dict], algorithms: list[str],
@@ -226,6 +238,11 @@ def _check(config: StudyConfig) -> list[str]:
                          "'hetero-solve[study]' (or --memory tracemalloc / none)")
     if config.jobs < 1:
         raise StudyError(f"--jobs {config.jobs}: must be at least 1")
+    if config.objective is not None:
+        try:
+            objective_from_text(config.objective)
+        except ValueError as e:
+            raise StudyError(f"--objective {config.objective!r}: {e}") from None
     if config.scheduler and config.executor != "dask":
         raise StudyError("--scheduler needs --executor dask")
     if config.time_limit < 0:

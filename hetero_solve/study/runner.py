@@ -64,6 +64,8 @@ def judge(problem: Problem, sol: Solution) -> dict:
     return {
         "status": sol.status, "parts": m.partitions, "fallback": m.fallback,
         "transfer": m.transfer, "lower_bound": sol.lower_bound,
+        # predicted seconds (docs/costs.md), with a cost model only
+        **{t: getattr(m, t) for t in ("latency", "throughput") if getattr(m, t) is not None},
         # The rule file's objective (docs/problem.md) as a sort key: smaller is better.
         "objective": list(problem.objective.key(m.as_dict())),
         "objective_spec": problem.objective.describe(),

@@ -59,7 +59,7 @@ def rules_digest(path: str | os.PathLike, _seen: frozenset[str] = frozenset()) -
 
 def run_key(model_digest: str, rules_digest_: str, dims: dict[str, int], algorithm: str,
             time_limit: float | None, seed: int | None, memory: str = "rss",
-            shapes: dict[str, list[int]] | None = None) -> str:
+            shapes: dict[str, list[int]] | None = None, objective: str | None = None) -> str:
     from .. import __version__
     fields = {"format": FORMAT, "version": __version__,
               "model": model_digest, "rules": rules_digest_,
@@ -67,6 +67,8 @@ def run_key(model_digest: str, rules_digest_: str, dims: dict[str, int], algorit
               "time_limit": time_limit, "seed": seed, "memory": memory}
     if shapes:   # only when given: the keys of studies without --shape stay as they were
         fields["shapes"] = sorted((k, list(v)) for k, v in shapes.items())
+    if objective:   # likewise for --objective
+        fields["objective"] = objective
     payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 

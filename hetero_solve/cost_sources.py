@@ -1,0 +1,163 @@
+"""Where a problem's times come from, one door: the rule file's rooflines and a measured
+profile, made into the problem's :class:`~hetero_solve.costs.CostModel` (docs/costs.md).
+
+* A node's time on a device is the profile's where it has one (``Measured.times[device]``
+  by ONNX node name), else the device's ``roofline`` over the node's FLOPs and bytes
+  (:mod:`hetero_solve.roofline`).  A quantized unit costs the sum of its members (each ONNX
+  node counted once); a folded node or a ``Constant`` costs nothing (they are no part's).
+* A folded node an answer may place instead (``Problem.fold_options``) has its times ready
+  (``CostModel.option_time``) for the problem that places it.
+* A part's fixed cost is the profile's for the device where it has one, else the rule file's
+  ``part_cost``; a device's link to host memory is the rule file's ``link``.
+
+A problem has a cost model only when every node has a time on every device that may take
+it; otherwise :func:`cost_model` says which device and node lack one (what a cost objective
+then reports, naming the keys or ``--costs`` that would give it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .costs import CostModel
+from .errors import CostError
+from .model.graph import ModelGraph
+from .problem import Problem
+from .roofline import nodes_work
+from .rules.load import Rules
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Measured times of one model (a profile, ``--costs``): per device name, ONNX node name
+    -> seconds, and the fixed cost of one part in seconds.  ``source`` names where they came
+    from, for messages."""
+
+    times: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    part_cost: Mapping[str, float] = field(default_factory=dict)
+    source: str = "<profile>"
+
+    @classmethod
+    def of(cls, profile: Any) -> "Measured":
+        """From a profile as :func:`hetero_solve.profiles.read_profile` returns it (per device
+        name: ``node_seconds`` and ``part_cost``), or a ``Measured`` as it is."""
+        if isinstance(profile, Measured):
+            return profile
+        devices = profile.devices
+        return cls(times={name: dict(d.node_seconds) for name, d in devices.items()},
+                   part_cost={name: float(d.part_cost) for name, d in devices.items()},
+                   source=str(getattr(profile, "path", "") or "<profile>"))
+
+
+@dataclass(frozen=True)
+class NoCosts:
+    """Why a problem has no cost model: ``device`` has no time for ``node`` (``None``: no
+    device has a roofline and nothing was measured)."""
+
+    device: str | None = None
+    device_index: int = -1
+    node: str | None = None
+
+    def text(self, what: str) -> str:
+        """One line: ``what`` (``objective latency``) needs times, and how to give them."""
+        if self.device is None:
+            return (f"{what} needs times: give each device a roofline in the rule file "
+                    f"(devices[].roofline: {{flops: 2TFLOPS, bandwidth: 50GB/s}}) or a measured "
+                    f"profile (--costs PROFILE.json)")
+        return (f"{what} needs times: device {self.device} has no time for node "
+                f"{self.node!r}: give it a roofline (devices[{self.device_index}].roofline: "
+                f"{{flops, bandwidth}}) or measure it (--costs PROFILE.json)")
+
+
+def has_cost_source(rules: Rules, measured: Measured | None) -> bool:
+    """Whether any device has a roofline or anything was measured."""
+    return any(d.roofline is not None for d in rules.devices) or bool(
+        measured and any(measured.times.values()))
+
+
+def cost_model(mg: ModelGraph, rules: Rules, problem: Problem,
+               measured: Measured | None = None) -> CostModel | NoCosts:
+    """The cost model of a compiled problem (module doc), or :class:`NoCosts` saying what is
+    missing.
+
+    Parameters
+    ----------
+    mg : ModelGraph
+        The model the problem was compiled from.
+    rules : Rules
+        Its rule file: each device's ``roofline``, ``part_cost`` and ``link``.
+    problem : Problem
+        Compiled (quantized units contracted: ``members``).
+    measured : Measured, optional
+        A profile's times; they win where they have a node.
+
+    Returns
+    -------
+    CostModel or NoCosts
+    """
+    if not has_cost_source(rules, measured):
+        return NoCosts()
+    devices = rules.devices
+    if measured is not None:
+        _check_devices(measured, rules, problem)
+    measured_times = [dict((measured.times.get(d.name) or {}) if measured else {})
+                      for d in devices]
+    work: dict[int, tuple[str, float, float]] = {}
+    if any(d.roofline is not None for d in devices):   # every node sized at once
+        graph_nodes = sorted({i for v in range(problem.n) for i in problem.graph_nodes(v)}
+                             | {o.graph_index for o in problem.fold_options})
+        work = {i: (mg.op_types[i], w.flops, w.bytes)
+                for i, w in zip(graph_nodes, nodes_work(mg, graph_nodes))}
+
+    def time_of(i: int, d: int) -> float | None:
+        found = measured_times[d].get(mg.names[i])
+        if found is not None:
+            return float(found)
+        roof = devices[d].roofline
+        return None if roof is None else roof.time(*work[i])
+
+    counted: set[int] = set()      # a DQ two units share is counted in the first
+    node_time: list[list[float | None]] = []
+    for v in range(problem.n):
+        own = [i for i in problem.graph_nodes(v) if i not in counted]
+        counted.update(own)
+        row: list[float | None] = [None] * len(devices)
+        for d in problem.allowed[v]:
+            total = 0.0
+            for i in own:
+                t = time_of(i, d)
+                if t is None:
+                    return NoCosts(devices[d].name, d, mg.names[i])
+                total += t
+            row[d] = total
+        node_time.append(row)
+    option_time: list[list[float | None]] = []    # foldable nodes an answer may place
+    for o in problem.fold_options:
+        row = [None] * len(devices)
+        for d in o.allowed:
+            row[d] = time_of(o.graph_index, d)
+            if row[d] is None:
+                return NoCosts(devices[d].name, d, o.name)
+        option_time.append(row)
+    part_cost = [float(measured.part_cost[d.name]) if measured and d.name in measured.part_cost
+                 else d.part_cost for d in devices]
+    return CostModel(node_time=node_time, part_cost=part_cost,
+                     links=[d.link for d in devices], option_time=option_time or None)
+
+
+def _check_devices(measured: Measured, rules: Rules, problem: Problem) -> None:
+    """Measured devices must be the rule file's: none in common is an error, some not in it a
+    warning (a profile may cover more devices than one rule file uses)."""
+    names = [d.name for d in rules.devices]
+    foreign = [d for d in measured.times if d not in names]
+    if not foreign:
+        return
+    if len(foreign) == len(measured.times):
+        raise CostError(f"{measured.source}: measures devices {', '.join(foreign)}, none of "
+                        f"which is in {rules.path} (devices: {', '.join(names)})")
+    problem.info.warnings.append(f"{measured.source}: devices {', '.join(foreign)} are not in "
+                                 f"{rules.path}: their times are not used")
+
+
+__all__ = ["Measured", "NoCosts", "cost_model", "has_cost_source"]
