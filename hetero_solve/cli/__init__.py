@@ -88,6 +88,7 @@ from . import dims as _dims  # noqa: E402,F401  (dims)
 from . import export as _export  # noqa: E402,F401  (export openvino)
 from . import rules_runtime as _rules_runtime  # noqa: E402,F401  (rules from-openvino, ...)
 from . import instance as _instance  # noqa: E402,F401  (instance files)
+from . import profile as _profile  # noqa: E402,F401  (profile)
 
 
 def main(argv: list[str] | None = None) -> None:

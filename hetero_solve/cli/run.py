@@ -118,9 +118,11 @@ def run_command(
     profile: bool = typer.Option(False, "--profile",
                                  help="Also time every node (onnxruntime's profiler): the "
                                       "slowest are listed, --json has them all."),
-    backend: str = typer.Option("onnxruntime", "--backend",
-                                help="Runtime of the parts: onnxruntime, or openvino (the "
-                                     "openvino extra)."),
+    backend: str = typer.Option("auto", "--backend",
+                                help="Runtime of the parts: auto (each device's runtime in "
+                                     "the rule file: OpenVINO for runtime: {openvino: "
+                                     "DEVICE}, else onnxruntime), onnxruntime, or openvino "
+                                     "(the openvino extra)."),
     as_json: bool = json_option("the per-part counters, inputs and outputs"),
 ) -> None:
     """Run the parts in id order with onnxruntime, each on its device's execution provider.

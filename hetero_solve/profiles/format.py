@@ -12,8 +12,9 @@ measured at); a rule file belongs to hardware.  ``hetero-solve profile`` writes 
   ``.node_seconds`` (ONNX node name -> seconds per run, the median of ``.repeats`` runs; a node
   absent has no measured time: use another cost source for it; ``0.0``: the runtime spent
   nothing on it, e.g. folded or fused away), ``.part_cost`` (seconds each part placed on the
-  device costs beyond its nodes: the runtime's per-call overhead), ``.runtime`` (what measured
-  it), ``.attributed`` (share of the measured time that went to named ONNX nodes) and
+  device costs beyond its nodes: the runtime's per-call overhead, with one input and one
+  output), ``.tensor_cost`` (seconds per further tensor in or out of a part: a link's latency),
+  ``.runtime`` (what measured it), ``.attributed`` (share of the measured time that went to named ONNX nodes) and
   ``.spread`` (how the rest was shared out);
 - :func:`write_profile` ``(profile, path)``; :func:`model_info` ``(model_graph, file)`` (what a
   new profile records about its model); :meth:`Profile.node_time` for one lookup.
@@ -24,7 +25,8 @@ The file is JSON (times in seconds)::
      "model": {"file": "resnet.onnx", "nodes": 130, "fingerprint": "sha256:...",
                "input_shapes": {"image": [1, 3, 32, 32]}},
      "devices": {"CPU": {"runtime": "onnxruntime:CPUExecutionProvider", "repeats": 20,
-                         "warmup": 3, "part_cost": 1.1e-05, "total_seconds": 0.0021,
+                         "warmup": 3, "part_cost": 1.1e-05, "tensor_cost": 2e-06,
+                         "total_seconds": 0.0021,
                          "attributed": 0.97, "spread": "...",
                          "node_seconds": {"conv1": 0.00012, "relu1": 4e-06}}}}
 
@@ -96,6 +98,10 @@ class DeviceProfile:
         Share (0..1) of the profiler's time that was attributed to named ONNX nodes.
     spread : str
         How the rest was shared out (e.g. in proportion to the attributed times).
+    tensor_cost : float
+        Seconds each further tensor a part reads or writes costs on this device (the
+        runtime's copy in or out, beyond the one input and one output ``part_cost`` was
+        measured with): a link's latency per tensor.  0 when not measured.
     """
 
     node_seconds: dict[str, float]
@@ -106,10 +112,12 @@ class DeviceProfile:
     total_seconds: float | None = None
     attributed: float = 1.0
     spread: str = ""
+    tensor_cost: float = 0.0
 
     def as_dict(self) -> dict:
         return {"runtime": self.runtime, "repeats": self.repeats, "warmup": self.warmup,
-                "part_cost": self.part_cost, "total_seconds": self.total_seconds,
+                "part_cost": self.part_cost, "tensor_cost": self.tensor_cost,
+                "total_seconds": self.total_seconds,
                 "attributed": self.attributed, "spread": self.spread,
                 "node_seconds": dict(self.node_seconds)}
 
@@ -265,7 +273,8 @@ def profile_of(data: Any, path: str = "profile") -> Profile:
             total_seconds=None if total is None else _seconds(total, f"{key}.total_seconds",
                                                               fail),
             attributed=_share(d.get("attributed", 1.0), f"{key}.attributed", fail),
-            spread=str(d.get("spread") or ""))
+            spread=str(d.get("spread") or ""),
+            tensor_cost=_seconds(d.get("tensor_cost", 0.0), f"{key}.tensor_cost", fail))
     return Profile(info, devices, path)
 
 

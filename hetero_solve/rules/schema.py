@@ -639,7 +639,12 @@ DEVICE = Record(
             what="a mapping such as {onnxruntime: CPUExecutionProvider}",
             doc="How `hetero-solve run` runs the device's parts.",
             keys={"onnxruntime": Key(PROVIDERS),
-                  "onnxruntime_options": Key(PROVIDER_OPTIONS)})),
+                  "onnxruntime_options": Key(PROVIDER_OPTIONS),
+                  "openvino": Key(Str(min_length=1, hint="an OpenVINO device name",
+                                      doc="An OpenVINO device (`CPU`, `GPU`, `GPU.1`, `NPU`): "
+                                          "the device's parts run on OpenVINO there (where "
+                                          "`onnxruntime` is also given, it wins unless `run "
+                                          "--backend openvino`).", example="CPU"))})),
     })
 
 INDICES = ListOf(Int(minimum=0, maximum=MAX_INDEX), what="a list of input indices (whole "

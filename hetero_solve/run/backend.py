@@ -121,6 +121,14 @@ class PartRunner(Protocol):
         ...
 
 
+def backend_of(part: PartSpec) -> str:
+    """The backend a part runs on by default: ``openvino`` when its device's ``runtime:``
+    names OpenVINO and not onnxruntime, else ``onnxruntime``."""
+    runtime = part.runtime or {}
+    return "openvino" if runtime.get("openvino") and not runtime.get("onnxruntime") \
+        else "onnxruntime"
+
+
 def load_backend(name: str):
     """The ``load_part`` function of backend ``name`` (one of :data:`BACKENDS`).
 

@@ -3,8 +3,9 @@ device, so the parts hetero-solve proved are kept (HETERO, handed an affinity ma
 them: docs/runtimes.md).
 
 Which OpenVINO device runs a part: ``RunOptions.backend_options["device_map"]`` (rule-file
-device -> OpenVINO device name, e.g. ``{"NPU": "NPU", "CPU": "CPU"}``), else the rule file's
-name when this OpenVINO has such a device, else ``CPU`` with a warning (as the onnxruntime
+device -> OpenVINO device name, e.g. ``{"NPU": "NPU", "CPU": "CPU"}``), else the device's
+``runtime: {openvino: DEVICE}`` in the rule file, else the rule file's name when this OpenVINO
+has such a device, else ``CPU`` with a warning (as the onnxruntime
 backend falls back to its CPU provider).  Other ``backend_options``:
 
 - ``config``: properties for every ``compile_model`` (``{"PERFORMANCE_HINT": "LATENCY"}``);
@@ -62,7 +63,7 @@ def device_for(part: PartSpec, options: RunOptions,
     mapped = dict(options.backend_options.get("device_map") or {})
     if part.device in mapped:
         return str(mapped[part.device]), []
-    name = part.device
+    name = str((part.runtime or {}).get("openvino") or part.device)
     if name in available or name.split(".")[0] in available or name.split(":")[0] in _VIRTUAL:
         return name, []
     return "CPU", [f"device {part.device}: OpenVINO has no such device here (it has "

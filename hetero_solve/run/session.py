@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import warn
-from .backend import NodeTime, PartRunner, RunOptions, TensorInfo, load_backend
+from .backend import NodeTime, PartRunner, RunOptions, TensorInfo, backend_of, load_backend
 from .common import RunError, nbytes
 from .inputs import (check_dims, check_inputs, check_ranges, check_shapes, part_input_specs,
                      random_inputs, with_shapes)
@@ -34,9 +34,11 @@ class Session:
     ----------
     out_dir : str or os.PathLike
         An OUT_DIR written by hetero-solve (``partition.json`` and the part files).
-    backend : str or mapping, default "onnxruntime"
+    backend : str or mapping, default "auto"
         The backend of every part (a name of :data:`~hetero_solve.run.backend.BACKENDS`), or
-        device name -> backend (devices not named use onnxruntime).
+        device name -> backend; ``auto`` (and devices a mapping does not name): the device's
+        ``runtime:`` in the rule file, OpenVINO for ``{openvino: DEVICE}``, else onnxruntime
+        (:func:`~hetero_solve.run.backend.backend_of`).
     optimization : {"all", "extended", "basic", "disabled"}, default "all"
         onnxruntime's graph optimisation level for every part ("all" is its default).
     profile : bool, default False
@@ -65,7 +67,7 @@ class Session:
     """
 
     def __init__(self, out_dir: str | os.PathLike, *,
-                 backend: str | Mapping[str, str] = "onnxruntime", optimization: str = "all",
+                 backend: str | Mapping[str, str] = "auto", optimization: str = "all",
                  profile: bool = False, options: RunOptions | None = None,
                  manifest: dict | None = None):
         self.out_dir = Path(out_dir)
@@ -81,7 +83,8 @@ class Session:
     # -- loading ----------------------------------------------------------------------------
 
     def _load(self, spec, backend) -> PartRunner:
-        name = backend if isinstance(backend, str) else backend.get(spec.device, "onnxruntime")
+        name = backend if isinstance(backend, str) else backend.get(spec.device, "auto")
+        name = backend_of(spec) if name == "auto" else name
         try:
             load = load_backend(name)
         except ValueError as e:
@@ -228,7 +231,7 @@ class Session:
 def run_partitioned(out_dir: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
                     repeat: int = 1, manifest: dict | None = None,
                     options: RunOptions | None = None,
-                    backend: str | Mapping[str, str] = "onnxruntime") -> RunResult:
+                    backend: str | Mapping[str, str] = "auto") -> RunResult:
     """Run every part in id order on ``feeds`` (the original model's inputs); the original
     model's outputs and per-part counters.  ``repeat`` runs the whole partition that many
     times and reports each part's median time."""
@@ -254,7 +257,7 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
         save: str | os.PathLike | None = None,
         ranges: Mapping[str, tuple[float, float]] | None = None,
         shapes: Mapping[str, Sequence[int]] | None = None, optimization: str = "all",
-        profile: bool = False, backend: str | Mapping[str, str] = "onnxruntime") -> RunResult:
+        profile: bool = False, backend: str | Mapping[str, str] = "auto") -> RunResult:
     """Run the partition in ``out_dir`` (``hetero-solve run``).
 
     Inputs not given are generated (:func:`~hetero_solve.run.inputs.random_inputs`) from the

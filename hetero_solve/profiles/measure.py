@@ -1,0 +1,290 @@
+"""``hetero-solve profile``: each node's time on each device of a rule file that this machine
+can run, measured through the runtime's own profiler, or imported from a profiler's file
+(docs/costs.md, "Profiles").
+
+Which runtime measures a device: its ``runtime:`` in the rule file, as ``hetero-solve run``
+runs it: ``openvino: DEVICE`` (an OpenVINO device) or ``onnxruntime: PROVIDER`` (the first
+provider listed; a device whose first provider this onnxruntime lacks would run elsewhere,
+so it is not measured).  A device with neither is not measured.  For each measured device:
+
+1. ``warmup`` runs, then ``repeats`` runs with the profiler on: per runtime node, the median;
+2. the runtime nodes mapped back to ONNX nodes (:mod:`.onnxruntime`, :mod:`.openvino`);
+3. the median time of ``repeats`` calls of ``Session.run`` (what ``hetero-solve run``
+   calls) on the whole model as one part, and what a second one-node part adds to a
+   one-node session (the per-part cost: the runtime's call and ``Session``'s bookkeeping);
+4. node times made to add up to the whole run minus the per-part cost
+   (:func:`.attribute.attribute`): predicted and measured agree on the model in one part.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from ..errors import HeteroSolveError
+from ..pipeline import solve
+from ..readers import read_bytes
+from ..run.backend import RunOptions
+from ..run.inputs import InputSpec, index_bounds, random_inputs
+from ..run.session import Session
+from . import onnxruntime as ort_profile
+from . import openvino as ov_profile
+from .attribute import attribute
+from .format import DeviceProfile, Profile, ProfileError, model_info
+
+Tick = Callable[[str, int], None]
+
+
+class ProfileRunError(HeteroSolveError):
+    """Nothing can be measured (``str(e)`` is one line saying why for each device)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """How one rule-file device is measured: ``kind`` is ``onnxruntime`` (``what``: the
+    providers) or ``openvino`` (``what``: the OpenVINO device)."""
+
+    device: str
+    kind: str
+    what: Any
+
+    @property
+    def label(self) -> str:
+        first = self.what[0] if isinstance(self.what, list) else self.what
+        return f"{self.kind}:{first}"
+
+
+@dataclass
+class Plan:
+    """The devices that will be measured, and why each other one will not."""
+
+    targets: list[Target] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def plan(devices: Sequence) -> Plan:
+    """What measures each device of a rule file (module doc), from what this machine has."""
+    out = Plan()
+    ort_have = _ort_providers()
+    ov_have: list[str] | None = None
+    for d in devices:
+        runtime = dict(d.runtime or {})
+        if runtime.get("openvino"):
+            if ov_have is None:
+                ov_have = ov_profile.available_devices()
+            want = str(runtime["openvino"])
+            if not ov_have:
+                out.skipped[d.name] = f"OpenVINO ({want}) is not installed"
+            elif want.split(".")[0] not in ov_have and want not in ov_have:
+                out.skipped[d.name] = (f"OpenVINO has no {want} here (it has "
+                                       f"{', '.join(ov_have)})")
+            else:
+                out.targets.append(Target(d.name, "openvino", want))
+        elif runtime.get("onnxruntime"):
+            want = runtime["onnxruntime"]
+            first = want if isinstance(want, str) else list(want)[0]
+            if first not in ort_have:
+                out.skipped[d.name] = f"{first} is not in this onnxruntime"
+            else:
+                providers = [first] + (["CPUExecutionProvider"]
+                                       if first != "CPUExecutionProvider" else [])
+                out.targets.append(Target(d.name, "onnxruntime", providers))
+        else:
+            out.skipped[d.name] = ("no runtime: key in the rule file says what runs it "
+                                   "(runtime: {onnxruntime: PROVIDER} or {openvino: DEVICE})")
+    return out
+
+
+def _ort_providers() -> list[str]:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return []
+    return list(ort.get_available_providers())
+
+
+def model_feeds(mg, seed: int = 0, ranges: Mapping[str, tuple[float, float]] | None = None
+                ) -> dict:
+    """Random inputs for ``mg`` at the shapes it was loaded with (``hetero-solve run``'s)."""
+    bounds = index_bounds(mg.model)
+    specs = []
+    for x in mg.graph_inputs:
+        t = mg.types[x]
+        if t.shape is None or not t.static:
+            raise ProfileRunError(f"input {x!r} has shape {list(t.shape or [])}: give its "
+                                  "dims (--dim NAME=VALUE or --shape) to profile at a size")
+        specs.append(InputSpec(x, t.elem_type, t.shape, bounds.get(x)))
+    return random_inputs(specs, mg.dims, seed=seed, ranges=ranges)
+
+
+def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repeats: int = 20,
+            optimization: str = "all", threads: int = 0, seed: int = 0,
+            ranges: Mapping[str, tuple[float, float]] | None = None,
+            tick: Tick = lambda what, n: None) -> Profile:
+    """A profile of ``model`` (loaded as ``mg``) on each target (module doc).  ``tick(what,
+    n)`` is called as work is done: ``n`` runs of ``what`` (for a progress bar:
+    :func:`runs_needed` runs in all)."""
+    feeds = model_feeds(mg, seed, ranges)
+    devices: dict[str, DeviceProfile] = {}
+    options = RunOptions(optimization=optimization, intra_op_threads=threads)
+    with tempfile.TemporaryDirectory(prefix="hetero-solve-profile-") as tmp:
+        tiny = _tiny_parts(tmp, any(d.name for d in mg.input_dims))
+        for k, t in enumerate(targets):
+            step = lambda: tick(t.device, 1)   # noqa: E731
+            runtime = ({"onnxruntime": list(t.what)} if t.kind == "onnxruntime"
+                       else {"openvino": t.what})
+            # What Session runs: the model exported as one part on the device (folded
+            # constants, the part file's own input dims), timed and profiled as it is.
+            out = one_part(mg, t.device, runtime, Path(tmp) / f"answer{k}")
+            manifest = json.loads((out / "partition.json").read_text())
+            path = str(out / manifest["partitions"][0]["file"])
+            if t.kind == "onnxruntime":
+                recs = ort_profile.measure(mg, path, t.what, feeds, warmup=warmup,
+                                           repeats=repeats, optimization=optimization,
+                                           threads=threads, tick=step)
+                floor = ort_profile.profiler_floor(t.what, threads)
+            else:
+                recs = ov_profile.measure(mg, path, t.what, feeds, warmup=warmup,
+                                          repeats=repeats, rule_device=t.device,
+                                          threads=threads, tick=step)
+                floor = 0.0
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                session = Session(out, options=options)
+            given = {x: feeds[x] for x in manifest["graph_inputs"] if x in feeds}
+            wall = timed(session, given, warmup, repeats, step)
+            cost, per_tensor = part_cost(tiny, t.device, runtime, options)
+            cost = min(cost, wall)
+            step()
+            a = attribute(mg, recs, wall - cost, measured=f"{wall * 1e3:.3f} ms",
+                          floor=floor)
+            devices[t.device] = DeviceProfile(
+                a.node_seconds, part_cost=cost, runtime=t.label, repeats=repeats,
+                warmup=warmup, total_seconds=wall, attributed=a.attributed, spread=a.spread,
+                tensor_cost=per_tensor)
+    return Profile(model_info(mg, model), devices)
+
+
+def one_part(mg, device: str, runtime: Mapping, folder: Path) -> Path:
+    """The answer that puts every node of ``mg`` on ``device`` (one part), written to
+    ``folder`` as ``hetero-solve solve`` writes it."""
+    rules = {"version": 1, "devices": [{"name": device, "ops": {"supported": "all"},
+                                        "value_inputs": "ignore", "runtime": dict(runtime)}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = solve(mg, rules, engine="heuristic")
+    return result.write(folder, annotated=False, dots=False)
+
+
+def timed(session: Session, feeds: Mapping[str, Any], warmup: int, repeats: int,
+          tick: Callable[[], None] = lambda: None) -> float:
+    """The median seconds of ``repeats`` calls of ``session.run`` after ``warmup``."""
+    seconds = []
+    for k in range(warmup + repeats):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        if k >= warmup:
+            seconds.append(time.perf_counter() - t0)
+        tick()
+    return statistics.median(seconds)
+
+
+def session_seconds(folder: Path, parts: Sequence[tuple[str, tuple, tuple]], device: str,
+                    runtime: Mapping, feeds: Mapping[str, Any], warmup: int, repeats: int,
+                    options: RunOptions) -> float:
+    """:func:`timed` for a ``Session`` over ``parts`` (file in ``folder``, inputs, outputs;
+    run in order, all on ``device`` with the rule file's ``runtime``)."""
+    made = {o for _, _, outs in parts for o in outs}
+    manifest = {"partitions": [{"id": k, "device": device, "file": file, "inputs": list(ins),
+                                "outputs": list(outs)}
+                               for k, (file, ins, outs) in enumerate(parts)],
+                "graph_inputs": sorted({x for _, ins, _ in parts for x in ins} - made),
+                "graph_outputs": list(parts[-1][2]),
+                "devices": [{"name": device, "runtime": dict(runtime)}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = Session(folder, manifest=manifest, options=options)
+    return timed(session, {x: feeds[x] for x in manifest["graph_inputs"]}, warmup, repeats)
+
+
+#: Calls of the one- and two-part sessions whose medians give the per-part cost.
+PART_REPEATS = 200
+
+
+def part_cost(tiny: Path, device: str, runtime: Mapping, options: RunOptions
+              ) -> tuple[float, float]:
+    """What one more part costs a ``Session`` run on ``device`` (the median time of two
+    one-node parts, ``Identity`` of one float each (:func:`_tiny_parts`), minus that of one),
+    and what each further tensor in and out of a part costs (half of what a part passing two
+    tensors takes more than one passing one)."""
+    x = {"x": np.ones(1, np.float32), "x2": np.ones(1, np.float32)}
+    one = session_seconds(tiny, [("a.onnx", ("x",), ("y",))], device, runtime, x, 10,
+                          PART_REPEATS, options)
+    two = session_seconds(tiny, [("a.onnx", ("x",), ("y",)), ("b.onnx", ("y",), ("z",))],
+                          device, runtime, x, 10, PART_REPEATS, options)
+    wide = session_seconds(tiny, [("c.onnx", ("x", "x2"), ("y", "y2"))], device, runtime, x,
+                           10, PART_REPEATS, options)
+    return max(two - one, 0.0), max((wide - one) / 2, 0.0)
+
+
+def _tiny_parts(folder: str, dynamic: bool) -> Path:
+    """``a.onnx`` (x -> y), ``b.onnx`` (y -> z), one ``Identity`` each, and ``c.onnx`` (x -> y,
+    x2 -> y2) in ``folder``;
+    with ``dynamic``, of a symbolic size (as the parts of a model with symbolic input dims
+    are written: OpenVINO then plans every call, which a part pays each time)."""
+    path = Path(folder) / "tiny"
+    path.mkdir()
+    dims = ["n"] if dynamic else [1]
+    for name, pairs in {"a.onnx": [("x", "y")], "b.onnx": [("y", "z")],
+                        "c.onnx": [("x", "y"), ("x2", "y2")]}.items():
+        graph = helper.make_graph(
+            [helper.make_node("Identity", [x], [y], name=f"identity_{y}") for x, y in pairs],
+            "part", [helper.make_tensor_value_info(x, TensorProto.FLOAT, dims) for x, _ in pairs],
+            [helper.make_tensor_value_info(y, TensorProto.FLOAT, dims) for _, y in pairs])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 7
+        onnx.save(model, str(path / name))
+    return path
+
+
+def runs_needed(targets: Sequence[Target], warmup: int, repeats: int) -> int:
+    """The ticks :func:`measure` makes in all (a progress bar's total)."""
+    return len(targets) * (2 * (warmup + repeats) + 1)
+
+
+def import_file(mg, model: str, device: str, runtime: Mapping, path: str,
+                optimization: str = "all") -> DeviceProfile:
+    """One device's times from a profiler's file: onnxruntime's trace JSON, or OpenVINO's
+    per-layer report (benchmark_app ``-report_type detailed_counters``), told apart by their
+    content.  Without a measured run time the per-part cost is 0 and only what no ONNX node
+    could be named for is spread."""
+    head = read_bytes(path, lambda why: ProfileError(path, why), limit=1 << 30)[:4096]
+    text = head.decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+    if text.startswith(("[", "{")):
+        want = (runtime or {}).get("onnxruntime") or "CPUExecutionProvider"
+        providers = [want] if isinstance(want, str) else list(want)
+        providers = [p for p in providers if p in _ort_providers()] or ["CPUExecutionProvider"]
+        recs, wall, runs = ort_profile.import_trace(mg, path, model, providers, optimization)
+        a = attribute(mg, recs, wall, measured=f"model_run {wall * 1e3:.3f} ms"
+                      if wall else "")
+        return DeviceProfile(a.node_seconds, part_cost=0.0,
+                             runtime=f"onnxruntime-trace:{Path(path).name}", repeats=runs,
+                             total_seconds=wall, attributed=a.attributed, spread=a.spread)
+    if "layerName" in text:
+        recs, runs = ov_profile.import_report(mg, path, model)
+        a = attribute(mg, recs)
+        return DeviceProfile(a.node_seconds, part_cost=0.0,
+                             runtime=f"openvino-report:{Path(path).name}", repeats=runs,
+                             total_seconds=None, attributed=a.attributed, spread=a.spread)
+    raise ProfileError(path, "neither an onnxruntime profile (JSON trace events) nor an "
+                             "OpenVINO per-layer report (layerName;execStatus;...)")
