@@ -38,6 +38,7 @@ from .flatten import flatten
 from .fold import FoldedValues, base_constant_value, find_foldable, folded_readers
 from .graph import (GraphLists, InputDim, TensorType, TypeTable, free_names, type_of_proto,
                     type_of_value_info)
+from .symbolic import symbolic_hints
 from .weights import data_bytes, elements, is_external, tensor_value
 
 _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
@@ -325,7 +326,8 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
         hints = [vi for vi in itertools.chain(control_flow_hints(
             graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant),
             reshape_hints(graph, types, set(folded)),
-            slice_hints(graph, types, set(folded), constant))
+            slice_hints(graph, types, set(folded), constant),
+            symbolic_hints(graph, types, set(folded), constant))
             if hinted.get(vi.name) != vi.type.SerializeToString()]
         if useful <= given and not hints:
             break
