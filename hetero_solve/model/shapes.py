@@ -313,6 +313,12 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
             return values.get([name])[name]
         return base_constant_value(graph, name) if name in graph.base_constants else None
 
+    def known_constant(name: str) -> np.ndarray | None:
+        """A constant's value without folding anything (folding stays lazy)."""
+        if name in graph.base_constants:
+            return base_constant_value(graph, name)
+        return values.computed().get(name) if name in values else None
+
     for _round in range(MAX_ROUNDS):
         if fold:
             found = sorted(set(find_foldable(graph, types)).union(folded))   # a folded value stays
@@ -327,7 +333,7 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
             graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant),
             reshape_hints(graph, types, set(folded)),
             slice_hints(graph, types, set(folded), constant),
-            symbolic_hints(graph, types, set(folded), constant))
+            symbolic_hints(graph, types, set(folded), known_constant))
             if hinted.get(vi.name) != vi.type.SerializeToString()]
         if useful <= given and not hints:
             break

@@ -374,7 +374,7 @@ class _Pass:
         g = self.graph
         nodes = g.model.graph.node
         for i, op in enumerate(g.op_types):
-            if i in self.folded or g.domains[i] not in ("", "ai.onnx") or op not in _OPS:
+            if g.domains[i] not in ("", "ai.onnx") or op not in _OPS:
                 continue
             try:
                 _OPS[op](self, nodes[i], g.inputs[i], g.outputs[i])
@@ -727,13 +727,16 @@ def symbolic_hints(graph: GraphLists, types: TypeTable, folded: set[int],
     """The output types whose dims ONNX inference left open and the values of shape
     arithmetic fix (the module docstring): each a number or an expression of the inputs'
     dim names, never against a dim inference knows.  ``constant(name)``: a constant's
-    value, else ``None``."""
+    value if known without computing it, else ``None`` (folded nodes are followed here
+    like the others, so folding stays lazy)."""
     if all(types[x].static for outs in graph.outputs for x in outs if x):
         return []
     found = _Pass(graph, types, folded, constant).run()
     hints = []
     for x, shape in found.items():
         t = types[x]
+        if graph.producer.get(x) in folded:   # folding gives it its shape
+            continue
         if t.static or (t.shape is not None and len(t.shape) != len(shape)):
             continue
         old = t.shape if t.shape is not None else (None,) * len(shape)
