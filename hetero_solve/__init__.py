@@ -29,7 +29,7 @@ from .rules import Rules, load_rules
 from .solution import Solution, evaluate, normalize
 from .validate import Violation, check, validate
 from . import run   # a package that is also the function run(out_dir, ...): see run/__init__.py
-from .run import RunResult, Session
+from .run import InputShapeError, RunResult, Session
 from .user_partition import CheckReport, check_affinity
 from .run.verify import VerifyReport, verify
 from .rules.check import query as query_rules
@@ -42,5 +42,5 @@ __all__ = [
     "compile_problem", "Problem", "Device", "Objective", "make_problem", "heuristic", "greedy",
     "Solution", "evaluate", "normalize", "validate", "check", "Violation",
     "HeteroSolveError", "HeteroSolveWarning", "ModelError", "RuleError", "InfeasibleError",
-    "ValidationError",
+    "ValidationError", "InputShapeError",
 ]

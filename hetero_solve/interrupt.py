@@ -14,7 +14,18 @@ work stops by itself.  Two places need help:
   an interrupt there would print a traceback before ``main()`` can catch anything.
   :func:`guard_imports` (called first thing by the package, for the ``hetero-solve`` command
   only) makes it one line and exit code 130 until :func:`release_imports` (called by
-  ``main()``) hands Ctrl-C back to Python.
+  ``main()``) hands Ctrl-C to :func:`take_interrupts`.
+* **a second signal**: ``timeout -s INT`` signals the command and then its whole process
+  group, so the command often gets two SIGINTs at once (and a user may press Ctrl-C twice).
+  A second ``KeyboardInterrupt`` would cut the first's clean-up: the wait for the native
+  solver to stop (a C++ thread still running when the process ends is ``terminate called
+  without an active exception``, exit code 134) or the printing of the one line (a
+  traceback from inside rich).  The command's handler (:func:`take_interrupts`) raises
+  ``KeyboardInterrupt`` once and ignores every later SIGINT; :func:`exit_interrupted`
+  prints the line and ends the process without the interpreter's own end (where OR-tools'
+  native threads abort it).
+  :func:`run_stoppable` also waits for its solver through further interrupts, for library
+  callers.
 
 >>> run_stoppable(lambda: 6 * 7, lambda: None)
 42
@@ -26,7 +37,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, TypeVar
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -36,6 +48,7 @@ INTERRUPTED = "hetero-solve: interrupted"
 POLL_SECONDS = 0.1
 
 _guarded = False
+_taken = False      # the command took its one interrupt: later ones are ignored
 
 
 def run_stoppable(work: Callable[[], T], stop: Callable[[], None],
@@ -82,12 +95,41 @@ def run_stoppable(work: Callable[[], T], stop: Callable[[], None],
                 stop()
                 stopped = True
     except KeyboardInterrupt:
-        stop()
-        thread.join()
+        _stop_and_wait(thread, stop)
         raise
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _stop_and_wait(thread: threading.Thread, stop: Callable[[], None]) -> None:
+    """Ask the native work to stop and wait for it, through further interrupts (a native
+    thread still running when the interpreter ends aborts the process)."""
+    while True:
+        try:
+            stop()
+            thread.join()
+            return
+        except KeyboardInterrupt:
+            continue
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """A short step that must be done whole (renames that publish files): a SIGINT that comes
+    meanwhile is held back and taken, as usual, when the step ends.  In the main thread only
+    (elsewhere a plain block: signals reach the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)
 
 
 def _is_the_command() -> bool:
@@ -101,10 +143,26 @@ def _is_the_command() -> bool:
 
 
 def _interrupted_while_importing(_signum, _frame) -> None:
+    global _taken
+    if _taken:          # a second signal (timeout -s INT signals the whole group too)
+        return
+    _taken = True
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         os.write(2, (INTERRUPTED + "\n").encode())
     finally:
         os._exit(130)   # nothing was written yet: nothing to clean up
+
+
+def _interrupt_once(_signum, _frame) -> None:
+    """The command's SIGINT handler: ``KeyboardInterrupt`` the first time, nothing after (the
+    first one's clean-up must not be cut short)."""
+    global _taken
+    if _taken:
+        return
+    _taken = True
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def guard_imports() -> None:
@@ -127,4 +185,50 @@ def release_imports() -> None:
         _guarded = False
 
 
-__all__ = ["run_stoppable", "guard_imports", "release_imports", "INTERRUPTED"]
+def take_interrupts():
+    """For the command's ``main()``: SIGINT raises ``KeyboardInterrupt`` once, later ones are
+    ignored (:func:`_interrupt_once`).  Returns the handler it replaced, for
+    :func:`restore_interrupts`; does nothing outside the main thread or when someone else
+    (a test runner, a shell that ignores SIGINT) set the handler."""
+    global _taken, _guarded
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous not in (signal.default_int_handler, _interrupted_while_importing):
+        return None
+    _taken, _guarded = False, False
+    signal.signal(signal.SIGINT, _interrupt_once)
+    return previous
+
+
+def restore_interrupts(previous) -> None:
+    """Put back the handler :func:`take_interrupts` replaced (``main()`` called in-process)."""
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler
+                      if previous is _interrupted_while_importing else previous)
+
+
+def exit_interrupted(say: Callable[[], None]) -> None:
+    """End the command after Ctrl-C: no further SIGINT, ``say()`` (the one line), then exit
+    code 130.  The command's process ends at once after flushing (``os._exit``): an
+    interrupted CP-SAT search leaves a native thread of OR-tools that the interpreter's own
+    end aborts on (``terminate called without an active exception``, exit code 134, even
+    after the search returned), and everything the command writes was cleaned up while the
+    ``KeyboardInterrupt`` unwound.  A library caller (``main()`` called in-process) gets
+    ``SystemExit(130)``."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is _interrupt_once:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    say()
+    if _is_the_command():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:   # noqa: BLE001 (a closed pipe: nothing more to say)
+                pass
+        os._exit(130)
+    sys.exit(130)
+
+
+__all__ = ["run_stoppable", "interrupts_deferred", "guard_imports", "release_imports",
+           "take_interrupts", "restore_interrupts", "exit_interrupted", "INTERRUPTED"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import EXAMPLES, ROOT
 from hetero_solve.budget import Budget
 
 MODEL = ROOT / "corpus" / "models" / "mobilenetv2-tiny-legacy.onnx"
@@ -184,3 +184,222 @@ def test_a_library_caller_gets_keyboard_interrupt_from_glucose():
         run_stoppable(lambda: s.solve_limited(expect_interrupt=True), s.interrupt)
     timer.cancel()
     timer.join()
+
+
+# -- every command, every stage; two signals at once (issue 31) ----------------------------------
+#
+# ``timeout -s INT`` signals the command and then its whole process group: two SIGINTs at once.
+# The second used to cut the first's clean-up (exit 134 "terminate called without an active
+# exception" from a CP-SAT thread, or a traceback from inside rich).  Each test below sends
+# SIGINT to the command and then to its process group, as ``timeout`` does, at a point the
+# command reports: a ``--verbose`` progress line, or a marker line a hook prints when the
+# command reaches a named function (the child runs ``main()`` with that function wrapped: it
+# prints ``HOOK`` and waits there), so where the signal lands does not depend on the load.
+
+INSTANCE = ROOT / "benchmarks" / "tarnawski2020" / "throughput_bert_l-3_inference.json"
+HOOK = "HOOK"
+
+_CHILD = """
+import importlib, json, os, sys, time
+argv, target, at, wrap = json.loads(sys.argv[1])
+sys.argv = ["hetero-solve", *argv]
+import hetero_solve.interrupt as interrupt
+interrupt.guard_imports()
+module, _, attr = target.partition(":")
+owner = importlib.import_module(module)
+for part in attr.split(".")[:-1]:
+    owner = getattr(owner, part)
+name = attr.split(".")[-1]
+original = getattr(owner, name)
+calls = [0]
+
+def stop_here():
+    calls[0] += 1
+    if calls[0] == at:
+        sys.stderr.write("HOOK\\n")
+        sys.stderr.flush()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 120:   # the signal comes here
+            time.sleep(0.01)
+
+def wrapped(*args, **kwargs):
+    if wrap == "takes":   # ask_runtime(runtime, device, takes, ...): stop in the n-th round
+        args = list(args)
+        takes = args[2]
+        def hooked(*a, **k):
+            stop_here()
+            return takes(*a, **k)
+        args[2] = hooked
+    elif wrap == "watch":  # run_stoppable(work, stop, watch): the native search is running
+        watch = kwargs["watch"]
+        def looked(*a, **k):
+            calls[0] += 1
+            if calls[0] == at:
+                sys.stderr.write("HOOK\\n")
+                sys.stderr.flush()
+            return watch(*a, **k)
+        kwargs["watch"] = looked
+    else:
+        stop_here()
+    return original(*args, **kwargs)
+
+setattr(owner, name, wrapped)
+from hetero_solve.cli import main
+main()
+"""
+
+
+def _double_sigint(proc) -> None:
+    """What ``timeout -s INT`` does: the command, then its whole process group."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+
+
+def _run_until(cmd: list[str], when, cwd: Path, env=None):
+    """Run ``cmd`` in a session of its own; on the first stderr line ``when(line)`` accepts,
+    send SIGINT twice (:func:`_double_sigint`).  Returns (exit code, stderr lines, sent)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True, cwd=cwd,
+                            start_new_session=True, env=env)
+    killer = threading.Timer(HANG, proc.kill)
+    killer.start()
+    lines, sent = [], False
+    try:
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if not sent and when(line.rstrip("\n")):
+                _double_sigint(proc)
+                sent = True
+        proc.stdout.read()
+        code = proc.wait()
+    finally:
+        killer.cancel()
+    assert code != -signal.SIGKILL, f"hang: {lines[-5:]}"
+    return code, lines, sent
+
+
+def _hooked(argv: list[str], target: str, at: int, cwd: Path, *, wrap: str | None = None):
+    """The command ``argv`` with ``target`` ("module:attr") stopping at its ``at``-th call;
+    interrupted there (two SIGINTs).  ``wrap="takes"``: at the ``at``-th round of probes
+    ``ask_runtime`` puts to the runtime; ``wrap="watch"``: at the ``at``-th time the waiting
+    main thread looks at a native search that keeps running (no stop in Python)."""
+    import json
+    spec = json.dumps([argv, target, at, wrap])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "true"}
+    code, lines, sent = _run_until([sys.executable, "-c", _CHILD, spec],
+                                   lambda line: line == HOOK, cwd, env)
+    assert sent, (target, at, lines[-5:])
+    return code, [x for x in lines if x != HOOK]
+
+
+def _assert_clean(code: int, lines: list[str], folder: Path, written: list[Path]) -> None:
+    _assert_interrupted(code, lines)
+    for path in written:
+        assert not path.exists(), path
+    stray = [p for p in folder.rglob("*") if p.name.startswith((".hetero-solve-tmp", ".tmp",
+                                                                 ".rules-", ".openvino-"))]
+    assert not stray, stray
+
+
+def test_two_sigints_during_the_instance_search_exit_130(tmp_path):
+    """The issue's command (stages not contiguous): SIGINT, twice, during the second CP-SAT
+    search (after the first stage's progress line), as ``timeout -s INT`` sends it."""
+    out = tmp_path / "o"
+    code, lines, sent = _run_until(
+        [*COMMAND, str(INSTANCE), "--objective", "throughput", "-o", str(out), "-v"],
+        lambda line: _progress(line) is not None, tmp_path)
+    assert sent, lines[-5:]
+    _assert_clean(code, [x for x in lines if _progress(x) is None], tmp_path, [out])
+
+
+@pytest.mark.parametrize("at", [3, 12])
+def test_two_sigints_while_cpsat_runs_exit_130(tmp_path, at):
+    """SIGINT twice while CP-SAT's native search runs (the main thread waiting for it): it
+    used to end in exit 134, ``terminate called without an active exception``."""
+    out = tmp_path / "o"
+    code, lines = _hooked([str(INSTANCE), "--objective", "throughput", "-t", "20", "-o",
+                           str(out)], "hetero_solve.exact.cpsat:run_stoppable", at, tmp_path,
+                          wrap="watch")
+    _assert_clean(code, lines, tmp_path, [out])
+
+
+@pytest.mark.parametrize("target,at", [
+    ("hetero_solve.exact.cpsat:run", 1),                      # before the first search
+    ("hetero_solve.instances.solve:write_instance", 1),       # writing the answer
+])
+def test_sigint_at_each_instance_stage(tmp_path, target, at):
+    out = tmp_path / "o"
+    code, lines = _hooked([str(INSTANCE), "--objective", "throughput", "-t", "2", "-o",
+                           str(out)], target, at, tmp_path)
+    _assert_clean(code, lines, tmp_path, [out])
+
+
+@pytest.fixture(scope="module")
+def answer(tmp_path_factory):
+    """examples/resnet_like.onnx solved on the static NPU (three parts)."""
+    import hetero_solve as hs
+    out = tmp_path_factory.mktemp("answer") / "resnet.hetero"
+    hs.solve(EXAMPLES / "resnet_like.onnx", ROOT / "rules" / "npu-static.yaml",
+             dims={"batch": 1}).write(out)
+    return out
+
+
+@pytest.mark.parametrize("target,at", [
+    ("hetero_solve.run.onnxruntime:load_part", 1),            # loading the first part
+    ("hetero_solve.run.onnxruntime:load_part", 3),            # loading the last part
+    ("hetero_solve.run.onnxruntime:OrtPartRunner.run", 2),    # running the second part
+    ("hetero_solve.run.onnxruntime:OrtPartRunner.run", 7),    # in a later repeat
+    ("hetero_solve.run.report:np.save", 1),                   # saving the outputs
+])
+def test_sigint_during_run(answer, tmp_path, target, at):
+    saved = tmp_path / "saved"
+    code, lines = _hooked(["run", str(answer), "--repeat", "4", "--save", str(saved)],
+                          target, at, tmp_path)
+    _assert_clean(code, lines, tmp_path, [saved])
+
+
+@pytest.mark.parametrize("target,at", [
+    ("hetero_solve.run.verify:run_original_timed", 1),        # the original model
+    ("hetero_solve.run.onnxruntime:OrtPartRunner.run", 3),    # a part
+    ("hetero_solve.run.verify:compare", 1),                   # comparing
+])
+def test_sigint_during_verify(answer, tmp_path, target, at):
+    code, lines = _hooked(["verify", str(EXAMPLES / "resnet_like.onnx"), str(answer)],
+                          target, at, tmp_path)
+    _assert_clean(code, lines, tmp_path, [])
+
+
+@pytest.mark.parametrize("at", [1, 3])
+def test_sigint_during_rules_from_onnxruntime(tmp_path, at):
+    out = tmp_path / "ort.yaml"
+    code, lines = _hooked(["rules", "from-onnxruntime", "CPUExecutionProvider", "-o", str(out)],
+                          "hetero_solve.rules.from_runtime:ask_runtime", at, tmp_path,
+                          wrap="takes")
+    _assert_clean(code, lines, tmp_path, [out])
+
+
+def test_sigint_while_writing_a_rule_file(tmp_path):
+    out = tmp_path / "ort.yaml"
+    code, lines = _hooked(["rules", "from-onnxruntime", "CPUExecutionProvider", "--ops",
+                           "Relu,Add", "-o", str(out)],
+                          "hetero_solve.rules:load_rules", 1, tmp_path)
+    _assert_clean(code, lines, tmp_path, [out])
+
+
+def test_sigint_during_rules_from_openvino(tmp_path):
+    pytest.importorskip("openvino")
+    out = tmp_path / "ov.yaml"
+    code, lines = _hooked(["rules", "from-openvino", "CPU", "-o", str(out)],
+                          "hetero_solve.rules.from_runtime:ask_runtime", 2, tmp_path,
+                          wrap="takes")
+    _assert_clean(code, lines, tmp_path, [out])
+
+
+def test_sigint_during_export_openvino(answer, tmp_path):
+    pytest.importorskip("openvino")
+    code, lines = _hooked(["export", "openvino", str(answer), "--device-map", "NPU=AUTO"],
+                          "hetero_solve.export.openvino:hetero_submodels", 1, tmp_path)
+    _assert_clean(code, lines, answer, [answer / "openvino"])

@@ -156,3 +156,118 @@ def test_solving_never_imports_openvino():
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True)
     assert out.stdout.strip() == "False"
+
+
+# -- device instances (issue 31) ---------------------------------------------------------------
+
+ACC3 = """version: 1
+devices:
+  - name: ACC
+    memory: 20KB
+    instances: 3
+    ops: {supported: all}
+"""
+
+
+@pytest.fixture(scope="module")
+def three_instances(tmp_path_factory):
+    """A chain of three 16 KiB MatMuls on ACC with three 20 KB instances: one part on each of
+    ACC.0, ACC.1, ACC.2 (proven optimal)."""
+    from conftest import chain_model
+    tmp = tmp_path_factory.mktemp("acc3")
+    rng = np.random.default_rng(0)
+    weights = {f"w{i}": (rng.standard_normal((64, 64)) * 0.1).astype(np.float32)
+               for i in range(3)}
+    model = chain_model([("MatMul", ["x", "w0"], "a"), ("Relu", ["a"], "b"),
+                         ("MatMul", ["b", "w1"], "c"), ("Relu", ["c"], "d"),
+                         ("MatMul", ["d", "w2"], "y")], {"x": [1, 64]}, {"y": [1, 64]}, weights)
+    onnx.save(model, str(tmp / "chain3.onnx"))
+    (tmp / "acc3.yaml").write_text(ACC3)
+    result = hs.solve(tmp / "chain3.onnx", tmp / "acc3.yaml")
+    assert [(p["device"], p["instance"]) for p in result.manifest()["partitions"]] \
+        == [("ACC", 0), ("ACC", 1), ("ACC", 2)]
+    return result.write(tmp / "chain3.hetero")
+
+
+def _matmuls_by_device(out):
+    """The exported model's MatMul ops (output tensor names), grouped by their affinity."""
+    model = ov.Core().read_model(str(out / "openvino" / "model.xml"))
+    affinity = apply_affinity(model)
+    groups: dict[str, set] = {}
+    for op in model.get_ordered_ops():
+        if op.get_type_name() == "MatMul":
+            names = {n for o in op.outputs() for n in o.get_names()}
+            groups.setdefault(affinity[op.get_friendly_name()], set()).update(names)
+    return groups
+
+
+def test_each_instance_gets_its_own_openvino_device(three_instances):
+    """ACC=GPU: instance i on GPU.i (OpenVINO's per-instance names); each instance's MatMul
+    has its instance's device."""
+    result = export_openvino(three_instances, ["ACC=GPU"], compile=False)
+    assert result.device_map == {"ACC.0": "GPU.0", "ACC.1": "GPU.1", "ACC.2": "GPU.2"}
+    assert result.priorities == ["GPU.0", "GPU.1", "GPU.2"]
+    groups = _matmuls_by_device(three_instances)
+    manifest = json.loads((three_instances / "partition.json").read_text())
+    made = {"n0": "a", "n2": "c", "n4": "y"}            # MatMul node -> its output
+    for part in manifest["partitions"]:
+        (matmul,) = [n for n in part["node_names"] if n in made]
+        assert made[matmul] in groups[f"GPU.{part['instance']}"], groups
+
+
+def test_instances_mapped_one_by_one_keep_hetero_submodels_equal_to_the_parts(three_instances):
+    """On this CPU-only machine OpenVINO takes two device names, CPU and AUTO: ACC.1 on AUTO
+    between two on CPU makes HETERO compile our three parts as three submodels; ACC=AUTO (one
+    device for all three instances) joins them into one, and says so."""
+    kept = export_openvino(three_instances, ["ACC.0=CPU", "ACC.1=AUTO", "ACC.2=CPU"])
+    assert kept.device_map == {"ACC.0": "CPU", "ACC.1": "AUTO", "ACC.2": "CPU"}
+    assert kept.submodels == kept.parts == 3
+    joined = export_openvino(three_instances, ["ACC=AUTO"])
+    assert joined.submodels == 1
+    assert any("ACC.0, ACC.1, ACC.2 share one OpenVINO device, AUTO" in w
+               for w in joined.warnings)
+
+
+def test_a_device_map_names_instances_and_refuses_others(three_instances, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["export", "openvino", str(three_instances), "--device-map", "ACC.3=CPU"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "no device 'ACC.3'" in err and "ACC (ACC.0 to ACC.2)" in err
+    with pytest.raises(SystemExit) as e:
+        main(["export", "openvino", str(three_instances), "--device-map", "ACC.1=AUTO",
+              "--device-map", "ACC=CPU"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "ACC.0 -> CPU" in out and "ACC.1 -> AUTO" in out and "ACC.2 -> CPU" in out
+
+
+def test_run_on_openvino_with_a_device_map_per_instance(three_instances, capsys):
+    """``run --backend openvino --device-map``: each part on its instance's device, shown as
+    ACC.0, ACC.1, ACC.2, the outputs those of the original."""
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(three_instances), "--backend", "openvino", "--no-save", "--json",
+              "--device-map", "ACC=CPU", "--device-map", "ACC.1=AUTO"])
+    assert e.value.code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [(p["device_instance"], p["providers"]) for p in report["parts"]] == \
+        [("ACC.0", ["CPU"]), ("ACC.1", ["AUTO"]), ("ACC.2", ["CPU"])]
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(three_instances), "--backend", "openvino", "--no-save",
+              "--device-map", "ACC.1=AUTO", "--device-map", "ACC=CPU"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert all(f"ACC.{i}" in out for i in range(3)), out
+    r = hs.run(three_instances, {"x": np.ones((1, 64), np.float32)}, backend="openvino",
+               device_map={"ACC": "CPU"})
+    want = ort.InferenceSession(str(three_instances.parent / "chain3.onnx")).run(
+        None, {"x": np.ones((1, 64), np.float32)})[0]
+    np.testing.assert_allclose(r.outputs["y"], want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(three_instances), "--backend", "onnxruntime", "--no-save",
+              "--device-map", "ACC=CPU"])
+    assert e.value.code == 2 and "openvino backend" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(three_instances), "--backend", "openvino", "--no-save",
+              "--device-map", "NPU=CPU"])
+    assert e.value.code == 2 and "no device 'NPU'" in capsys.readouterr().err

@@ -89,5 +89,46 @@ def test_onnxruntime_log_stays_out_of_a_file(tmp_path):
                         "--input", f"token_type_ids={tmp_path / 'tt.npy'}"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2
-    assert "\x1b[" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    # hetero-solve's lines only: the random inputs used (input_ids), then the one error line
+    lines = r.stderr.splitlines()
+    assert "\x1b[" not in r.stderr and len(lines) == 2, r.stderr
+    assert lines[0].startswith("hetero-solve: random inputs (seed 0): input_ids int64 (1,8)")
+    assert lines[1].startswith("hetero-solve: error: ") and "--input-range" in lines[1]
     assert "out of data bounds" in r.stderr
+
+
+def test_a_scalar_input_that_must_hold_one_value(tmp_path):
+    """A VAD's ``sr`` must be 16000; here ``n``, a scalar int64, must be 6 (Reshape of a
+    6-element tensor to [n]).  Random, it fails inside onnxruntime: the command prints the
+    random inputs first (name, dtype, shape, values) and names --input-range in its error;
+    with --input-range n=6,6 it runs and verifies (issue 31)."""
+    from onnx import TensorProto as T, helper as h
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
+    n = h.make_tensor_value_info("n", T.INT64, [])
+    y = h.make_tensor_value_info("y", T.FLOAT, [6])
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"),
+             h.make_node("Unsqueeze", ["n", "zero"], ["shape"], name="unsq"),
+             h.make_node("Reshape", ["r", "shape"], ["y"], name="reshape")]
+    graph = h.make_graph(nodes, "vad_like", [x, n], [y],
+                         initializer=[onnx.numpy_helper.from_array(np.array([0]), "zero")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    path = tmp_path / "vad_like.onnx"
+    onnx.save(model, str(path))
+    out = tmp_path / "out"
+    hs.solve(path, RULES, engine="heuristic").write(out)
+    for command in (["verify", str(path), str(out)], ["run", str(out), "--no-save"]):
+        r = subprocess.run([sys.executable, "-m", "hetero_solve", *command],
+                           capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 2, r.stderr
+        lines = r.stderr.splitlines()
+        first = next(i for i, x in enumerate(lines) if "random inputs" in x)
+        error = next(i for i, x in enumerate(lines) if x.startswith("hetero-solve: error:"))
+        assert first < error and error == len(lines) - 1, lines
+        assert "n int64 () from 0..9" in lines[first] and "x float32 (2,3)" in lines[first]
+        assert "--input-range NAME=LO,HI" in lines[error] and "random inputs" in lines[error]
+        ok = subprocess.run([sys.executable, "-m", "hetero_solve", *command,
+                             "--input-range", "n=6,6"], capture_output=True, text=True, cwd=ROOT)
+        assert ok.returncode == 0, ok.stderr
+    with pytest.raises(hs.run.RandomInputsError) as e:
+        hs.verify(path, out)
+    assert "n" in e.value.random and "--" not in str(e.value)

@@ -160,7 +160,7 @@ def test_given_inputs_are_checked(control_flow):
         run(control_flow, {"nope": np.zeros(1, np.float32)})
     with pytest.raises(RunError, match=r"'x' is int64, the partition expects float32"):
         run(control_flow, {"x": np.zeros((5, 2, 8), np.int64)})
-    with pytest.raises(RunError, match=r"dimension 0 must be 5"):
+    with pytest.raises(RunError, match=r"dimension 0 is 5"):
         run(control_flow, {"x": np.zeros((3, 2, 8), np.float32)})
     with pytest.raises(RunError, match=r"built for seq=5"):
         run(control_flow, dims={"seq": 3})

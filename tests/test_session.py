@@ -259,3 +259,26 @@ def test_provider_options_from_the_rule_file_reach_onnxruntime(tmp_path, monkeyp
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(rules))
     with pytest.raises(hs.RuleError, match=r"runtime\.onnxruntime_options\.CPUExecutionProvider"):
         hs.load_rules(str(tmp_path / "bad.yaml"))
+
+
+def test_session_checks_input_shapes_like_the_command(tmp_path):
+    """A partition built for x=4,3 (the solve's --shape) fed x=5,3: the library says so with a
+    typed error naming the shape it was built for, and no command-line flag; the command adds
+    its own hint (issue 31)."""
+    from typer.testing import CliRunner
+    from hetero_solve.cli import app
+    out = _write(tmp_path, _branches(shape=(None, 3)), shapes={"x": [4, 3]})
+    sess = hs.Session(out)
+    with pytest.raises(hs.InputShapeError) as e:
+        sess.run(None, {"x": np.zeros((5, 3), np.float32)})
+    assert isinstance(e.value, RunError) and isinstance(e.value, hs.HeteroSolveError)
+    assert "built for x=4,3" in str(e.value) and "5,3" in str(e.value)
+    assert "--" not in str(e.value)
+    assert (e.value.name, e.value.shape, e.value.dim) == ("x", (5, 3), 0)
+    y1, y2 = sess.run(None, {"x": np.ones((4, 3), np.float32)})     # the right shape runs
+    assert y2.shape == (4, 3)
+    np.save(tmp_path / "x.npy", np.zeros((5, 3), np.float32))
+    res = CliRunner().invoke(app, ["run", str(out), "--no-save", "--input",
+                                   f"x={tmp_path / 'x.npy'}"])
+    assert res.exit_code == 2 and "built for x=4,3" in res.stderr
+    assert "--shape x=5,3" in res.stderr                            # the command's hint

@@ -127,3 +127,43 @@ def test_compare_rules():
     assert "dtype" in compare("t", np.zeros(2, np.float64), np.zeros(2, np.float32), 1).note
     assert compare("b", np.array([True]), np.array([True]), 0).ok
     assert not compare("m", None, np.zeros(1), 1).ok
+
+
+# -- the criterion, rtol/atol, timings (issue 31) ---------------------------------------------
+
+def test_the_criterion_is_printed_per_output_and_explains_ok_beside_a_large_rel():
+    """A float16 output near zero: max rel 7.9 (|a-b|/|b| where b is tiny) and yet ok: the
+    criterion printed says why (|a-b| <= 0.0098*max(1,|b|)), and worst is under 1."""
+    b = np.array([0.001, 1.0, -3.0], np.float16)
+    a = (b + np.array([0.0079, 0.0, 0.01], np.float16)).astype(np.float16)
+    d = compare("logits", a, b)
+    assert d.ok and d.max_rel > 7 and d.worst < 1
+    assert d.criterion == "|a-b| <= 0.00977*max(1,|b|)" and d.rule == "float16 default (10 eps)"
+    assert compare("i", np.array([1, 2]), np.array([1, 2])).criterion == "a == b"
+
+
+def test_rtol_and_atol_are_numpy_allclose():
+    b = np.array([0.0, 100.0], np.float32)
+    a = b + np.array([2e-6, 5e-3], np.float32)
+    d = compare("y", a, b, rtol=1e-4, atol=1e-5)       # 2e-6 <= 1e-5; 5e-3 <= 1e-5 + 1e-2
+    assert d.ok and d.criterion == "|a-b| <= 1e-05 + 0.0001*|b|" and d.rule == "rtol/atol given"
+    assert d.ok == bool(np.allclose(a, b, rtol=1e-4, atol=1e-5))
+    d = compare("y", a, b, rtol=1e-6, atol=1e-5)
+    assert not d.ok and not np.allclose(a, b, rtol=1e-6, atol=1e-5) and d.worst > 1
+    d = compare("y", a, b, atol=0.0)                   # rtol: the dtype's tolerance, 1e-5
+    assert d.criterion == "|a-b| <= 0 + 1e-05*|b|" and not d.ok     # 2e-6 > 0 at b = 0
+
+
+def test_cli_verify_shows_the_criterion_rtol_and_warm_times(resnet):
+    model = str(ROOT / "examples/resnet_like.onnx")
+    res = runner.invoke(app, ["verify", model, str(resnet), "--repeat", "3", "--threads", "1"],
+                        env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "|a-b| <= 1e-05*max(1,|b|)" in res.stdout and "worst" in res.stdout
+    assert "median of 3 warm run(s)" in res.stdout and "1 thread(s)" in res.stdout
+    res = runner.invoke(app, ["verify", model, str(resnet), "--rtol", "1e-3", "--atol", "1e-6",
+                              "--json", "--repeat", "0"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["outputs"][0]["criterion"] == "|a-b| <= 1e-06 + 0.001*|b|"
+    assert report["settings"]["timing"] == "one run, the first after loading"

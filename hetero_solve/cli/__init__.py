@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 
 from ..errors import HeteroSolveError, one_line
 from ..filekind import content_kind
-from ..interrupt import release_imports
+from ..interrupt import exit_interrupted, release_imports, restore_interrupts, take_interrupts
 from .common import err_console
 
 
@@ -101,7 +101,15 @@ def main(argv: list[str] | None = None) -> None:
       traceback;
     - Ctrl-C: ``hetero-solve: interrupted``, exit code 130.
     """
-    release_imports()   # from here on Ctrl-C is a KeyboardInterrupt, reported below
+    previous = take_interrupts()   # from here on Ctrl-C is one KeyboardInterrupt, reported below
+    release_imports()              # (when take_interrupts left the handler to someone else)
+    try:
+        _main(argv)
+    finally:
+        restore_interrupts(previous)
+
+
+def _main(argv: list[str] | None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("HETERO_SOLVE_DEBUG", "") not in ("", "0")
     args = [a for a in args if a != "--debug"]
@@ -118,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         hint = _help_hint(e)
         _exit(e.exit_code, f"error: {one_line(e.format_message(), ERROR_CHARS)}{hint}", debug)
     except (*_ABORTS, KeyboardInterrupt):
-        _exit(130, "interrupted", debug)
+        _interrupted(debug)
     except BrokenPipeError:                         # stdout closed early (| head): not an error
         _quiet_stdout()
         sys.exit(1)
@@ -130,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     except BaseException as e:                      # noqa: BLE001 (MemoryError, RecursionError, bugs)
         _internal(e, debug)
     if code == 130:   # click turned Ctrl-C into this exit code
-        _exit(130, "interrupted", False)
+        _interrupted(False)
     sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -159,6 +167,20 @@ def _exit(code: int, line: str, debug: bool) -> None:
     except Exception:   # stderr itself is broken: nothing more can be said
         pass
     sys.exit(code)
+
+
+def _interrupted(debug: bool) -> None:
+    """Ctrl-C: the one line and exit code 130, later signals ignored, no thread left to abort
+    the process (:func:`hetero_solve.interrupt.exit_interrupted`)."""
+    def say() -> None:
+        if debug:
+            traceback.print_exc()
+        try:
+            err_console.print("hetero-solve: interrupted", markup=False, highlight=False,
+                              soft_wrap=True)
+        except Exception:   # noqa: BLE001 (stderr itself is broken)
+            pass
+    exit_interrupted(say)
 
 
 def _internal(e: BaseException, debug: bool) -> None:

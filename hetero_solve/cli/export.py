@@ -23,8 +23,10 @@ def openvino_command(
                                    help="A folder hetero-solve wrote (its partition.json)."),
     device_map: List[str] = typer.Option(
         [], "--device-map", metavar="NAME=DEVICE",
-        help="OpenVINO device name for a rule-file device, e.g. --device-map NPU=AUTO "
-             "(repeatable; default: the rule file's names)."),
+        help="OpenVINO device name for a rule-file device, e.g. --device-map NPU=AUTO, or "
+             "for one of its instances, ACC.1=GPU.1; a device with several instances mapped "
+             "to GPU runs instance i on GPU.i (repeatable; default: the rule file's names, "
+             "instances as NAME.i)."),
     model: Optional[Path] = typer.Option(
         None, "--model", metavar="MODEL.onnx",
         help="The ONNX model the answer was solved for, when the path in partition.json no "

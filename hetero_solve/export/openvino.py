@@ -32,16 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..errors import HeteroSolveError, one_line
 from ..answer import ANSWER_NAME, read_answer
+from ..errors import HeteroSolveError, one_line
+from ..units import instance_label
+from .device_map import VIRTUAL_DEVICES
+from .device_map import DeviceMapError, parse_pairs, resolve_device_map, shared_note, shared_targets
 
 FOLDER = "openvino"
 FILES = ("model.xml", "model.bin", "export.json")
 RT_AFFINITY = ["hetero_solve", "affinity"]
 RT_PRIORITIES = ["hetero_solve", "priorities"]
-#: Device names OpenVINO plugins answer to without hardware of their own (they dispatch to
-#: the devices present), so a compile with them works on a CPU-only machine.
-VIRTUAL_DEVICES = ("AUTO", "MULTI", "BATCH", "HETERO")
 
 
 class ExportError(HeteroSolveError):
@@ -80,26 +80,23 @@ class OpenVINOExport:
 
 
 def parse_device_map(items: Sequence[str] | Mapping[str, str] | None,
-                     devices: Sequence[str]) -> dict[str, str]:
-    """``["NPU=AUTO", ...]`` (or a mapping) as rule-file device -> OpenVINO device name, every
-    device of the answer present (unmapped ones keep their rule-file name).
+                     devices: Sequence[str] | Sequence[tuple[str, int]]) -> dict[str, str]:
+    """``["NPU=AUTO", "ACC.1=GPU.1", ...]`` (or a mapping) as device instance -> OpenVINO
+    device name, every device instance of the answer present
+    (:func:`hetero_solve.export.device_map.resolve_device_map`; ``devices`` are names, or
+    (name, instances) pairs).
 
     Raises
     ------
     ExportError
-        An item is not ``NAME=DEVICE`` or names a device the answer does not have.
+        An item is not ``NAME=DEVICE`` or names no device (instance) of the answer.
     """
-    pairs = dict(items) if isinstance(items, Mapping) else {}
-    for item in [] if isinstance(items, Mapping) else items or []:
-        name, sep, target = item.partition("=")
-        if not sep or not name.strip() or not target.strip():
-            raise ExportError(f"--device-map {item!r}: expected NAME=DEVICE, e.g. NPU=AUTO")
-        pairs[name.strip()] = target.strip()
-    unknown = [n for n in pairs if n not in devices]
-    if unknown:
-        raise ExportError(f"--device-map {unknown[0]}: the answer has no device {unknown[0]!r} "
-                          f"(its devices: {', '.join(devices)})")
-    return {d: pairs.get(d, d) for d in devices}
+    try:
+        pairs = parse_pairs(items)
+        return resolve_device_map(pairs, [d if isinstance(d, tuple) else (d, 1)
+                                          for d in devices])
+    except DeviceMapError as e:
+        raise ExportError(str(e)) from None
 
 
 # -- the answer -------------------------------------------------------------------------------
@@ -131,16 +128,25 @@ def find_model(out_dir: Path, manifest: Mapping, model: str | os.PathLike | None
                       "answer has no model.annotated.onnx: pass --model PATH")
 
 
+def device_instances(manifest: Mapping) -> list[tuple[str, int]]:
+    """The answer's devices as (name, instances), in the rule file's order."""
+    return [(d["name"], int(d.get("instances") or 1)) for d in manifest["devices"]]
+
+
 def tensor_devices(onnx_path: Path, manifest: Mapping) -> dict[str, tuple[int, str]]:
-    """ONNX tensor name -> (graph index, device) of the placed node making it, read from the
-    model's node list (weights not loaded); checks the model is the one solved for."""
+    """ONNX tensor name -> (graph index, device instance) of the placed node making it (``NPU``,
+    or ``ACC.1`` for instance 1 of a device with several), read from the model's node list
+    (weights not loaded); checks the model is the one solved for."""
     import onnx
     try:
         graph = onnx.load(str(onnx_path), load_external_data=False).graph
     except Exception as e:   # noqa: BLE001 (protobuf's DecodeError and friends)
         raise ExportError(f"{onnx_path}: cannot read the ONNX model ({one_line(e)})") from None
     found: dict[str, tuple[int, str]] = {}
+    instances = dict(device_instances(manifest))
     for part in manifest["partitions"]:
+        label = instance_label(part["device"], int(part.get("instance") or 0),
+                               instances.get(part["device"], 1))
         for g, name in zip(part["nodes"], part.get("node_names", part["nodes"])):
             node = graph.node[g] if 0 <= g < len(graph.node) else None
             if node is None or (node.name and isinstance(name, str) and node.name != name):
@@ -148,7 +154,7 @@ def tensor_devices(onnx_path: Path, manifest: Mapping) -> dict[str, tuple[int, s
                                   f"(node {g} should be {name!r}): pass --model PATH")
             for t in node.output:
                 if t and (t not in found or found[t][0] > g):
-                    found[t] = (g, part["device"])
+                    found[t] = (g, label)
     return found
 
 
@@ -304,7 +310,7 @@ def missing_devices(core, names: Sequence[str]) -> list[str]:
 class AffinityModel:
     """An OpenVINO model with every op's affinity set (and stored in its ``rt_info``)."""
     model: Any
-    placed: dict[str, str]          # op friendly name -> rule-file device
+    placed: dict[str, str]          # op friendly name -> device instance (NPU, ACC.1)
     priorities: list[str]           # OpenVINO device names, the rule file's priority order
     reshaped: dict[str, list[int]]
 
@@ -313,7 +319,8 @@ def affinity_model(core, onnx_path: Path, tensors: Mapping[str, tuple[int, str]]
                    mapping: Mapping[str, str], devices: Sequence[str],
                    shapes: Mapping[str, list[int]]) -> AffinityModel:
     """``onnx_path`` read by OpenVINO (:func:`prepare_model`), every op given the OpenVINO
-    device ``mapping`` names for the rule-file device :func:`op_devices` finds for it."""
+    device ``mapping`` names for the device instance :func:`op_devices` finds for it
+    (``devices``: the device instances in the rule file's order)."""
     ov_model, reshaped = prepare_model(core, onnx_path, shapes)
     unique_names(ov_model)
     placed = op_devices(ov_model, tensors)
@@ -339,7 +346,9 @@ def export_openvino(out_dir: str | os.PathLike,
     out_dir : path
         A folder hetero-solve wrote (its ``partition.json``).
     device_map : list of "NAME=DEVICE" or mapping, optional
-        Rule-file device -> OpenVINO device name (default: the rule file's names).
+        Rule-file device or device instance -> OpenVINO device name (default: the rule
+        file's names); a device with several instances maps instance ``i`` to ``DEVICE.i``
+        (:mod:`hetero_solve.export.device_map`).
     model : path, optional
         The ONNX model solved for, when ``partition.json``'s path no longer finds it.
     shapes : mapping, optional
@@ -358,18 +367,24 @@ def export_openvino(out_dir: str | os.PathLike,
     ov = import_openvino()
     out = Path(out_dir)
     manifest = answer_data(out)
-    devices = [d["name"] for d in manifest["devices"]]
+    devices = device_instances(manifest)
     mapping = parse_device_map(device_map, devices)
     onnx_path = find_model(out, manifest, model)
     fixed, open_ = input_shapes(onnx_path, manifest, shapes)
     core = core if core is not None else ov.Core()
     made = affinity_model(core, onnx_path, tensor_devices(onnx_path, manifest), mapping,
-                          devices, fixed)
+                          list(mapping), fixed)
     counts: dict[str, int] = {}
     for name in made.placed.values():
         counts[name] = counts.get(name, 0) + 1
-    result = OpenVINOExport(out / FOLDER, str(onnx_path), len(manifest["partitions"]), mapping,
+    used = [label for label in mapping if label in counts]
+    single = {d for d, n in devices if n <= 1}
+    result = OpenVINOExport(out / FOLDER, str(onnx_path), len(manifest["partitions"]),
+                            {label: target for label, target in mapping.items()
+                             if label in counts or label in single},
                             made.priorities, counts, made.reshaped)
+    for target, labels in shared_targets(mapping, used).items():
+        result.warnings.append(shared_note(target, labels))
     if open_:
         result.warnings.append(f"inputs {', '.join(open_)} keep their dynamic dims (no value "
                                "in the answer's dims: give the shapes solved for with --shape)")

@@ -23,14 +23,16 @@ import types
 
 from .backend import (BACKENDS, NodeTime, OPTIMIZATION_LEVELS, PartRunner, PartSpec, RunOptions,
                       TensorInfo, load_backend)
-from .common import RunError
+from .common import InputShapeError, RunError
+from .inputs import RandomInputsError
 from .report import PartRun, RunResult
 from .session import Session, run, run_partitioned
 from .verify import VerifyError, VerifyReport
 
 __all__ = ["BACKENDS", "NodeTime", "OPTIMIZATION_LEVELS", "PartRunner", "PartSpec",
-           "RunOptions", "TensorInfo", "load_backend", "RunError", "PartRun", "RunResult",
-           "Session", "run", "run_partitioned", "VerifyError", "VerifyReport"]
+           "RunOptions", "TensorInfo", "load_backend", "RunError", "InputShapeError",
+           "RandomInputsError", "PartRun",
+           "RunResult", "Session", "run", "run_partitioned", "VerifyError", "VerifyReport"]
 
 
 class _CallablePackage(types.ModuleType):

@@ -24,6 +24,8 @@ from typing import Any, Hashable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from ..units import instance_label
+
 #: Backend name -> module holding its ``load_part``.  Imported on first use only.
 BACKENDS: dict[str, str] = {
     "onnxruntime": "hetero_solve.run.onnxruntime",
@@ -47,7 +49,9 @@ class PartSpec:
     """One part as ``partition.json`` lists it, with what a backend needs to load it.
 
     ``runtime`` is the device's ``runtime:`` mapping from the rule file (as ``partition.json``
-    keeps it under ``devices``), e.g. ``{"onnxruntime": ["CUDAExecutionProvider"]}``."""
+    keeps it under ``devices``), e.g. ``{"onnxruntime": ["CUDAExecutionProvider"]}``;
+    ``instances`` the device's instance count (``label``: ``NPU``, or ``ACC.1`` for instance 1
+    of several)."""
     id: int
     device: str
     file: Path
@@ -55,6 +59,12 @@ class PartSpec:
     outputs: tuple[str, ...]
     instance: int = 0
     runtime: Mapping[str, Any] = field(default_factory=dict)
+    instances: int = 1
+
+    @property
+    def label(self) -> str:
+        """The device instance as every output shows it (``NPU``, ``ACC.1``)."""
+        return instance_label(self.device, self.instance, self.instances)
 
 
 #: onnxruntime's graph optimisation levels by the names ``--optimization`` takes.

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from ..readers import check_regular
-from .common import RunError, ort_line
+from .common import InputShapeError, RunError, ort_line
 from .manifest import load_manifest, load_part_model
 
 #: Random integer inputs (token ids, indices, counts) are drawn from ``[0, INT_HIGH)``: small
@@ -263,6 +263,48 @@ def random_inputs(specs: Iterable[InputSpec], dims: Mapping[str, int] | None = N
     return feeds
 
 
+def describe_random(specs: Iterable[InputSpec], dims: Mapping[str, int] | None = None,
+                    ranges: Mapping[str, tuple[float, float]] | None = None) -> dict[str, str]:
+    """How :func:`random_inputs` draws each input: name -> ``"int64 () from 0..9"`` (dtype,
+    shape, values), for the line that says which inputs were random."""
+    ranges = dict(ranges or {})
+    out: dict[str, str] = {}
+    for spec in specs:
+        dtype = numpy_dtype(spec.elem_type, spec.name)
+        try:
+            shape = "(" + ",".join(map(str, concrete_shape(spec, dims or {}))) + ")"
+        except RunError:
+            shape = "(?)"
+        if spec.name in ranges and (dtype.kind in "iufb" or is_extra_float(dtype)):
+            low, high = ranges[spec.name]
+            how = (f"from {math.ceil(low)}..{math.floor(high)}" if dtype.kind in "iub"
+                   else f"uniform in {low:g}..{high:g}")
+        elif dtype == np.bool_:
+            how = "true or false"
+        elif dtype.kind in "iu":
+            high = spec.index_bound if spec.index_bound is not None else INT_HIGH
+            how = f"from 0..{high - 1}"
+        elif dtype.kind in "fc" or is_extra_float(dtype):
+            how = "standard normal"
+        else:
+            how = "short words"
+        out[spec.name] = f"{dtype.name} {shape} {how}"
+    return out
+
+
+class RandomInputsError(RunError):
+    """A run on random inputs failed (a model that needs particular values: a sample rate, a
+    count): the runtime's message, then the inputs that were random and how they were drawn
+    (``random``: name -> description, :func:`describe_random`)."""
+
+    def __init__(self, error: BaseException, random: Mapping[str, str]):
+        self.error = error
+        self.random = dict(random)
+        shown = "; ".join(f"{k} {v}" for k, v in self.random.items())
+        super().__init__(f"{error} (random inputs: {shown}; a model that needs particular "
+                         "values in them must be given those values)")
+
+
 def check_ranges(ranges: Mapping[str, tuple[float, float]] | None,
                  specs: Sequence[InputSpec]) -> None:
     """``--input-range`` names must be inputs; low <= high, both finite."""
@@ -301,11 +343,8 @@ def check_inputs(specs: Sequence[InputSpec], feeds: Mapping[str, np.ndarray],
             fixed = (want if isinstance(want, int) and want >= 0 else
                      dims.get(want) if isinstance(want, str) else None)
             if fixed is not None and got != fixed:
-                hint = (f" ({want}={fixed}; to run other sizes, solve again with "
-                        f"--dim {want}={got})" if isinstance(want, str) else
-                        " (the partition was built for this size)")
-                raise RunError(f"input {name!r} has shape {tuple(value.shape)}, dimension {i} "
-                               f"must be {fixed}{hint}")
+                raise InputShapeError(name, value.shape, spec.shape, i,
+                                      want if isinstance(want, str) else None, dict(dims))
 
 
 def is_extra_float(dtype: np.dtype) -> bool:

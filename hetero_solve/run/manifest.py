@@ -66,8 +66,10 @@ def part_specs(out_dir: str | os.PathLike, manifest: dict) -> list[PartSpec]:
     file's, as ``partition.json`` keeps it under ``devices``)."""
     out_dir = Path(out_dir)
     runtimes = {d.get("name"): dict(d.get("runtime") or {}) for d in manifest.get("devices", [])}
+    counts = {d.get("name"): int(d.get("instances") or 1) for d in manifest.get("devices", [])}
     return [PartSpec(id=int(p["id"]), device=p["device"], file=out_dir / p["file"],
                      inputs=tuple(p["inputs"]), outputs=tuple(p["outputs"]),
                      instance=int(p.get("instance") or 0),
-                     runtime=runtimes.get(p["device"], {}))
+                     runtime=runtimes.get(p["device"], {}),
+                     instances=counts.get(p["device"], 1))
             for p in sorted(manifest["partitions"], key=lambda p: p["id"])]

@@ -18,6 +18,7 @@ import ctypes
 import functools
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -274,14 +275,23 @@ def load_model(model: str | os.PathLike | onnx.ModelProto, options: RunOptions |
 
 
 def run_original_timed(model: str | os.PathLike | onnx.ModelProto,
-                       feeds: Mapping[str, np.ndarray], options: RunOptions | None = None
-                       ) -> tuple[dict[str, np.ndarray], float, float]:
+                       feeds: Mapping[str, np.ndarray], options: RunOptions | None = None,
+                       repeat: int = 0) -> tuple[dict[str, np.ndarray], float, float]:
     """The unpartitioned model on onnxruntime's CPU provider with ``options``: its outputs,
-    the seconds to load (create the session) and to run."""
+    the seconds to load (create the session) and to run: the first run's, or with
+    ``repeat`` the median of that many warm runs after it."""
     runner = load_model(model, options)
+    given = {t.name: feeds[t.name] for t in runner.inputs}
     t0 = time.perf_counter()
-    values = runner.run({t.name: feeds[t.name] for t in runner.inputs})
+    values = runner.run(given)
     seconds = time.perf_counter() - t0
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        runner.run(given)
+        times.append(time.perf_counter() - t0)
+    if times:
+        seconds = statistics.median(times)
     return ({k: runner.to_numpy(v) for k, v in values.items()}, runner.load_seconds, seconds)
 
 

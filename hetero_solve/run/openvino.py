@@ -3,10 +3,11 @@ device, so the parts hetero-solve proved are kept (HETERO, handed an affinity ma
 them: docs/runtimes.md).
 
 Which OpenVINO device runs a part: ``RunOptions.backend_options["device_map"]`` (rule-file
-device -> OpenVINO device name, e.g. ``{"NPU": "NPU", "CPU": "CPU"}``), else the device's
-``runtime: {openvino: DEVICE}`` in the rule file, else the rule file's name when this OpenVINO
-has such a device, else ``CPU`` with a warning (as the onnxruntime
-backend falls back to its CPU provider).  Other ``backend_options``:
+device or device instance -> OpenVINO device name, e.g. ``{"NPU": "NPU", "CPU": "CPU"}``, or
+``["ACC=GPU", "ACC.2=CPU"]``; a device with several instances runs instance ``i`` on
+``DEVICE.i``: :mod:`hetero_solve.export.device_map`), else the device's ``runtime: {openvino: DEVICE}`` in the rule file, else
+the rule file's name (``NAME.i`` for an instance) when this OpenVINO has such a device, else ``CPU`` with a warning (as the
+onnxruntime backend falls back to its CPU provider).  Other ``backend_options``:
 
 - ``config``: properties for every ``compile_model`` (``{"PERFORMANCE_HINT": "LATENCY"}``);
 - ``precise`` (default True): OpenVINO's CPU plugin computes in bfloat16 where the CPU has it;
@@ -24,6 +25,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import HeteroSolveError, one_line
+from ..export.device_map import parse_pairs, per_instance, target_of
+from ..units import instance_label
 from .backend import NodeTime, PartSpec, RunOptions, TensorInfo
 
 #: OpenVINO element type names -> ONNX's type spelling (``TensorInfo.type``).
@@ -60,14 +63,17 @@ def device_for(part: PartSpec, options: RunOptions,
                available: list[str]) -> tuple[str, list[str]]:
     """The OpenVINO device of ``part`` (see the module docstring) and the warning a fallback
     to the CPU makes (``Session`` shows it once per device)."""
-    mapped = dict(options.backend_options.get("device_map") or {})
-    if part.device in mapped:
-        return str(mapped[part.device]), []
-    name = str((part.runtime or {}).get("openvino") or part.device)
+    mapped = parse_pairs(options.backend_options.get("device_map"))
+    label = instance_label(part.device, part.instance, part.instances)
+    if label in mapped or part.device in mapped:
+        return target_of(mapped, part.device, part.instance, part.instances), []
+    name = str((part.runtime or {}).get("openvino")
+               or per_instance(part.device, part.instance, part.instances))
     if name in available or name.split(".")[0] in available or name.split(":")[0] in _VIRTUAL:
         return name, []
-    return "CPU", [f"device {part.device}: OpenVINO has no such device here (it has "
-                   f"{', '.join(available)}); its parts run on CPU (map it with device_map)"]
+    return "CPU", [f"device {label}: OpenVINO has no such device here (no {name}; it has "
+                   f"{', '.join(available)}); its parts run on CPU (map it to one of those "
+                   f"with a device map, e.g. {part.device}=AUTO)"]
 
 
 class OpenVINOPart:

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,9 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from ..interrupt import interrupts_deferred
 from ..readers import read_json
+from ..units import instance_label
 from .common import RunError
 
 
@@ -29,9 +32,17 @@ class PartRun:
     bytes_out: int
     load_seconds: float = 0.0  # session creation (graph optimisation, kernel selection)
     file: str = ""
+    instance: int = 0
+    instances: int = 1        # of the device: the label is NPU.1 only when there are several
+
+    @property
+    def label(self) -> str:
+        """The device instance as every output shows it (``NPU``, ``ACC.1``)."""
+        return instance_label(self.device, self.instance, self.instances)
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "device": self.device, "providers": self.providers,
+        return {"id": self.id, "device": self.device, "instance": self.instance,
+                "device_instance": self.label, "providers": self.providers,
                 "file": self.file, "seconds": self.seconds, "load_seconds": self.load_seconds,
                 "bytes_in": self.bytes_in, "bytes_out": self.bytes_out}
 
@@ -45,6 +56,7 @@ class RunResult:
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     random: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    random_how: dict[str, str] = field(default_factory=dict)  # name -> dtype, shape, values
     saved: dict[str, Path] = field(default_factory=dict)   # output name -> .npy file
     node_times: list = field(default_factory=list)   # NodeTime per node (profile=True)
     settings: dict = field(default_factory=dict)     # backend, optimisation level
@@ -76,6 +88,7 @@ class RunResult:
                 "seconds": self.seconds, "load_seconds": self.load_seconds,
                 "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
                 "inputs": described(self.inputs), "random_inputs": list(self.random),
+                "random_how": dict(self.random_how),
                 "outputs": described(self.outputs),
                 "saved": {name: str(path) for name, path in self.saved.items()},
                 "settings": dict(self.settings),
@@ -107,6 +120,7 @@ def save_outputs(outputs: Mapping[str, np.ndarray], directory: str | os.PathLike
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise RunError(f"{directory} exists and is not a directory")
+    created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     files = output_file_names(outputs)
     # Never overwrite what run did not write: a file that is there must be one a previous
@@ -140,12 +154,15 @@ def save_outputs(outputs: Mapping[str, np.ndarray], directory: str | os.PathLike
             json.dump(files, f, indent=1)
             f.write("\n")
         staged.append((Path(tmp), directory / "outputs.json"))
-    except BaseException:
+    except BaseException:        # an error or Ctrl-C: nothing of this save is left
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
+        if created:
+            shutil.rmtree(directory, ignore_errors=True)
         raise
-    for (tmp, final), name in zip(staged, list(outputs) + [None]):
-        os.replace(tmp, final)
-        if name is not None:
-            written[name] = final
+    with interrupts_deferred():  # the renames: all or none (Ctrl-C waits for them)
+        for (tmp, final), name in zip(staged, list(outputs) + [None]):
+            os.replace(tmp, final)
+            if name is not None:
+                written[name] = final
     return written

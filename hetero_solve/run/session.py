@@ -18,10 +18,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import warn
+from ..export.device_map import parse_pairs, resolve_device_map
 from .backend import NodeTime, PartRunner, RunOptions, TensorInfo, backend_of, load_backend
 from .common import RunError, nbytes
-from .inputs import (check_dims, check_inputs, check_ranges, check_shapes, part_input_specs,
-                     random_inputs, with_shapes)
+from .inputs import (RandomInputsError, check_dims, check_inputs, check_ranges, check_shapes,
+                     describe_random, part_input_specs, random_inputs, with_shapes)
 from .manifest import load_manifest, part_specs
 from .report import PartRun, RunResult, save_outputs
 from .onnxruntime import OrtPartRunner
@@ -80,6 +81,17 @@ class Session:
         self._direct = self._load_direct()
         self._producer = {name: k for k, spec in enumerate(self.specs) for name in spec.outputs}
         self.last_run: list[PartRun] = []
+        self._input_specs: list | None = None
+
+    def input_specs(self) -> list:
+        """The graph inputs the parts read (:class:`~hetero_solve.run.inputs.InputSpec`), with
+        the dims and whole shapes the partition was solved for (``partition.json``'s ``dims``
+        and ``input_shapes``): what :meth:`run` checks its feeds against."""
+        if self._input_specs is None:
+            shapes = check_shapes(self.manifest.get("input_shapes"), None)
+            self._input_specs = with_shapes(part_input_specs(self.out_dir, self.manifest),
+                                            shapes, self.manifest.get("dims") or {})
+        return self._input_specs
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -150,6 +162,15 @@ class Session:
         list of numpy.ndarray
             The outputs, in the order asked.  Per-part times and bytes of this run are in
             :attr:`last_run`.
+
+        Raises
+        ------
+        InputShapeError
+            An input's shape is not the one the partition was built for (its shape chains
+            were folded for that size).
+        RunError
+            An unknown input or output name, an input of another dtype or rank, a part that
+            fails.
         """
         names = list(output_names) if output_names else list(self.manifest["graph_outputs"])
         unknown = [x for x in names if x not in self.manifest["graph_outputs"]]
@@ -160,6 +181,11 @@ class Session:
         if unknown:
             raise RunError(f"unknown input {unknown[0]!r}: the model's inputs are "
                            f"{', '.join(map(repr, self.manifest['graph_inputs'])) or 'none'}")
+        specs = self.input_specs()
+        read = {s.name for s in specs}
+        check_inputs(specs, {x: v for x, v in input_feed.items()
+                             if x in read and isinstance(v, np.ndarray)},
+                     self.manifest.get("dims") or {})
         env: dict[str, tuple[Any, Any]] = {x: (v, None) for x, v in input_feed.items()}
         self.last_run = []
         for k in self._needed(names):
@@ -213,7 +239,8 @@ class Session:
         env.update((x, (v, runner)) for x, v in values.items())
         self.last_run.append(PartRun(spec.id, spec.device, list(runner.providers), seconds,
                                      nbytes(feeds.values()), nbytes(values.values()),
-                                     runner.load_seconds, spec.file.name))
+                                     runner.load_seconds, spec.file.name, spec.instance,
+                                     spec.instances))
 
     # -- profiling ----------------------------------------------------------------------------
 
@@ -231,12 +258,15 @@ class Session:
 def run_partitioned(out_dir: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
                     repeat: int = 1, manifest: dict | None = None,
                     options: RunOptions | None = None,
-                    backend: str | Mapping[str, str] = "auto") -> RunResult:
+                    backend: str | Mapping[str, str] = "auto",
+                    warmup: bool = False) -> RunResult:
     """Run every part in id order on ``feeds`` (the original model's inputs); the original
     model's outputs and per-part counters.  ``repeat`` runs the whole partition that many
-    times and reports each part's median time."""
+    times and reports each part's median time; ``warmup``: one more run first, not timed."""
     session = Session(out_dir, manifest=manifest, options=options, backend=backend)
     runs: list[list[PartRun]] = []
+    if warmup:
+        session.run(None, feeds)
     for _ in range(max(1, repeat)):
         values = session.run(None, feeds)
         runs.append(session.last_run)
@@ -257,7 +287,8 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
         save: str | os.PathLike | None = None,
         ranges: Mapping[str, tuple[float, float]] | None = None,
         shapes: Mapping[str, Sequence[int]] | None = None, optimization: str = "all",
-        profile: bool = False, backend: str | Mapping[str, str] = "auto") -> RunResult:
+        profile: bool = False, backend: str | Mapping[str, str] = "auto",
+        device_map: Sequence[str] | Mapping[str, str] | None = None) -> RunResult:
     """Run the partition in ``out_dir`` (``hetero-solve run``).
 
     Inputs not given are generated (:func:`~hetero_solve.run.inputs.random_inputs`) from the
@@ -265,13 +296,26 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     then ``dims``, and whole shapes from the manifest's ``input_shapes`` (those the solve
     used) and then ``shapes`` (``--shape``).  Given inputs are checked for name, dtype and
     shape.  ``save``: a directory for the outputs as ``<name>.npy`` (nothing is written
-    without it).  ``profile``: per-node times in ``result.node_times``.
+    without it).  ``profile``: per-node times in ``result.node_times``.  ``device_map``
+    (OpenVINO backend): rule-file device or device instance -> OpenVINO device name, as
+    ``export openvino`` takes it (``["ACC=GPU", "ACC.1=CPU"]`` or a mapping;
+    :mod:`hetero_solve.export.device_map`).
 
     >>> r = run("out/", {"x": np.zeros((1, 16), np.float32)})      # doctest: +SKIP
     >>> [(p.device, p.seconds) for p in r.parts], r.outputs["y"]    # doctest: +SKIP
     """
     out_dir = Path(out_dir)
     manifest = load_manifest(out_dir)
+    backend_options = {}
+    if device_map:
+        backends = {backend} if isinstance(backend, str) else set(backend.values())
+        if not backends & {"openvino", "auto"}:
+            raise RunError("a device map names OpenVINO devices: it needs the openvino "
+                           "backend")
+        pairs = parse_pairs(device_map)
+        resolve_device_map(pairs, [(d["name"], int(d.get("instances") or 1))
+                                   for d in manifest.get("devices", [])])   # names checked
+        backend_options["device_map"] = pairs
     all_dims = check_dims(manifest.get("dims", {}), dims)
     all_shapes = check_shapes(manifest.get("input_shapes"), shapes)
     specs = with_shapes(part_input_specs(out_dir, manifest), all_shapes, all_dims,
@@ -292,8 +336,17 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     missing = [s for s in specs if s.name not in given]
     check_ranges(ranges, specs)
     feeds = {**given, **random_inputs(missing, all_dims, seed=seed, ranges=ranges)}
-    result = run_partitioned(out_dir, feeds, repeat=repeat, manifest=manifest, backend=backend,
-                             options=RunOptions(optimization=optimization, profile=profile))
+    how = describe_random(missing, all_dims, ranges)
+    try:
+        result = run_partitioned(out_dir, feeds, repeat=repeat, manifest=manifest,
+                                 backend=backend,
+                                 options=RunOptions(optimization=optimization, profile=profile,
+                                                    backend_options=backend_options))
+    except RunError as e:
+        if not how or isinstance(e, RandomInputsError):
+            raise
+        raise RandomInputsError(e, how) from None
+    result.random_how = how
     extra = [f"input {x!r} is read by no node; ignored" for x in unread]
     result.warnings.extend(extra)
     result.random = [s.name for s in missing]

@@ -11,7 +11,14 @@ absolute and relative difference; an output **passes** when every element satisf
 
 (absolute near zero, relative for large values).  ``tolerance`` follows the output's dtype
 unless one is given (:data:`TOLERANCES`, :func:`default_tolerance`); ``step`` is one
-quantisation step for an output a ``DequantizeLinear`` makes, else 0.  Integer, bool and
+quantisation step for an output a ``DequantizeLinear`` makes, else 0.  Given ``rtol`` and/or
+``atol``, the rule is ``numpy.allclose``'s instead,
+
+    |partitioned - original| <= atol + step + rtol * |original|
+
+the one not given being the dtype's tolerance.  Each output's ``criterion`` is the rule it was
+held to, with its numbers; ``worst`` the largest ratio of a difference to what the rule allows
+there (<= 1 passes).  Integer, bool and
 string outputs must be equal, except the codes a ``QuantizeLinear`` makes, which may differ by
 one.  NaN matches NaN and an infinity matches the same infinity.  Shapes and dtypes must match
 exactly.
@@ -30,8 +37,10 @@ import onnx
 
 from ..errors import HeteroSolveError, warn
 from .backend import RunOptions
-from .inputs import (check_dims, check_inputs, check_ranges, check_shapes, is_extra_float,
-                     model_input_specs, random_inputs, with_shapes)
+from .common import RunError
+from .inputs import (RandomInputsError, check_dims, check_inputs, check_ranges, check_shapes,
+                     describe_random, is_extra_float, model_input_specs, random_inputs,
+                     with_shapes)
 from .manifest import load_manifest
 from .onnxruntime import run_original_timed
 from .report import RunResult
@@ -73,12 +82,15 @@ class OutputDiff:
     note: str = ""        # why it failed beyond the numbers (shape, dtype, NaN placement)
     tolerance: float = 0.0
     rule: str = ""
+    criterion: str = ""   # the pass rule with its numbers, e.g. |a-b| <= 1e-05*max(1,|b|)
+    worst: float = 0.0    # largest |a-b| / allowed difference (<= 1: passes)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
                 "max_abs": _json_float(self.max_abs), "max_rel": _json_float(self.max_rel),
                 "error": _json_float(self.error), "ok": self.ok, "note": self.note,
-                "tolerance": self.tolerance, "tolerance_rule": self.rule}
+                "tolerance": self.tolerance, "tolerance_rule": self.rule,
+                "criterion": self.criterion, "worst": _json_float(self.worst)}
 
 
 @dataclass
@@ -112,7 +124,8 @@ def verify(model: str | os.PathLike | onnx.ModelProto, out_dir: str | os.PathLik
            *, tolerance: float | None = None, seed: int = 0,
            ranges: Mapping[str, tuple[float, float]] | None = None,
            shapes: Mapping[str, Sequence[int]] | None = None,
-           optimization: str = "all") -> VerifyReport:
+           optimization: str = "all", rtol: float | None = None, atol: float | None = None,
+           repeat: int = 0, threads: int = 0) -> VerifyReport:
     """Run ``model`` and the partition in ``out_dir`` on the same inputs, with the same
     onnxruntime settings, and compare every graph output.
 
@@ -128,8 +141,16 @@ def verify(model: str | os.PathLike | onnx.ModelProto, out_dir: str | os.PathLik
     tolerance : float, optional
         One tolerance for every output; by default each output's dtype decides
         (:func:`default_tolerance`).
+    rtol, atol : float, optional
+        ``numpy.allclose``'s rule instead, ``|a - b| <= atol + rtol * |b|`` (the one not
+        given: the tolerance), for every output.
     optimization : {"all", "extended", "basic", "disabled"}
         onnxruntime's graph optimisation level, the same on both sides.
+    repeat : int, default 0
+        Time both sides as the median of this many warm runs after the compared one (0: the
+        compared run's time, the first after loading).
+    threads : int, default 0
+        onnxruntime's intra-op threads on both sides (0: its default, every core).
 
     Returns
     -------
@@ -147,8 +168,11 @@ def verify(model: str | os.PathLike | onnx.ModelProto, out_dir: str | os.PathLik
     >>> rep.ok, [(o.name, o.max_abs, o.tolerance) for o in rep.outputs]   # doctest: +SKIP
     (True, [('y', 0.0, 1e-05)])
     """
-    if tolerance is not None and not (tolerance >= 0 and math.isfinite(tolerance)):
-        raise VerifyError(f"--tolerance {tolerance}: must be a finite number >= 0")
+    for label, value in (("tolerance", tolerance), ("rtol", rtol), ("atol", atol)):
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            raise VerifyError(f"{label} {value}: must be a finite number >= 0")
+    if repeat < 0 or threads < 0:
+        raise VerifyError(f"repeat {repeat}, threads {threads}: must be >= 0")
     out_dir = Path(out_dir)
     manifest = load_manifest(out_dir)
     proto, label = _read(model)
@@ -164,21 +188,32 @@ def verify(model: str | os.PathLike | onnx.ModelProto, out_dir: str | os.PathLik
     missing = [s for s in specs if s.name not in given]
     check_ranges(ranges, specs)
     feeds = {**given, **random_inputs(missing, all_dims, seed=seed, ranges=ranges)}
-    options = RunOptions(optimization=optimization)
+    options = RunOptions(optimization=optimization, intra_op_threads=threads)
     # by path when there is one: onnxruntime then reads external data itself (no 2 GiB limit)
     source = proto if isinstance(model, onnx.ModelProto) else label
-    expected, _load, original_seconds = run_original_timed(source, feeds, options)
-    run = run_partitioned(out_dir, {k: v for k, v in feeds.items()
-                                    if k in manifest["graph_inputs"]},
-                          manifest=manifest, options=options)
+    how = describe_random(missing, all_dims, ranges)
+    try:
+        expected, _load, original_seconds = run_original_timed(source, feeds, options,
+                                                               repeat=repeat)
+        run = run_partitioned(out_dir, {k: v for k, v in feeds.items()
+                                        if k in manifest["graph_inputs"]},
+                              manifest=manifest, options=options, repeat=max(1, repeat),
+                              warmup=repeat > 0)
+    except RunError as e:
+        if not how or isinstance(e, RandomInputsError):
+            raise
+        raise RandomInputsError(e, how) from None
     run.random = [s.name for s in missing]
+    run.random_how = how
     quantized = quantized_outputs(proto)
     diffs = [compare(name, run.outputs.get(name), expected[name], tolerance,
-                     step=quantized.get(name, 0.0)) for name in outs]
+                     step=quantized.get(name, 0.0), rtol=rtol, atol=atol) for name in outs]
     for message in run.warnings:
         warn(message)
     settings = {"optimization": optimization, "original_providers": ["CPUExecutionProvider"],
-                "same_session_options": True}
+                "same_session_options": True, "threads": threads, "repeat": repeat,
+                "timing": (f"median of {repeat} warm run(s)" if repeat else
+                           "one run, the first after loading")}
     return VerifyReport(diffs, tolerance, run, original_seconds, run.random, all_dims, settings)
 
 
@@ -223,22 +258,38 @@ def quantized_outputs(model: onnx.ModelProto) -> dict[str, float]:
 
 
 def compare(name: str, got, want, tolerance: float | None = None, *,
-            step: float = 0.0) -> OutputDiff:
+            step: float = 0.0, rtol: float | None = None,
+            atol: float | None = None) -> OutputDiff:
     """One output's differences (see the module docstring for the pass rule).
 
     ``tolerance`` None: the dtype's default.  ``step`` > 0: one quantisation step allowed on
     top (an output a ``DequantizeLinear`` makes); -1: integer codes may differ by one (an
-    output a ``QuantizeLinear`` makes)."""
+    output a ``QuantizeLinear`` makes).  ``rtol``/``atol``: ``numpy.allclose``'s rule (the one
+    not given: the tolerance)."""
     want = np.asarray(want)
     tol, rule = ((tolerance, "given") if tolerance is not None else default_tolerance(want.dtype))
+    close = rtol is not None or atol is not None
+    r_tol = rtol if rtol is not None else tol
+    a_tol = atol if atol is not None else tol
+    if close:
+        rule = "rtol/atol given" if rtol is not None and atol is not None else \
+            f"{'rtol' if rtol is not None else 'atol'} given, the other {rule}"
     if step > 0:
         rule += f" + one quantisation step ({step:.3g})"
     elif step < 0:
         rule = "quantised codes: within 1"
+    plus = f" + {step:.3g}" if step > 0 else ""
+    exact = want.dtype.kind in "biu" or not (want.dtype.kind in "fc" or is_extra_float(want.dtype))
+    criterion = ("|a-b| <= 1" if step < 0 else "a == b" if exact else
+                 f"|a-b| <= {a_tol:.3g}{plus} + {r_tol:.3g}*|b|" if close else
+                 f"|a-b| <= {tol:.3g}*max(1,|b|){plus}")
+
+    def diff_of(*args, **kwargs) -> OutputDiff:
+        return OutputDiff(*args, tolerance=tol, rule=rule, criterion=criterion, **kwargs)
 
     def failed(note: str) -> OutputDiff:
-        return OutputDiff(name, want.shape, str(want.dtype), math.inf, math.inf, math.inf,
-                          False, note, tol, rule)
+        return diff_of(name, want.shape, str(want.dtype), math.inf, math.inf, math.inf,
+                       False, note, worst=math.inf)
     if got is None:
         return failed("not produced by the partition")
     got = np.asarray(got)
@@ -247,13 +298,13 @@ def compare(name: str, got, want, tolerance: float | None = None, *,
     if got.dtype != want.dtype:
         return failed(f"dtype {got.dtype}, expected {want.dtype}")
     if want.size == 0:
-        return OutputDiff(name, want.shape, str(want.dtype), 0.0, 0.0, 0.0, True, "", tol, rule)
+        return diff_of(name, want.shape, str(want.dtype), 0.0, 0.0, 0.0, True, "")
     numeric = want.dtype.kind in "biufc" or is_extra_float(want.dtype)
     if not numeric:                              # strings, objects: equal or not
         same = bool(np.array_equal(got, want))
         bad = 0.0 if same else math.inf
-        return OutputDiff(name, want.shape, str(want.dtype), bad, bad, bad, same,
-                          "" if same else "values differ", tol, rule)
+        return diff_of(name, want.shape, str(want.dtype), bad, bad, bad, same,
+                       "" if same else "values differ", worst=bad)
     a = got.astype(np.complex128 if want.dtype.kind == "c" else np.float64)
     b = want.astype(a.dtype)
     nan_a, nan_b = np.isnan(a), np.isnan(b)
@@ -265,18 +316,25 @@ def compare(name: str, got, want, tolerance: float | None = None, *,
         ref = np.where(np.isnan(ref), 1.0, ref)
         rel = np.where(diff == 0, 0.0, diff / ref)
         err = np.maximum(diff - max(step, 0.0), 0.0) / np.maximum(1.0, ref)
+        allowed = (a_tol + max(step, 0.0) + r_tol * ref if close else
+                   max(step, 0.0) + tol * np.maximum(1.0, ref))
+        ratio = np.where(diff == 0, 0.0, np.where(allowed > 0, diff / allowed, np.inf))
     max_abs, max_rel, error = float(diff.max()), float(rel.max()), float(err.max())
+    worst = float(ratio.max())
     note = ""
     if (nan_a != nan_b).any():
         note = f"NaN in {int((nan_a != nan_b).sum())} place(s) on one side only"
     if want.dtype.kind in "biu":                  # exact types: equal (codes: within one)
         ok = bool(max_abs <= 1) if step < 0 else bool(np.array_equal(got, want))
+        worst = (max_abs if step < 0 else (0.0 if ok else math.inf))
         if not ok and not note:
             note = f"{int((got != want).sum())} element(s) differ"
+    elif close:
+        ok = bool((diff <= allowed).all())
     else:
         ok = error <= tol
-    return OutputDiff(name, want.shape, str(want.dtype), max_abs, max_rel, error, ok, note,
-                      tol, rule)
+    return diff_of(name, want.shape, str(want.dtype), max_abs, max_rel, error, ok, note,
+                   worst=worst)
 
 
 def _read(model) -> tuple[onnx.ModelProto, str]:
