@@ -281,6 +281,68 @@ def hetero_shapes(path: str | os.PathLike, entry: Mapping) -> Callable[[str], tu
     return lambda name: mg.tensor_type(name).shape
 
 
+# -- open dims, axis by axis -----------------------------------------------------------------
+
+@dataclass
+class Axes:
+    """hetero-solve's dims with the inputs' dims left open, axis by axis against onnxruntime
+    run at several dim settings (:func:`open_axes`): every axis of every main-graph tensor the
+    runtime gives a shape is ``static`` (a number, the runtime's at every setting),
+    ``symbolic`` (an expression of the dim names, the runtime's value at every setting),
+    ``open`` (unknown, or no rank) or ``wrong`` (a number or an expression the runtime
+    contradicts at some setting: must be none).  ``open`` and ``wrong`` list ``(tensor,
+    axis, ours, the runtime's sizes, op)``; ``open_fixed``: the open axes whose size is the
+    same at every setting (a number the analysis could have known)."""
+    total: int = 0
+    static: int = 0
+    symbolic: int = 0
+    open: list[tuple] = field(default_factory=list)
+    wrong: list[tuple] = field(default_factory=list)
+
+    @property
+    def open_fixed(self) -> list[tuple]:
+        return [a for a in self.open if len(set(a[3])) == 1]
+
+    def as_dict(self) -> dict:
+        return {"axes": self.total, "static": self.static, "symbolic": self.symbolic,
+                "open": len(self.open), "open_fixed": len(self.open_fixed),
+                "wrong": len(self.wrong)}
+
+
+def open_axes(model: onnx.ModelProto, settings: list[Mapping[str, int]],
+              shape_of: Callable[[str], tuple | None], evaluate: Callable,
+              ranges: Mapping | None = None) -> Axes:
+    """Compare ``shape_of(name)`` (an analysis with the dims open) with onnxruntime's shapes
+    at each of the dim ``settings`` (values for every input dim name); ``evaluate(d, dims)``:
+    the value of one of the analysis's dims at a setting (``None`` when unknown)."""
+    names = main_graph_tensors(model)
+    exposed = exposing_all(model).SerializeToString()
+    runs = [observe_shapes(exposed, random_feeds(model, {"dims": dict(s), "ranges": ranges or {}},
+                                                 seed=0), names) for s in settings]
+    producer = {o: op_name(n) for n in model.graph.node for o in n.output}
+    out = Axes()
+    for x in names:
+        real = [r[x] for r in runs]
+        if any(s is None or len(s) != len(real[0]) for s in real):
+            continue
+        ours = shape_of(x)
+        for k in range(len(real[0])):
+            out.total += 1
+            d = ours[k] if ours is not None and len(ours) == len(real[0]) else None
+            sizes = [s[k] for s in real]
+            values = [evaluate(d, s) for s in settings]
+            row = (x, k, d, sizes, producer.get(x, "?"))
+            if any(v is None for v in values):
+                out.open.append(row)
+            elif values != sizes:
+                out.wrong.append(row)
+            elif isinstance(d, int):
+                out.static += 1
+            else:
+                out.symbolic += 1
+    return out
+
+
 # -- ops ONNX cannot infer -------------------------------------------------------------------
 
 def op_name(node: onnx.NodeProto) -> str:

@@ -38,6 +38,7 @@ from .flatten import flatten
 from .fold import FoldedValues, base_constant_value, find_foldable, folded_readers
 from .graph import (GraphLists, InputDim, TensorType, TypeTable, free_names, type_of_proto,
                     type_of_value_info)
+from .symbolic import symbolic_hints
 from .weights import data_bytes, elements, is_external, tensor_value
 
 _cpp_inference = getattr(_onnx_inference, "C", None)   # onnx's bytes-in, bytes-out entry point
@@ -312,6 +313,12 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
             return values.get([name])[name]
         return base_constant_value(graph, name) if name in graph.base_constants else None
 
+    def known_constant(name: str) -> np.ndarray | None:
+        """A constant's value without folding anything (folding stays lazy)."""
+        if name in graph.base_constants:
+            return base_constant_value(graph, name)
+        return values.computed().get(name) if name in values else None
+
     for _round in range(MAX_ROUNDS):
         if fold:
             found = sorted(set(find_foldable(graph, types)).union(folded))   # a folded value stays
@@ -325,7 +332,8 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
         hints = [vi for vi in itertools.chain(control_flow_hints(
             graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant),
             reshape_hints(graph, types, set(folded)),
-            slice_hints(graph, types, set(folded), constant))
+            slice_hints(graph, types, set(folded), constant),
+            symbolic_hints(graph, types, set(folded), known_constant))
             if hinted.get(vi.name) != vi.type.SerializeToString()]
         if useful <= given and not hints:
             break
