@@ -92,7 +92,7 @@ def main(argv=None) -> int:
         print(f"{name:30s} axes {row['axes']:5d} static {row['static']:5d} symbolic "
               f"{row['symbolic']:5d} open {row['open']:4d} (fixed at run time: "
               f"{row['open_fixed']:3d}) wrong {row['wrong']}", flush=True)
-    out = {"label": args.label, "hetero_solve": str(Path(hs.__file__).parent),
+    out = {"label": args.label, "hetero_solve": Path(hs.__file__).parent.name,
            "machine": platform.node(), "rows": rows}
     Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     if args.before:
