@@ -440,7 +440,7 @@ def test_cost_islands_is_valid_and_never_worse_than_fewest_parts(seed):
     from hetero_solve.algorithms.islands import cost_islands
     from hetero_solve.solution import objective_key
     from hetero_solve.validate import validate
-    from test_costs_exact import costed
+    from support.problems import costed
     p = costed(seed)
     try:
         start = heuristic(p)
@@ -543,7 +543,7 @@ def test_a_cost_model_follows_a_fold_choice(seed):
     from hetero_solve.pipeline import initial_solution
     from hetero_solve.solution import evaluate
     from hetero_solve.validate import validate
-    from test_fold_choices import folds_problem
+    from support.problems import folds_problem
     p = folds_problem(seed)
     p.costs = CostModel(node_time=[[1.0, 2.0] for _ in range(p.n)], part_cost=[0.1, 0.0],
                         links=[None, None], option_time=[[0.5, 0.25] for _ in p.fold_options])

@@ -27,6 +27,8 @@ from hetero_solve.pipeline import prepare, solve_prepared
 from hetero_solve.solution import objective_key
 from support.generators import random_dag, random_memory
 
+pytestmark = pytest.mark.load
+
 MODEL = ROOT / "corpus" / "models" / "mobilenetv2-tiny-legacy.onnx"
 RULES = ROOT / "benchmarks" / "rules" / "mem-small-npu.yaml"
 DIMS = {"batch": 1, "height": 160, "width": 160}

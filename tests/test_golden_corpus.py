@@ -13,6 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
 
 from make_corpus_goldens import HERE, cases, golden_name, partition_json  # noqa: E402
 
+pytestmark = pytest.mark.corpus
+
 CASES = cases()
 
 

@@ -11,7 +11,9 @@ from hetero_solve.solution import objective_key
 
 from conftest import ROOT
 from corpus import truth as T
-from test_memory_heuristic import rivals
+from support.problems import rivals
+
+pytestmark = pytest.mark.corpus
 
 CORPUS = T.load_corpus()
 COMMITTED = [n for n, e in CORPUS.items() if e.get("stored") == "committed"]

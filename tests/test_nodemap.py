@@ -20,7 +20,7 @@ from hetero_solve.exact.colocate import contract_groups
 from hetero_solve.exact.folds import unfold
 from hetero_solve.exact.reductions import contract_chains
 from hetero_solve.nodemap import NodeMap, RemapError, check_remap
-from test_fold_choices import choices, folds_problem
+from support.problems import choices, folds_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 QDQ = ROOT / "corpus" / "models" / "resnet-tiny-qdq.onnx"

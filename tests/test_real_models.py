@@ -36,6 +36,8 @@ from hetero_solve.run.session import run_partitioned
 from conftest import ROOT, rule_profiles
 from corpus import truth as T
 
+pytestmark = pytest.mark.corpus
+
 CORPUS = T.load_corpus()
 COMMITTED = [n for n, e in CORPUS.items() if e.get("stored") == "committed"]
 

@@ -25,7 +25,7 @@ callers pass only stages and problems where neither applies, and run those stage
 original problem (with the contracted answer as a hint).
 
 The design notes measured 2.7-7.8x fewer units on DNN-like graphs, and the optimum unchanged
-in 2,000 random tests; tests/test_reductions.py repeats that check against brute force.
+in 2,000 random tests; tests/exact/test_reductions.py repeats that check against brute force.
 
 >>> from hetero_solve.problem import make_problem
 >>> p = make_problem(5, [(0, 1), (1, 2), (2, 3), (3, 4)], [[0], [0], [1], [1], [0]])

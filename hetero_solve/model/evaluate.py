@@ -6,7 +6,7 @@ linearly with the graph (18 s for 41,000 folded nodes, even with optimisations o
 ops are a few microseconds each in numpy.  :func:`evaluate` computes what it can here and hands
 the rest (any other op, and everything downstream of one) to onnxruntime in one small session.
 
-Semantics follow the ONNX operator specifications; ``tests/test_fold_evaluate.py`` holds each
+Semantics follow the ONNX operator specifications; ``tests/model/test_fold_evaluate.py`` holds each
 op to onnxruntime.
 """
 

@@ -360,7 +360,7 @@ def to_yaml() -> str:
         f"# Derived from the op schemas of onnx {onnx.__version__} (ai.onnx opset "
         f"{onnx.defs.onnx_opset_version()}) by",
         "#     python -m hetero_solve.rules.catalog --derive > constraints/onnx-value-inputs.yaml",
-        "# and checked by tests/test_catalog.py (python -m hetero_solve.rules.catalog --check).",
+        "# and checked by tests/rules/test_catalog.py (python -m hetero_solve.rules.catalog --check).",
         "# How inputs are recognised, and the inputs that look like value inputs but are not, with",
         "# the reasons: hetero_solve/rules/catalog.py and docs/rules.md.",
         "version: 1",

@@ -5,8 +5,6 @@ fold choice (every set of placed options closed under ``requires``) finds nothin
 
 from __future__ import annotations
 
-import itertools
-import random
 from types import SimpleNamespace
 
 import pytest
@@ -14,7 +12,7 @@ import pytest
 from hetero_solve.errors import InfeasibleError
 from hetero_solve.exact import refine_with_folds
 from support.brute import brute_force
-from hetero_solve.exact.folds import closure, relaxed, restrict, unfold
+from hetero_solve.exact.folds import relaxed, restrict, unfold
 from hetero_solve.pipeline import initial_solution
 from hetero_solve.problem import Device, FoldOption, make_problem
 from hetero_solve.solution import objective_key
@@ -22,69 +20,10 @@ from hetero_solve.user_partition import judge_answer
 from hetero_solve.validate import validate
 from hetero_solve.budget import Budget
 
+from support.problems import choices, folds_problem
+
 SEEDS = range(40)
 
-
-def folds_problem(seed: int):
-    """A random problem of 3-5 placed nodes on an ACC (memory-limited, enforcing value inputs
-    or not, 1-2 instances) and a CPU, with a constant ``W`` and two fold options: ``f0`` reads
-    ``W`` (a ``Transpose``, as large as ``W``, or a ``Shape``, small) and ``f1`` reads ``f0``'s
-    output, as data or as a value (a ``Concat``, or an ``Expand`` whose output is larger than
-    its inputs).  Placed nodes read the options' outputs as data or as value inputs, and
-    ``W`` itself.  Unfolded completely, at most 7 nodes."""
-    rng = random.Random(seed)
-    n = rng.randint(3, 5)
-    edges = [(u, v) for v in range(1, n) for u in range(v) if rng.random() < 0.45]
-    acc = Device("ACC", memory=rng.choice([24, 32, 40, 56]), instances=rng.choice([1, 1, 2]),
-                 enforce_values=rng.random() < 0.7)
-    allowed = [[0, 1] if rng.random() < 0.85 else [1] for _ in range(n)]
-    p = make_problem(n, edges, allowed, [acc, "CPU"],
-                     tensor_bytes=[rng.choice([2, 4, 8]) for _ in range(n)],
-                     const_bytes=[rng.choice([0, 0, 4, 8]) for _ in range(n)])
-    w_bytes = rng.choice([8, 12, 16])
-    f0_out = w_bytes if rng.random() < 0.5 else 2           # Transpose(W) or Shape(W)
-    f1_out = rng.choice([2, 3 * w_bytes])                   # Concat, or a widening Expand
-    ids = []
-    for name, size in (("W", w_bytes), ("c0", f0_out), ("c1", f1_out)):
-        ids.append(len(p.const_names))
-        p.const_names.append(name)
-        p.const_bytes.append(size)
-    W, c0, c1 = ids
-    readers = {c0: [], c1: []}
-    value = {c0: [], c1: []}
-    for v in range(n):
-        if rng.random() < 0.35:
-            p.node_consts[v].append(W)
-        for c in (c0, c1):
-            if rng.random() < 0.4:
-                p.node_consts[v].append(c)
-                readers[c].append(v)
-                if rng.random() < 0.5:
-                    value[c].append(v)
-    if not readers[c0] and not readers[c1]:
-        v = rng.randrange(n)
-        p.node_consts[v].append(c1)
-        readers[c1].append(v)
-    f1_value = rng.random() < 0.5            # f1 reads f0's output as its shape input
-    devs = lambda: tuple(d for d in (0, 1) if rng.random() < 0.7) or (1,)   # noqa: E731
-    p.fold_options = [
-        FoldOption(100, "f0", "Transpose" if f0_out == w_bytes else "Shape", devs(), (W,), (c0,),
-                   value_readers=tuple(value[c0]), requires=(1,),
-                   value_requires=(1,) if f1_value else ()),
-        FoldOption(101, "f1", "Expand" if f1_out > 2 else "Concat", devs(), (c0,), (c1,),
-                   value_readers=tuple(value[c1]))]
-    return p
-
-
-def choices(p):
-    """Every set of options closed under ``requires``."""
-    seen = set()
-    for r in range(len(p.fold_options) + 1):
-        for ks in itertools.combinations(range(len(p.fold_options)), r):
-            c = tuple(closure(p, ks))
-            if c not in seen:
-                seen.add(c)
-                yield list(c)
 
 
 def best_over_choices(p):

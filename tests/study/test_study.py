@@ -20,7 +20,7 @@ from hetero_solve.study.store import COLUMNS, read_csv, rules_digest, run_key
 from hetero_solve.study.summary import render
 from hetero_solve.validate import validate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
 RU = ROOT / "rules"
 EXACT = importlib.util.find_spec("hetero_solve.exact") is not None

@@ -1,7 +1,7 @@
 """The fitting package (one home for fitting parts into memory): its doctests, the one
 first-fit packing against exhaustive search, and the one run order.
 
-(The fits themselves are held by tests/test_memory_heuristic.py, test_exact_memory.py,
+(The fits themselves are held by tests/algorithms/test_memory_heuristic.py, test_exact_memory.py,
 test_exact_runs.py, test_packing_bound.py and test_memory_bounds.py.)"""
 
 from __future__ import annotations

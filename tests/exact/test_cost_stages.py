@@ -1,5 +1,5 @@
 """The cost stages on the exact engine's rails (docs/exact.md, "Cost terms"): records, proofs
-and answers as every stage's, at sizes from brute force (tests/test_costs_exact.py) to
+and answers as every stage's, at sizes from brute force (tests/exact/test_costs_exact.py) to
 ONNX-like graphs of thousands of nodes: the answer is valid, never worse than the heuristic
 start or the best single device, and the bound is true; ``engine="sat"`` says in one line that
 it has no cost terms."""
@@ -20,7 +20,7 @@ from hetero_solve.problem import Objective
 from hetero_solve.solution import Solution, objective_term
 from hetero_solve.validate import validate
 from support.generators import cnn_like, transformer_like
-from test_costs_exact import costed
+from support.problems import costed
 
 
 def with_costs(p, seed: int, objective: str):

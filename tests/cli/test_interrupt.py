@@ -1,7 +1,7 @@
 """Ctrl-C anywhere (issue 24): SIGINT sent to the real command at each stage it reports with
 ``--verbose`` gives exit code 130, the one line ``hetero-solve: interrupted`` (no traceback) and
-nothing written; the same for ``explain`` and ``study``, and during the imports.  A library
-caller gets ``KeyboardInterrupt`` from a running CP-SAT or Glucose search.
+nothing written; the same for ``explain`` and ``study``, and during the imports.  (A library
+caller's ``KeyboardInterrupt``: tests/test_interrupt_library.py.)
 
 The model is one of the corpus's (``mobilenetv2-tiny-legacy``, nobody here wrote it) on the
 3 MiB NPU, where every solver stage runs (relaxed assignment models, runs, CP-SAT).  No timed
@@ -14,13 +14,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import EXAMPLES, ROOT
-from hetero_solve.budget import Budget
+
+pytestmark = pytest.mark.load
 
 MODEL = ROOT / "corpus" / "models" / "mobilenetv2-tiny-legacy.onnx"
 RULES = ROOT / "benchmarks" / "rules" / "mem-small-npu.yaml"
@@ -145,45 +145,6 @@ def test_sigint_during_the_imports_is_one_line(tmp_path):
     assert r.returncode == 130, r
     assert r.stderr.strip().splitlines() == [INTERRUPTED]
     assert "not interrupted" not in r.stdout
-
-
-def test_a_library_caller_gets_keyboard_interrupt_from_cpsat():
-    """Ctrl-C during a CP-SAT search (native code) reaches the caller as KeyboardInterrupt,
-    after the solver stopped (it used to be swallowed by CP-SAT's own handler)."""
-    from ortools.sat.python import cp_model
-    from hetero_solve.exact.cpsat import run
-
-    m = cp_model.CpModel()
-    xs = [m.NewIntVar(0, 60, "") for _ in range(60)]
-    m.AddAllDifferent(xs)
-    for i in range(59):
-        m.Add(3 * xs[i] + 7 * xs[i + 1] != 50 + i)
-    m.Maximize(sum((i % 7) * x for i, x in enumerate(xs)))
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    signal.signal(signal.SIGINT, signal.default_int_handler)   # Python's, whatever ran before
-    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    t0 = time.process_time()
-    with pytest.raises(KeyboardInterrupt):
-        run(solver, m, Budget.of(work_limit=1e4))
-    timer.cancel()
-    assert time.process_time() - t0 < 1e4      # it stopped: the budget was not spent
-
-
-def test_a_library_caller_gets_keyboard_interrupt_from_glucose():
-    from pysat.examples.genhard import PHP
-    from pysat.solvers import Solver
-    from hetero_solve.interrupt import run_stoppable
-
-    s = Solver(name="g4", bootstrap_with=PHP(12).clauses)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        run_stoppable(lambda: s.solve_limited(expect_interrupt=True), s.interrupt)
-    timer.cancel()
-    timer.join()
 
 
 # -- every command, every stage; two signals at once (issue 31) ----------------------------------

@@ -11,18 +11,17 @@ import numpy as np
 import pytest
 
 import hetero_solve as hs
-from hetero_solve.algorithms.baselines import BASELINES, BaselineSkipped
 from hetero_solve.fitting.network import MemoryNetwork, placeable_nodes, standalone_memory
 from support.brute import brute_force
 from hetero_solve.measures import part_memory
 from hetero_solve.problem import Device, make_problem
-from hetero_solve.solution import Solution, evaluate, objective_key
-from hetero_solve.user_partition import Entry, UserMap, user_solution
+from hetero_solve.solution import evaluate, objective_key
 
 from conftest import EXAMPLES, chain_model
+from support.problems import rivals
 from make_examples import EXAMPLE_DIMS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KIB = 1024
 
 
@@ -111,28 +110,6 @@ def test_min_memory_containing_equals_brute_force():
 
 
 # -- never worse than the obvious ---------------------------------------------------------------
-
-def preferred_map(problem: hs.Problem) -> Solution:
-    """Every node on its preferred device, split into connected same-device regions, parts on
-    instances first-fit decreasing (what ``hetero-solve check`` does with that map)."""
-    names = problem.names
-    devices = [problem.devices[a[0]].name for a in problem.allowed]
-    umap = UserMap("<preferred>", "device", {n: Entry(device=d) for n, d in zip(names, devices)})
-    resolved = [(a[0], None, None) for a in problem.allowed]
-    return user_solution(problem, umap, resolved)
-
-
-def rivals(problem: hs.Problem) -> dict[str, Solution]:
-    """The baselines' answers and the all-on-preferred map that the validator accepts."""
-    out = {}
-    for name, baseline in BASELINES.items():
-        try:
-            sol = baseline.run(problem)
-        except BaselineSkipped:
-            continue
-        out[name] = sol
-    out["all on preferred"] = preferred_map(problem)
-    return {k: s for k, s in out.items() if not hs.validate(problem, s, require_order=False)}
 
 
 CASES = [(m, r) for m in sorted(EXAMPLES.glob("*.onnx")) for r in sorted((ROOT / "rules").glob("*.yaml"))]

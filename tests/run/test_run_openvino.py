@@ -16,6 +16,8 @@ from hetero_solve.errors import HeteroSolveWarning
 from hetero_solve.run.backend import PartRunner, PartSpec, RunOptions, load_backend
 from openvino_quiet import import_openvino
 
+pytestmark = pytest.mark.runtime
+
 if import_openvino() is None:
     pytest.skip("OpenVINO is not installed: pip install 'hetero-solve[openvino]'",
                 allow_module_level=True)

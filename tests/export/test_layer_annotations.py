@@ -6,7 +6,7 @@ every node on the provider the answer says, for the providers installed here.  S
 the version needed, where onnxruntime lacks the feature.
 
 The corpus models (nobody here wrote them) run under one rule profile each, rotating through
-``rules/`` as in ``tests/test_session.py``.
+``rules/`` as in ``tests/run/test_session.py``.
 """
 
 from __future__ import annotations

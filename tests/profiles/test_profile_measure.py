@@ -20,6 +20,8 @@ from hetero_solve.profiles import read_profile
 from hetero_solve.profiles import measure as measure_module
 from openvino_quiet import import_openvino
 
+pytestmark = pytest.mark.runtime
+
 MODELS = ROOT / "corpus" / "models"
 QDQ = MODELS / "resnet-tiny-qdq.onnx"
 TWO = RULES / "runtimes" / "two-runtimes-cpu.yaml"

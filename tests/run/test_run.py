@@ -25,7 +25,7 @@ from hetero_solve.run.onnxruntime import run_original
 from hetero_solve.run.report import output_file_names
 from hetero_solve.run.session import run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 

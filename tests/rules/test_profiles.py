@@ -17,7 +17,7 @@ from hetero_solve.model import load_model
 from hetero_solve.rules.check import query
 from hetero_solve.validate import validate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROFILES = sorted((ROOT / "rules").glob("*.yaml"))
 EXAMPLE_DIMS = {"resnet_like": {"batch": 1}, "transformer_encoder": {"batch": 1, "seq": 16},
                 "control_flow": {"seq": 5, "batch": 2}, "seed000": {}}

@@ -182,7 +182,7 @@ def test_the_version_is_the_one_pyproject_declares():
     number, held equal here."""
     import tomllib
     from pathlib import Path
-    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml")
                             .read_text())["project"]
     assert hs.__version__ == project["version"]
     assert run("--version").stdout.startswith(f"hetero-solve {project['version']},")

@@ -19,6 +19,8 @@ from hetero_solve.cli import main
 from hetero_solve.rules.from_runtime import (DTYPES, ask_runtime, onnxruntime_taker,
                                               op_schemas, probes, rule_file)
 
+pytestmark = pytest.mark.runtime
+
 CORPUS = ROOT / "corpus" / "models"
 
 

@@ -12,7 +12,7 @@ from hetero_solve.cli import main
 from hetero_solve.model import load_model
 from hetero_solve.rules.check import format_query, query, summary
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules"
 EXAMPLES = ROOT / "examples"
 EXAMPLE_DIMS = {"resnet_like": {"batch": 1}, "transformer_encoder": {"batch": 1, "seq": 16},

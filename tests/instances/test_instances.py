@@ -15,7 +15,7 @@ from hetero_solve.instances.tarnawski import InstanceError, load_instance
 from hetero_solve.measures.costs import time_per_sample
 from hetero_solve.validate import validate
 
-DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "tarnawski2020"
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "tarnawski2020"
 BERT = DATA / "throughput_bert_l-3_inference.json"
 RESNET = DATA / "throughput_resnet50_inference.json"
 

@@ -17,40 +17,13 @@ import pytest
 from hetero_solve.costs import CostModel, Link
 from support.brute import set_partitions
 from hetero_solve.exact import refine
-from support.generators import random_small
 from hetero_solve.measures import part_order
 from hetero_solve.measures.costs import instance_loads, latency, time_per_sample
 from hetero_solve.problem import Device, Objective, make_problem
 from hetero_solve.solution import Solution, objective_key
 from hetero_solve.validate import validate
 from hetero_solve.budget import Budget
-
-OBJECTIVES = [Objective(order=("latency",)), Objective(order=("throughput",)),
-              Objective(order=("throughput", "partitions")),
-              Objective(order=("fallback", "latency")),
-              Objective(weights={"latency": 1.0, "partitions": 0.5}),
-              Objective(weights={"throughput": 2.0, "transfer": 0.01})]
-
-
-def costed(seed: int):
-    """A generated problem (memory limits, pins, value edges) with random costs, a random
-    colocation pair, a cost objective and, one time in three, contiguous stages."""
-    rng = random.Random(seed)
-    p = random_small(seed)
-    D = len(p.devices)
-    p.costs = CostModel(
-        node_time=[[round(rng.uniform(0.1, 3.0), 3) for _ in range(D)] for _ in range(p.n)],
-        part_cost=[round(rng.uniform(0, 0.8), 2) for _ in range(D)],
-        links=[None if d == D - 1 else Link(bandwidth=rng.choice([1.0, 4.0, None]),
-                                            latency=round(rng.uniform(0, 0.3), 2))
-               for d in range(D)],
-        contiguous=seed % 3 == 0)
-    if p.n >= 3 and seed % 2:
-        a, b = rng.sample(range(p.n), 2)
-        if set(p.allowed[a]) & set(p.allowed[b]):
-            p.colocation = [[a, b]]
-    p.objective = OBJECTIVES[seed % len(OBJECTIVES)]
-    return p
+from support.problems import costed
 
 
 def oracle(p):

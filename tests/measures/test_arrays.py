@@ -24,7 +24,7 @@ from hetero_solve.model.structure import _first_appearance
 from hetero_solve.problem import Device, Problem
 from hetero_solve.solution import Solution, evaluate, objective_term
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def random_tensor_problem(rng: random.Random, n: int, devices: int = 3) -> Problem:

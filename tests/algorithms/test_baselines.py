@@ -22,7 +22,7 @@ from hetero_solve.rules import load_rules
 from hetero_solve.solution import Solution, evaluate, normalize
 from hetero_solve.validate import validate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.onnx"))
 RULES = sorted((ROOT / "rules").glob("*.yaml"))
 

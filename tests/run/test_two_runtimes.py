@@ -13,6 +13,8 @@ from conftest import EXAMPLES, RULES, random_feeds
 from hetero_solve.run.onnxruntime import run_original
 from openvino_quiet import import_openvino
 
+pytestmark = pytest.mark.runtime
+
 if import_openvino() is None:
     pytest.skip("OpenVINO is not installed", allow_module_level=True)
 

@@ -27,6 +27,8 @@ from hetero_solve.run.verify import compare
 from conftest import RULES, rule_profiles
 from corpus import truth as C
 
+pytestmark = pytest.mark.corpus
+
 CORPUS = C.load_corpus()
 COMMITTED = [n for n, e in CORPUS.items() if e.get("stored") == "committed"]
 PROFILES = rule_profiles()

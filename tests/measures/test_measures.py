@@ -1,6 +1,6 @@
 """The measures package: doctests, the one quotient order, and the one memory tracker.
 
-(The numpy versions against the readable definitions: tests/test_arrays.py.)"""
+(The numpy versions against the readable definitions: tests/measures/test_arrays.py.)"""
 
 from __future__ import annotations
 

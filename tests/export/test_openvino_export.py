@@ -28,6 +28,8 @@ from hetero_solve.cli import main  # noqa: E402
 from hetero_solve.export.openvino import (ExportError, apply_affinity,  # noqa: E402
                                           export_openvino)
 
+pytestmark = pytest.mark.runtime
+
 
 def _answer(tmp_path, model, rules, dims):
     out = tmp_path / f"{model}.hetero"

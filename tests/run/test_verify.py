@@ -20,7 +20,7 @@ from hetero_solve.cli import app
 from hetero_solve.errors import InfeasibleError
 from hetero_solve.run.verify import compare, verify
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted((ROOT / "examples").glob("*.onnx"))
 PROFILES = sorted((ROOT / "rules").glob("*.yaml"))
 runner = CliRunner()
