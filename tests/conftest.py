@@ -26,6 +26,15 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from make_examples import EXAMPLE_DIMS  # noqa: E402
+from support import tiers  # noqa: E402
+
+
+def pytest_addoption(parser):
+    tiers.addoption(parser)
+
+
+def pytest_configure(config):
+    tiers.configure(config)
 
 
 def example_models() -> list[Path]:

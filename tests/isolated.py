@@ -44,6 +44,8 @@ def outcome(argv: list[str], *, cwd: str | os.PathLike | None = None, timeout: f
             user: int | None = None, env: dict[str, str] | None = None) -> Outcome:
     """``hetero_solve.cli.main(argv)`` in a forked child (see the module docstring)."""
     from hetero_solve.cli import main
+    from support.tiers import note_child
+    note_child()
     with tempfile.TemporaryDirectory(prefix="hs-child-") as box:
         out_path, err_path = os.path.join(box, "out"), os.path.join(box, "err")
         if user is not None:
