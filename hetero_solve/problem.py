@@ -263,6 +263,9 @@ class ProblemInfo:
         (:func:`hetero_solve.compile.missing_dims`); empty until the pipeline asks.
     format : str or None
         The instance file format of an imported instance (``None`` for ONNX models).
+    execution : dict or None
+        The execution settings the measured times were taken with (a profile's), which
+        ``partition.json`` records and ``run`` applies; ``None`` without a profile.
     """
 
     folded: list[int] = field(default_factory=list)
@@ -272,6 +275,7 @@ class ProblemInfo:
     warnings: list[str] = field(default_factory=list)
     missing_dims: list[MissingDims] = field(default_factory=list)
     format: str | None = None
+    execution: dict | None = None
 
 
 @dataclass

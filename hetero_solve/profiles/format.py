@@ -16,6 +16,9 @@ measured at); a rule file belongs to hardware.  ``hetero-solve profile`` writes 
   output), ``.tensor_cost`` (seconds per further tensor in or out of a part: a link's latency),
   ``.runtime`` (what measured it), ``.attributed`` (share of the measured time that went to named ONNX nodes) and
   ``.spread`` (how the rest was shared out);
+- ``Profile.execution``: the execution settings the times were measured with (threads,
+  how onnxruntime's threads spin, ...: ``RunOptions.execution()``), which an answer priced
+  with the profile records and runs with; ``None`` when not known;
 - :func:`write_profile` ``(profile, path)``; :func:`model_info` ``(model_graph, file)`` (what a
   new profile records about its model); :meth:`Profile.node_time` for one lookup.
 
@@ -24,6 +27,7 @@ The file is JSON (times in seconds)::
     {"format": "hetero-solve-profile", "version": 1,
      "model": {"file": "resnet.onnx", "nodes": 130, "fingerprint": "sha256:...",
                "input_shapes": {"image": [1, 3, 32, 32]}},
+     "execution": {"threads": 0, "spinning": "stop", "optimization": "all", ...},
      "devices": {"CPU": {"runtime": "onnxruntime:CPUExecutionProvider", "repeats": 20,
                          "warmup": 3, "part_cost": 1.1e-05, "tensor_cost": 2e-06,
                          "total_seconds": 0.0021,
@@ -129,6 +133,10 @@ class Profile:
     model: ModelInfo
     devices: dict[str, DeviceProfile]
     path: str = ""
+    #: The execution settings the times were measured with
+    #: (:meth:`hetero_solve.run.backend.RunOptions.execution`); ``None``: not known (an
+    #: imported profiler file, a profile written before they were recorded).
+    execution: dict | None = None
 
     def node_time(self, device: str, node: str) -> float | None:
         """Seconds of ``node`` on ``device``, ``None`` when the profile has none."""
@@ -140,6 +148,7 @@ class Profile:
         return {"format": FORMAT, "version": VERSION,
                 "model": {"file": m.file, "nodes": m.nodes, "fingerprint": m.fingerprint,
                           "input_shapes": {k: list(v) for k, v in m.input_shapes.items()}},
+                **({"execution": dict(self.execution)} if self.execution else {}),
                 "devices": {name: d.as_dict() for name, d in self.devices.items()}}
 
 
@@ -275,7 +284,11 @@ def profile_of(data: Any, path: str = "profile") -> Profile:
             attributed=_share(d.get("attributed", 1.0), f"{key}.attributed", fail),
             spread=str(d.get("spread") or ""),
             tensor_cost=_seconds(d.get("tensor_cost", 0.0), f"{key}.tensor_cost", fail))
-    return Profile(info, devices, path)
+    execution = data.get("execution")
+    if execution is not None and not isinstance(execution, dict):
+        raise fail("execution", f"expected a mapping of execution settings, got "
+                                f"{type(execution).__name__}")
+    return Profile(info, devices, path, execution)
 
 
 def _mapping(data: dict, key: str, fail) -> dict:

@@ -167,6 +167,9 @@ def test_profile_measures_both_runtimes(capsys, tmp_path):
     assert "OV_CPU" in stdout and "ORT_CPU" in stdout and f"written: {out}" in err
     profile = read_profile(out, mg)
     assert list(profile.devices) == ["OV_CPU", "ORT_CPU"]
+    # the settings both runtimes ran with, as run will apply them
+    assert profile.execution["threads"] == 1 and profile.execution["spinning"] == "stop"
+    assert profile.execution["onnxruntime"]["session.force_spinning_stop"] == "1"
     for name, d in profile.devices.items():
         assert d.runtime == {"OV_CPU": "openvino:CPU",
                              "ORT_CPU": "onnxruntime:CPUExecutionProvider"}[name]
