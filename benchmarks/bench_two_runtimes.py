@@ -238,7 +238,8 @@ def render(runs: list[dict]) -> str:
                   f"{meta['rounds']} rounds of {meta['burst']} runs; solve options "
                   f"`{' '.join(meta.get('solve_args') or []) or '(none)'}`. **Load** (1/5/15 "
                   f"min on {meta['cores']} cores): before {meta['load_before']}, after "
-                  f"{meta['load_after']}.", ""]
+                  f"{meta['load_after']}; each model's 1-min load when it started is under "
+                  "its name.", ""]
         pairs = [r for res in run["results"] for r in res["rows"] if "error" in r]
         within = [r for r in pairs if abs(r["error"]) <= 0.10]
         held = [res for res in run["results"] if "latency_vs_best_single" in res]
@@ -252,7 +253,9 @@ def render(runs: list[dict]) -> str:
         for res in run["results"]:
             ratio = res.get("latency_vs_best_single")
             for k, r in enumerate(res["rows"]):
-                head = [res["model"], str(res["nodes"])] if k == 0 else ["", ""]
+                head = ([res["model"], str(res["nodes"])] if k == 0 else
+                        [f"load {res['load'][0].split(',')[0]}", ""] if k == 1 and
+                        res.get("load") else ["", ""])
                 if "missing" in r:
                     lines.append("| " + " | ".join(head + [r["answer"], "", "", r["missing"],
                                                            "", ""]) + " |")
@@ -306,8 +309,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="two-runtimes-") as tmp:
         for name in [m for m in args.models.split(",") if m]:
             print(f"{name} ...", file=sys.stderr, flush=True)
+            load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
             res = bench(name, args.rounds, args.burst, args.repeats, options, Path(tmp),
                         solve_args)
+            res["load"] = [load, ", ".join(f"{x:.2f}" for x in os.getloadavg())]
             results.append(res)
             for r in res["rows"]:
                 print(f"  {r['answer']:10s} " + (r.get("missing") or
@@ -319,6 +324,12 @@ def main() -> None:
     meta["load_after"] = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / f"{args.label}.json"
+    if out.is_file():        # a run in several calls: the models measured before are kept
+        before = json.loads(out.read_text())
+        names = {r["model"] for r in results}
+        results = [r for r in before["results"] if r["model"] not in names] + results
+        meta["load_before"] = before["meta"]["load_before"]
+        meta["order"] = before["meta"].get("order", meta["order"])
     out.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     print(f"written: {out}", file=sys.stderr)
 

@@ -106,6 +106,11 @@ class DeviceProfile:
         Seconds each further tensor a part reads or writes costs on this device (the
         runtime's copy in or out, beyond the one input and one output ``part_cost`` was
         measured with): a link's latency per tensor.  0 when not measured.
+    shares : dict of str to float
+        How the node times were found, as shares of their sum: ``measured`` (kernel times
+        given to the ONNX nodes the runtime names for them), ``fused`` (kernel times given
+        to the convolution or matrix product they were fused onto) and ``spread`` (time no
+        kernel names, shared out).  Empty when not known.
     """
 
     node_seconds: dict[str, float]
@@ -117,12 +122,14 @@ class DeviceProfile:
     attributed: float = 1.0
     spread: str = ""
     tensor_cost: float = 0.0
+    shares: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"runtime": self.runtime, "repeats": self.repeats, "warmup": self.warmup,
                 "part_cost": self.part_cost, "tensor_cost": self.tensor_cost,
                 "total_seconds": self.total_seconds,
                 "attributed": self.attributed, "spread": self.spread,
+                **({"shares": dict(self.shares)} if self.shares else {}),
                 "node_seconds": dict(self.node_seconds)}
 
 
@@ -283,7 +290,8 @@ def profile_of(data: Any, path: str = "profile") -> Profile:
                                                               fail),
             attributed=_share(d.get("attributed", 1.0), f"{key}.attributed", fail),
             spread=str(d.get("spread") or ""),
-            tensor_cost=_seconds(d.get("tensor_cost", 0.0), f"{key}.tensor_cost", fail))
+            tensor_cost=_seconds(d.get("tensor_cost", 0.0), f"{key}.tensor_cost", fail),
+            shares=_shares(d.get("shares"), f"{key}.shares", fail))
     execution = data.get("execution")
     if execution is not None and not isinstance(execution, dict):
         raise fail("execution", f"expected a mapping of execution settings, got "
@@ -307,6 +315,14 @@ def _seconds(value: Any, key: str, fail) -> float:
     if not math.isfinite(value) or value < 0:
         raise fail(key, f"expected seconds >= 0, got {value!r}")
     return float(value)
+
+
+def _shares(value: Any, key: str, fail) -> dict[str, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise fail(key, f"expected a mapping of shares, got {type(value).__name__}")
+    return {str(k): _share(v, f"{key}.{k}", fail) for k, v in value.items()}
 
 
 def _share(value: Any, key: str, fail) -> float:

@@ -183,7 +183,7 @@ def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repea
             devices[t.device] = DeviceProfile(
                 a.node_seconds, part_cost=cost, runtime=t.label, repeats=repeats,
                 warmup=warmup, total_seconds=wall, attributed=a.attributed, spread=a.spread,
-                tensor_cost=per_tensor)
+                tensor_cost=per_tensor, shares=a.shares)
     return Profile(model_info(mg, model), devices, execution=options.execution())
 
 
@@ -307,12 +307,14 @@ def import_file(mg, model: str, device: str, runtime: Mapping, path: str,
                       if wall else "")
         return DeviceProfile(a.node_seconds, part_cost=0.0,
                              runtime=f"onnxruntime-trace:{Path(path).name}", repeats=runs,
-                             total_seconds=wall, attributed=a.attributed, spread=a.spread)
+                             total_seconds=wall, attributed=a.attributed, spread=a.spread,
+                             shares=a.shares)
     if "layerName" in text:
         recs, runs = ov_profile.import_report(mg, path, model)
         a = attribute(mg, recs)
         return DeviceProfile(a.node_seconds, part_cost=0.0,
                              runtime=f"openvino-report:{Path(path).name}", repeats=runs,
-                             total_seconds=None, attributed=a.attributed, spread=a.spread)
+                             total_seconds=None, attributed=a.attributed, spread=a.spread,
+                             shares=a.shares)
     raise ProfileError(path, "neither an onnxruntime profile (JSON trace events) nor an "
                              "OpenVINO per-layer report (layerName;execStatus;...)")
