@@ -42,7 +42,7 @@ from .rules import Rules, load_rules
 from .rules.change import Change, apply_change
 from .rules.conditions import SupportChecker
 from .rules.ops import rule_op_name
-from .solution import Metrics, Solution, evaluate
+from .solution import Metrics, Solution, evaluate, open_sizes
 from .user_map import judge_answer
 from .validate import check, validate
 
@@ -356,6 +356,13 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
     mg.ensure_valid()
     lap("validate")
     warnings = list(problem.info.warnings) + _unknown_rank_boundaries(mg, problem, sol)
+    sizes = open_sizes(problem, sol)
+    if sizes is not None:
+        # docs/problem.md: an unknown dim counts as 1, so these figures are lower bounds; a
+        # memory-limited part holding such a tensor may not fit, which nothing here proves
+        warnings.append(sizes.text(problem, sol))
+        if sizes.unproven_fit and sol.status == "optimal":
+            sol.status = "feasible"
     if budget.warning():     # the clock, not the deterministic budget, ended some work
         sol.stats.update(deterministic=False, stopped_by=budget.stopped_by)
         warnings.append(budget.warning())
