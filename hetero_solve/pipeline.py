@@ -27,6 +27,7 @@ from .cost_sources import Measured
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .exact import lower_bound, refine as exact_refine, refine_with_folds
+from .exact.explain import answer_claims, explain_text
 from .exact.folds import relaxed
 from .fitting.bounds import memory_bounds
 from .fitting.devices import device_sets
@@ -367,7 +368,19 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
         sol.stats.update(deterministic=False, stopped_by=budget.stopped_by)
         warnings.append(budget.warning())
     return Result(mg, rule_set, problem, sol, metrics, clock.seconds, warnings,
-                  explanation=sol.stats.pop("explain", None), single_device=single)
+                  explanation=_with_claims(problem, sol, metrics, sol.stats.pop("explain", None)),
+                  single_device=single)
+
+
+def _with_claims(problem: Problem, sol: Solution, metrics: Metrics, ex: dict | None) -> dict | None:
+    """The explanation with what the answer claims of each term (``claims``), read from the
+    final records (docs/exact.md, "Explanations"): the summary and ``explain`` say the same."""
+    if ex is None or "proven" not in sol.stats:
+        return ex
+    ex = dict(ex)
+    ex["claims"] = answer_claims(problem, sol.stats, sol.lower_bound, metrics.as_dict())
+    ex["text"] = explain_text(ex)
+    return ex
 
 
 def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -> Solution:

@@ -11,6 +11,7 @@ from rich.table import Table
 from ..answer import read_answer
 from ..errors import OutputError
 from ..export.dot import check_can_draw
+from ..exact.explain import claims_text
 from ..export.writer import answer_files, check_target, default_out_dir
 from ..engines import ENGINES
 from ..pipeline import solve
@@ -147,6 +148,8 @@ def print_summary(result: Result, out_dir: Path | None = None, replaced: bool = 
         + ("≥ " if sizes is not None and sizes.transfer else "") + format_bytes(m.transfer)
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")
+    if result.explanation and result.explanation.get("claims"):
+        print_line(claims_text(result.explanation["claims"]))
     if m.latency is not None:
         print_line(predicted_line(result))
     for entry in result.problem.info.missing_dims:
