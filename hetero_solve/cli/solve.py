@@ -11,7 +11,7 @@ from rich.table import Table
 from ..answer import read_answer
 from ..errors import OutputError
 from ..export.dot import check_can_draw
-from ..export.writer import answer_files, check_target, default_out_dir
+from ..export.writer import answer_files, check_target, default_out_dir, write_result
 from ..engines import ENGINES
 from ..pipeline import solve
 from ..result import Result
@@ -94,8 +94,8 @@ def solve_command(
             if strict and result.problem.info.missing_dims:
                 raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
             say(f"writing {target}")
-            written = result.write(target, submodels=not no_models, annotated=not no_models,
-                                   pictures=pictures, progress=say)
+            written = write_result(result, target, submodels=not no_models,
+                                   annotated=not no_models, pictures=pictures, progress=say)
     # The summary says what missing dims cost; JSON has it in its warnings.
     said = [] if as_json else [e.text() for e in result.problem.info.missing_dims]
     warned.show(result.warnings, skip=said)
