@@ -50,9 +50,10 @@ import yaml  # noqa: E402
 
 import hetero_solve as hs  # noqa: E402
 from corpus import truth as C  # noqa: E402
+from hetero_solve.export import write_result  # noqa: E402
 from hetero_solve.model import load_model  # noqa: E402
-from hetero_solve.profiles import read_profile, write_profile  # noqa: E402
 from hetero_solve.profiles.measure import measure, plan  # noqa: E402
+from hetero_solve.times import read_profile, write_profile  # noqa: E402
 from hetero_solve.run.backend import RunOptions  # noqa: E402
 
 TWO = ROOT / "rules" / "runtimes" / "two-runtimes-cpu.yaml"
@@ -103,7 +104,7 @@ def answers(name: str, path: Path, entry: dict, profile_path: Path, folder: Path
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = hs.solve(str(path), rules, engine="heuristic", **kw)
-            out[label] = result.write(folder / f"{name}-{label.replace(' ', '-')}",
+            out[label] = write_result(result, folder / f"{name}-{label.replace(' ', '-')}",
                                       annotated=False, dots=False)
         except hs.HeteroSolveError as e:
             out[label] = f"not solved: {e}"

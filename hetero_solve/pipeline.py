@@ -5,7 +5,7 @@ exact refinement -> validate.  Export (:mod:`hetero_solve.export`) comes after.
 ``check``, ``explain``, ``study``); :func:`solve` is what the command line runs and what
 ``import hetero_solve`` offers (:func:`solve_prepared` continues from a :class:`Prepared`).
 It touches the file system only to read its inputs and returns a :class:`Result` record;
-:meth:`Result.write` exports it.
+:func:`hetero_solve.export.write_result` exports it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from .algorithms.islands import cost_islands
 from .algorithms.single import SingleDevice, best_single_device
 from .budget import RUN_STEPS_PER_SECOND, Budget
 from .compile import compile_problem, missing_dims, missing_dims_ahead
-from .cost_sources import Measured
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .exact import lower_bound, refine as exact_refine, refine_with_folds
@@ -37,13 +36,13 @@ from .measures import topological_order
 from .model import ModelGraph, load_model
 from .model.parallel import Forked
 from .problem import Objective, Problem
-from .profiles import read_profile
 from .result import Result
 from .rules import Rules, load_rules
 from .rules.change import Change, apply_change
 from .rules.conditions import SupportChecker
 from .rules.ops import rule_op_name
 from .solution import Metrics, Solution, evaluate, open_sizes
+from .times import Measured, read_profile
 from .user_map import judge_answer
 from .validate import check, validate
 
@@ -130,7 +129,7 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
             costs: CostSource = None) -> Prepared:
     """Rules -> load -> compile: the steps ``solve``, ``check``, ``explain`` and ``study``
     share (parameters as :func:`solve`'s).  ``costs``: measured times (a profile), the one
-    door for cost data beside the rule file's rooflines (:mod:`hetero_solve.cost_sources`).
+    door for cost data beside the rule file's rooflines (:mod:`hetero_solve.times.sources`).
 
     ``defer_check``: on large models the ONNX checker runs in a forked process; the caller
     waits for its verdict with ``model_graph.ensure_valid()`` (:func:`solve` does after
@@ -205,7 +204,7 @@ def vary(prepared: Prepared, change: Change) -> Prepared:
 
 def measured_times(costs: CostSource, mg: ModelGraph) -> Measured | None:
     """What ``costs=`` gives: a profile file read (and checked to be one of this model) by
-    :mod:`hetero_solve.profiles`, or a profile or :class:`Measured` as it is."""
+    :mod:`hetero_solve.times`, or a profile or :class:`Measured` as it is."""
     if costs is None:
         return None
     if isinstance(costs, (str, os.PathLike)):
@@ -222,7 +221,7 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     """Partition ``model`` under ``rules``: the fewest parts every device can run.
 
     Runs the pipeline (load, compile, heuristic, exact refinement, validate) and returns the
-    answer; nothing is written (see :meth:`Result.write`).
+    answer; nothing is written (see :func:`hetero_solve.export.write_result`).
 
     Parameters
     ----------

@@ -12,7 +12,7 @@ from ..answer import read_answer
 from ..errors import OutputError
 from ..export.dot import check_can_draw
 from ..exact.explain import claims_text
-from ..export.writer import answer_files, check_target, default_out_dir
+from ..export.writer import answer_files, check_target, default_out_dir, write_result
 from ..engines import ENGINES
 from ..pipeline import solve
 from ..result import Result
@@ -101,8 +101,8 @@ def solve_command(
             if strict and sizes is not None:
                 raise UsageError(f"--strict: {sizes.text(result.problem, result.solution)}")
             say(f"writing {target}")
-            written = result.write(target, submodels=not no_models, annotated=not no_models,
-                                   pictures=pictures, progress=say)
+            written = write_result(result, target, submodels=not no_models,
+                                   annotated=not no_models, pictures=pictures, progress=say)
     # The summary says what missing dims cost; JSON has it in its warnings.
     said = [] if as_json else [e.text() for e in result.problem.info.missing_dims]
     warned.show(result.warnings, skip=said)

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import warn
-from ..export.device_map import parse_pairs, resolve_device_map
+from .device_map import parse_pairs, resolve_device_map
 from .backend import NodeTime, PartRunner, RunOptions, TensorInfo, backend_of, load_backend
 from .common import RunError, nbytes
 from .inputs import (RandomInputsError, check_dims, check_inputs, check_ranges, check_shapes,
@@ -299,7 +299,7 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     without it).  ``profile``: per-node times in ``result.node_times``.  ``device_map``
     (OpenVINO backend): rule-file device or device instance -> OpenVINO device name, as
     ``export openvino`` takes it (``["ACC=GPU", "ACC.1=CPU"]`` or a mapping;
-    :mod:`hetero_solve.export.device_map`).
+    :mod:`hetero_solve.run.device_map`).
 
     >>> r = run("out/", {"x": np.zeros((1, 16), np.float32)})      # doctest: +SKIP
     >>> [(p.device, p.seconds) for p in r.parts], r.outputs["y"]    # doctest: +SKIP
