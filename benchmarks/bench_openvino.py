@@ -43,6 +43,7 @@ import yaml  # noqa: E402
 
 import hetero_solve as hs  # noqa: E402
 from hetero_solve.algorithms.regions import regions  # noqa: E402
+from hetero_solve.export import write_result  # noqa: E402
 from hetero_solve.export.openvino import (affinity_model, export_openvino,  # noqa: E402
                                           hetero_submodels, input_shapes, tensor_devices,
                                           _ov_line)
@@ -106,7 +107,7 @@ def measure(name: str, entry: dict, rules: Path, engine: str) -> dict:
     core = make_core([d.name for d in result.problem.devices])
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "answer"
-        result.write(out)
+        write_result(result, out)
         mapping = {d.name: alias(d.name) for d in result.problem.devices}
         try:
             t0 = time.perf_counter()

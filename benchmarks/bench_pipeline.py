@@ -265,7 +265,8 @@ def worker_pipeline(case: str, path: str, out_dir: str, trace: bool, profile: bo
     result = Result(mg, rules, problem, sol, metrics, seconds,
                     list(problem.info.warnings),
                     explanation=sol.stats.pop("explain", None))
-    rec.run("write", lambda: result.write(out_dir, submodels=False, annotated=False, dots=False))
+    rec.run("write", lambda: writer_mod.write_result(result, out_dir, submodels=False, annotated=False,
+                                                     dots=False))
     if gc_was_enabled:
         gc.enable()
 

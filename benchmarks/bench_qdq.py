@@ -59,7 +59,7 @@ def measure(name: str, rules: Path) -> dict:
     row.update(seconds=round(time.perf_counter() - t0, 2), parts=res.metrics.partitions,
                fallback=res.metrics.fallback, status=res.solution.status)
     with tempfile.TemporaryDirectory() as d:
-        out = res.write(Path(d) / "out", annotated=False, dots=False)
+        out = hs.write_result(res, Path(d) / "out", annotated=False, dots=False)
         manifest = json.loads((out / "partition.json").read_text())
         bad, weights = 0, {"float": 0, "integer": 0}
         for part in manifest["partitions"]:

@@ -174,7 +174,7 @@ def measure_profile(name: str, entry: dict, rules: Path, engine: str, time_limit
     # export, checker, run
     with tempfile.TemporaryDirectory() as d:
         try:
-            out = res.write(Path(d) / "out", annotated=False, dots=False)
+            out = hs.write_result(res, Path(d) / "out", annotated=False, dots=False)
         except Exception as e:     # noqa: BLE001
             row["export_error"] = f"{type(e).__name__}: {e}"[:300]
             return row

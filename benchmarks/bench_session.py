@@ -35,6 +35,7 @@ import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
 import hetero_solve as hs  # noqa: E402
+from hetero_solve.export import write_result  # noqa: E402
 from hetero_solve.run.backend import RunOptions  # noqa: E402
 from hetero_solve.run.onnxruntime import load_model  # noqa: E402
 from corpus import truth as C  # noqa: E402
@@ -49,7 +50,7 @@ def measure(name: str, rules: Path, runs: int, tmp: Path) -> dict:
     if entry.get("shapes"):
         kw["shapes"] = {k: list(v) for k, v in entry["shapes"].items()}
     result = hs.solve(str(path), str(rules), engine="heuristic", **kw)
-    out = result.write(tmp / f"{name}-{rules.stem}", annotated=False, dots=False)
+    out = write_result(result, tmp / f"{name}-{rules.stem}", annotated=False, dots=False)
     feeds = C.random_feeds(onnx.load(str(path), load_external_data=False), entry, seed=0)
     original = load_model(str(path), OPTIONS)
     with warnings.catch_warnings():

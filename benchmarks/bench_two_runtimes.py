@@ -55,9 +55,10 @@ import yaml  # noqa: E402
 
 import hetero_solve as hs  # noqa: E402
 from corpus import truth as C  # noqa: E402
+from hetero_solve.export import write_result  # noqa: E402
 from hetero_solve.model import load_model  # noqa: E402
-from hetero_solve.profiles import read_profile, write_profile  # noqa: E402
 from hetero_solve.profiles.measure import measure, plan  # noqa: E402
+from hetero_solve.times import read_profile, write_profile  # noqa: E402
 from hetero_solve.run.backend import RunOptions  # noqa: E402
 
 TWO = ROOT / "rules" / "runtimes" / "two-runtimes-cpu.yaml"
@@ -114,7 +115,7 @@ def answers(name: str, path: Path, entry: dict, profile_path: Path, folder: Path
             warnings.simplefilter("ignore")
             result = hs.solve(str(path), rules, engine="heuristic", costs=str(profile_path),
                               **kw)
-        out[label] = result.write(folder / f"{name}-{label.replace(' ', '-')}",
+        out[label] = write_result(result, folder / f"{name}-{label.replace(' ', '-')}",
                                   annotated=False, dots=False)
     target = folder / f"{name}-latency"
     cmd = [sys.executable, "-m", "hetero_solve", "solve", str(path), str(TWO), "--costs",

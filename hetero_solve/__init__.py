@@ -2,7 +2,7 @@
 
 The pipeline, one module per step::
 
-    load_model  ->  compile_problem  ->  heuristic  ->  refine (exact)  ->  validate  ->  write
+    load_model  ->  compile_problem  ->  heuristic  ->  refine (exact)  ->  validate  ->  write_result
 
 and around it: ``Session`` (the parts loaded once, run like an onnxruntime session), ``run``
 (the parts in onnxruntime), ``verify`` (against the original),
@@ -10,7 +10,7 @@ and around it: ``Session`` (the parts loaded once, run like an onnxruntime sessi
 
 >>> import hetero_solve as hs
 >>> result = hs.solve("examples/resnet_like.onnx", "rules/npu-static.yaml")   # doctest: +SKIP
->>> result.metrics.partitions, result.write("out/")                           # doctest: +SKIP
+>>> result.metrics.partitions, hs.write_result(result, "out/")               # doctest: +SKIP
 """
 
 from .interrupt import guard_imports as _guard_imports
@@ -19,6 +19,7 @@ _guard_imports()   # first: Ctrl-C while the command's libraries load is one lin
 
 from .algorithms.greedy import greedy, heuristic  # noqa: E402
 from .compile import compile_problem
+from .export import write_result
 from .errors import (HeteroSolveError, HeteroSolveWarning, InfeasibleError, ModelError, RuleError,
                      ValidationError)
 from .model import ModelGraph, load_model
@@ -37,7 +38,8 @@ from .rules.check import query as query_rules
 __version__ = "0.1.0"
 
 __all__ = [
-    "solve", "Result", "refine", "run", "RunResult", "Session", "verify", "VerifyReport", "check_affinity",
+    "solve", "Result", "write_result", "refine", "run", "RunResult", "Session", "verify",
+    "VerifyReport", "check_affinity",
     "CheckReport", "query_rules", "load_model", "ModelGraph", "load_rules", "Rules",
     "compile_problem", "Problem", "Device", "Objective", "make_problem", "heuristic", "greedy",
     "Solution", "evaluate", "normalize", "validate", "check", "Violation",

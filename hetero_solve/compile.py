@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 
 from .contract import contract
-from .cost_sources import Measured, NoCosts, cost_model
+from .times.sources import Measured, NoCosts, cost_model
 from .errors import CostError, InfeasibleError, ModelError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
@@ -47,7 +47,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         Overrides the rule file's objective.
     measured : Measured, optional
         Measured node times (a profile); with the devices' rooflines they make
-        ``problem.costs`` (:mod:`hetero_solve.cost_sources`).
+        ``problem.costs`` (:mod:`hetero_solve.times.sources`).
 
     Returns
     -------
@@ -111,7 +111,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         objective=objective or rules.objective, pinned=pins, graph_index=placeable,
         refusals=refusals,
         info=ProblemInfo(folded=list(mg.folded), constant_nodes=list(mg.constant_nodes),
-                         warnings=warnings),
+                         warnings=warnings, open_sizes=sorted(set(unknown))),
         fold_options=options)
     problem = _contract_units(mg, problem, placeable, index)
     problem.costs = _costs(mg, rules, problem, measured)

@@ -5,7 +5,7 @@ exact refinement -> validate.  Export (:mod:`hetero_solve.export`) comes after.
 ``check``, ``explain``, ``study``); :func:`solve` is what the command line runs and what
 ``import hetero_solve`` offers (:func:`solve_prepared` continues from a :class:`Prepared`).
 It touches the file system only to read its inputs and returns a :class:`Result` record;
-:meth:`Result.write` exports it.
+:func:`hetero_solve.export.write_result` exports it.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from .algorithms.islands import cost_islands
 from .algorithms.single import SingleDevice, best_single_device
 from .budget import RUN_STEPS_PER_SECOND, Budget
 from .compile import compile_problem, missing_dims, missing_dims_ahead
-from .cost_sources import Measured
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .exact import lower_bound, refine as exact_refine, refine_with_folds
+from .exact.explain import answer_claims, explain_text
 from .exact.folds import relaxed
 from .fitting.bounds import memory_bounds
 from .fitting.devices import device_sets
@@ -36,13 +36,13 @@ from .measures import topological_order
 from .model import ModelGraph, load_model
 from .model.parallel import Forked
 from .problem import Objective, Problem
-from .profiles import read_profile
 from .result import Result
 from .rules import Rules, load_rules
 from .rules.change import Change, apply_change
 from .rules.conditions import SupportChecker
 from .rules.ops import rule_op_name
-from .solution import Metrics, Solution, evaluate
+from .solution import Metrics, Solution, evaluate, open_sizes
+from .times import Measured, read_profile
 from .user_map import judge_answer
 from .validate import check, validate
 
@@ -129,7 +129,7 @@ def prepare(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
             costs: CostSource = None) -> Prepared:
     """Rules -> load -> compile: the steps ``solve``, ``check``, ``explain`` and ``study``
     share (parameters as :func:`solve`'s).  ``costs``: measured times (a profile), the one
-    door for cost data beside the rule file's rooflines (:mod:`hetero_solve.cost_sources`).
+    door for cost data beside the rule file's rooflines (:mod:`hetero_solve.times.sources`).
 
     ``defer_check``: on large models the ONNX checker runs in a forked process; the caller
     waits for its verdict with ``model_graph.ensure_valid()`` (:func:`solve` does after
@@ -204,7 +204,7 @@ def vary(prepared: Prepared, change: Change) -> Prepared:
 
 def measured_times(costs: CostSource, mg: ModelGraph) -> Measured | None:
     """What ``costs=`` gives: a profile file read (and checked to be one of this model) by
-    :mod:`hetero_solve.profiles`, or a profile or :class:`Measured` as it is."""
+    :mod:`hetero_solve.times`, or a profile or :class:`Measured` as it is."""
     if costs is None:
         return None
     if isinstance(costs, (str, os.PathLike)):
@@ -221,7 +221,7 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     """Partition ``model`` under ``rules``: the fewest parts every device can run.
 
     Runs the pipeline (load, compile, heuristic, exact refinement, validate) and returns the
-    answer; nothing is written (see :meth:`Result.write`).
+    answer; nothing is written (see :func:`hetero_solve.export.write_result`).
 
     Parameters
     ----------
@@ -356,11 +356,30 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
     mg.ensure_valid()
     lap("validate")
     warnings = list(problem.info.warnings) + _unknown_rank_boundaries(mg, problem, sol)
+    sizes = open_sizes(problem, sol)
+    if sizes is not None:
+        # docs/problem.md: an unknown dim counts as 1, so these figures are lower bounds; a
+        # memory-limited part holding such a tensor may not fit, which nothing here proves
+        warnings.append(sizes.text(problem, sol))
+        if sizes.unproven_fit and sol.status == "optimal":
+            sol.status = "feasible"
     if budget.warning():     # the clock, not the deterministic budget, ended some work
         sol.stats.update(deterministic=False, stopped_by=budget.stopped_by)
         warnings.append(budget.warning())
     return Result(mg, rule_set, problem, sol, metrics, clock.seconds, warnings,
-                  explanation=sol.stats.pop("explain", None), single_device=single)
+                  explanation=_with_claims(problem, sol, metrics, sol.stats.pop("explain", None)),
+                  single_device=single)
+
+
+def _with_claims(problem: Problem, sol: Solution, metrics: Metrics, ex: dict | None) -> dict | None:
+    """The explanation with what the answer claims of each term (``claims``), read from the
+    final records (docs/exact.md, "Explanations"): the summary and ``explain`` say the same."""
+    if ex is None or "proven" not in sol.stats:
+        return ex
+    ex = dict(ex)
+    ex["claims"] = answer_claims(problem, sol.stats, sol.lower_bound, metrics.as_dict())
+    ex["text"] = explain_text(ex)
+    return ex
 
 
 def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -> Solution:

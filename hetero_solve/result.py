@@ -1,14 +1,13 @@
 """What :func:`hetero_solve.solve` returns: a record of the answer and what it was computed from.
 
 The files of an answer (``partition.json``, the part models, the affinity map, pictures) are
-built by :mod:`hetero_solve.export`; the few methods here are shortcuts to it.
+built from it by :mod:`hetero_solve.export` (:func:`hetero_solve.write_result`), which reads it and
+never changes it; this module imports nothing of export.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .algorithms.single import SingleDevice
 from .model import ModelGraph
@@ -54,7 +53,7 @@ class Result:
     >>> r = hs.solve("examples/resnet_like.onnx", "rules/npu-static.yaml")   # doctest: +SKIP
     >>> r.metrics.partitions, r.solution.status                              # doctest: +SKIP
     (3, 'optimal')
-    >>> r.write("resnet.hetero")                                             # doctest: +SKIP
+    >>> hs.write_result(r, "resnet.hetero")                                  # doctest: +SKIP
     PosixPath('resnet.hetero')
     """
 
@@ -72,21 +71,3 @@ class Result:
     def parts(self) -> list[list[int]]:
         """The problem node ids of each part, part by part."""
         return self.solution.parts()
-
-    def affinity(self) -> dict[str, str]:
-        """Node name -> device name for every placed node (``affinity.json``; OpenVINO's
-        QueryNetwork map).  See :func:`hetero_solve.export.affinity_map`."""
-        from .export.manifest import affinity_map
-        return affinity_map(self.problem, self.solution)
-
-    def manifest(self, files: bool = True) -> dict:
-        """The content of ``partition.json``.  See :func:`hetero_solve.export.build_manifest`."""
-        from .export.manifest import build_manifest
-        return build_manifest(self, files=files)
-
-    def write(self, out_dir: str | os.PathLike | None = None, **options) -> Path:
-        """Write every output file to ``out_dir`` (default ``<model stem>.hetero/`` next to the
-        model) and return it.  See :func:`hetero_solve.export.write_result` for ``options``."""
-        from .export.writer import default_out_dir, write_result
-        target = default_out_dir(self.model_graph.path) if out_dir is None else out_dir
-        return write_result(self, target, **options)

@@ -22,6 +22,7 @@ import onnx
 
 from .budget import Budget
 from .engines import check_engine
+from .export.writer import write_result
 from .errors import HeteroSolveError
 from .model import ModelGraph
 from .pipeline import initial_solution, prepare, refine, solve_prepared
@@ -79,7 +80,7 @@ class CheckReport:
         """Export a valid map like a solved one (``partition.json``, part models, ...)."""
         if self.result is None:
             raise AffinityError(self.source, "the map is not valid: nothing to export")
-        return self.result.write(out_dir, **kw)
+        return write_result(self.result, out_dir, **kw)
 
     def as_dict(self) -> dict:
         opt = self.optimum

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 import hetero_solve as hs
 from hetero_solve.cli import app
+from hetero_solve.export import write_result
 from hetero_solve.user_partition import AffinityError, check_affinity
 from hetero_solve.run.verify import verify
 
@@ -200,7 +201,7 @@ def test_part_ids_are_renumbered_topologically():
 def test_solved_outputs_check_back_as_valid(tmp_path):
     model, rules = ROOT / "examples/transformer_encoder.onnx", ROOT / "rules/npu-static.yaml"
     solved = hs.solve(model, rules, dims={"seq": 16}, engine="heuristic")
-    out = solved.write(tmp_path / "solved")
+    out = write_result(solved, tmp_path / "solved")
     again = check(model, rules, out / "partition.json", dims={"seq": 16})
     assert again.valid and again.partitions == solved.metrics.partitions
     assert again.solution.part_of == solved.solution.part_of
@@ -224,7 +225,7 @@ def _nothing_to_place(path: Path) -> Path:
 def test_a_model_with_nothing_to_place_checks_back_its_own_empty_maps(tmp_path):
     model = _nothing_to_place(tmp_path / "zero.onnx")
     rules = ROOT / "rules/gpu-cpu.yaml"
-    out = hs.solve(model, rules, engine="heuristic").write(tmp_path / "solved")
+    out = write_result(hs.solve(model, rules, engine="heuristic"), tmp_path / "solved")
     assert json.loads((out / "affinity.json").read_text()) == {}
     for amap in ("affinity.json", "partition.json"):
         again = check(model, rules, out / amap)

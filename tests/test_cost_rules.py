@@ -22,7 +22,8 @@ from onnx import TensorProto as T, helper as h
 import hetero_solve as hs
 from hetero_solve.budget import Budget
 from hetero_solve.algorithms.single import best_single_device
-from hetero_solve.cost_sources import Measured
+from hetero_solve.export import build_manifest
+from hetero_solve.times import Measured
 from hetero_solve.errors import CostError, RuleError
 from hetero_solve.model import load_model
 from hetero_solve.pipeline import prepare
@@ -244,8 +245,9 @@ def test_a_rule_file_without_cost_keys_compiles_as_before():
     p = prepare(ROOT / "examples" / "resnet_like.onnx", ROOT / "rules" / "npu-static.yaml").problem
     assert p.costs is None
     r = hs.solve(ROOT / "examples" / "seed000.onnx", ROOT / "rules" / "seed000.yaml")
-    assert r.single_device is None and "single_device" not in r.manifest(files=False)
-    assert set(r.manifest(files=False)["objective"]) == {"fallback", "partitions", "transfer"}
+    assert r.single_device is None and "single_device" not in build_manifest(r, files=False)
+    objective = build_manifest(r, files=False)["objective"]
+    assert set(objective) == {"fallback", "partitions", "transfer"}
 
 
 def test_a_quantized_unit_costs_the_sum_of_its_members():
@@ -305,7 +307,7 @@ def test_when_offloading_pays_the_latency_answer_offloads():
     assert r.metrics.latency == pytest.approx(sum(
         r.problem.costs.node_time[v][d] for v, d in enumerate([0, 1, 0]))
         + 2 * (1e-6 + 16 * 32 * 32 * F / 100e9))   # t1 out of, t2 into the NPU
-    m = r.manifest(files=False)
+    m = build_manifest(r, files=False)
     assert m["objective"]["latency"] == r.metrics.latency
     assert m["single_device"] == {"device": "CPU", "latency": r.single_device.latency,
                                   "throughput": r.single_device.throughput}
@@ -498,8 +500,8 @@ def test_rules_check_without_a_model_lists_the_cost_keys():
 
 
 def _profile(tmp_path, times, part_cost=0.0, model=None):
-    """A profile file of the chain model (hetero_solve.profiles' format)."""
-    from hetero_solve.profiles import DeviceProfile, Profile, model_info, write_profile
+    """A profile file of the chain model (hetero_solve.times.profile's format)."""
+    from hetero_solve.times import DeviceProfile, Profile, model_info, write_profile
     path = tmp_path / "chain.onnx"
     onnx.save(model or _chain_model(), path)
     mg = load_model(str(path))

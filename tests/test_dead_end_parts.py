@@ -18,6 +18,7 @@ from onnx import helper as h
 from conftest import chain_model
 
 import hetero_solve as hs
+from hetero_solve.export import write_result
 
 RULES = ("version: 1\ndevices:\n  - name: NPU\n    ops: {supported: [Relu, Add]}\n"
          "  - name: CPU\n    ops: {supported: all}\n")
@@ -29,7 +30,7 @@ def _solve_and_verify(tmp_path, model: onnx.ModelProto):
     rules = tmp_path / "r.yaml"
     rules.write_text(RULES)
     result = hs.solve(path, rules, work_limit=1)
-    out = result.write(tmp_path / "out")
+    out = write_result(result, tmp_path / "out")
     report = hs.verify(path, out, seed=1)
     assert report.ok, [o.as_dict() for o in report.outputs]
     manifest = json.loads((out / "partition.json").read_text())

@@ -23,6 +23,7 @@ from conftest import ROOT
 from hetero_solve.algorithms.greedy import heuristic
 from hetero_solve.budget import TIME_LIMIT, Budget
 from hetero_solve.exact import refine
+from hetero_solve.export import build_manifest
 from hetero_solve.pipeline import prepare, solve_prepared
 from hetero_solve.solution import objective_key
 from support.generators import random_dag, random_memory
@@ -86,7 +87,7 @@ def _solve_here(limit: float) -> tuple[dict, list[str]]:
     """The solve in this process: its partition.json (without files) and warnings."""
     r = hs.solve(MODEL, RULES, dims=DIMS, time_limit=limit)
     assert not hs.validate(r.problem, r.solution)
-    return r.manifest(files=False), r.warnings
+    return build_manifest(r, files=False), r.warnings
 
 
 def test_time_limit_alone_and_beside_a_cpu_hog():

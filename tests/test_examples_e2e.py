@@ -11,6 +11,7 @@ import onnx
 import pytest
 
 import hetero_solve as hs
+from hetero_solve.export import write_result
 from hetero_solve.run.onnxruntime import run_original
 from hetero_solve.run.session import run_partitioned
 
@@ -24,7 +25,7 @@ def test_example_partition_is_valid_and_reproduces_outputs(model, rules, tmp_pat
     dims = EXAMPLE_DIMS[model.stem]
     result = hs.solve(model, rules, dims=dims, work_limit=2.5)
     assert hs.validate(result.problem, result.solution) == []
-    out = result.write(tmp_path / "out")
+    out = write_result(result, tmp_path / "out")
 
     manifest = json.loads((out / "partition.json").read_text())
     placed = [g for p in manifest["partitions"] for g in p["nodes"]]
@@ -47,7 +48,7 @@ def test_example_partition_is_valid_and_reproduces_outputs(model, rules, tmp_pat
 def test_outputs_of_the_export_are_all_there(tmp_path):
     result = hs.solve(example_models()[0], rule_profiles()[0], engine="heuristic",
                       dims=EXAMPLE_DIMS[example_models()[0].stem])
-    out = result.write(tmp_path / "o")
+    out = write_result(result, tmp_path / "o")
     names = {p.name for p in out.iterdir()}
     assert {"partition.json", "affinity.json", "model.annotated.onnx", "affinity.dot",
             "partitions.dot"} <= names

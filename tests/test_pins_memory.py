@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import hetero_solve as hs
+from hetero_solve.export import affinity_map
 from hetero_solve.measures import part_memory
 
 from conftest import EXAMPLES, chain_model
@@ -15,7 +16,7 @@ KIB = 1024
 
 
 def _devices_of(result: hs.Result) -> dict[str, str]:
-    return result.affinity()
+    return affinity_map(result.problem, result.solution)
 
 
 def test_exact_pin_moves_a_node_and_costs_no_fallback():
@@ -102,7 +103,7 @@ def test_memory_limit_uses_a_second_instance():
 def test_memory_limit_with_one_instance_falls_back_to_the_cpu():
     r = hs.solve(add_chain(), _mem_rules("5KiB", 1), engine="heuristic")
     _check_fits(r)
-    aff = r.affinity()
+    aff = affinity_map(r.problem, r.solution)
     # three weights fit beside the part's input and output: either end of the chain
     assert [aff[f"n{i}"] for i in range(6)] in (["ACC"] * 3 + ["CPU"] * 3, ["CPU"] * 3 + ["ACC"] * 3)
     assert r.metrics.fallback == 3 and r.metrics.partitions == 2

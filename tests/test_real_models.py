@@ -30,6 +30,7 @@ import onnx
 import pytest
 
 import hetero_solve as hs
+from hetero_solve.export import write_result
 from hetero_solve.run.onnxruntime import run_original
 from hetero_solve.run.session import run_partitioned
 
@@ -145,7 +146,7 @@ def test_parts_are_valid_and_reproduce_the_model(name, rules, tmp_path):
     path = T.model_file(name, entry)
     result = hs.solve(str(path), str(rules), engine="heuristic", **_kwargs(entry, hs.solve))
     assert hs.validate(result.problem, result.solution) == []
-    out = result.write(tmp_path / "out", annotated=False, dots=False)
+    out = write_result(result, tmp_path / "out", annotated=False, dots=False)
     manifest = json.loads((out / "partition.json").read_text())
     for part in manifest["partitions"]:
         onnx.checker.check_model(str(out / part["file"]), full_check=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 
 import hetero_solve as hs
+from hetero_solve.export import build_manifest
 from hetero_solve.problem import make_problem
 
 from conftest import EXAMPLES, RULES
@@ -18,7 +19,7 @@ EDGES = [(1, 2), (2, 3), (2, 4), (3, 5), (4, 5), (5, 6), (6, 7)]
 
 
 def _by_name(result: hs.Result) -> list[tuple[str, list[str]]]:
-    return [(p["device"], p["node_names"]) for p in result.manifest()["partitions"]]
+    return [(p["device"], p["node_names"]) for p in build_manifest(result)["partitions"]]
 
 
 def test_seed000_model_gives_the_seeds_three_parts():

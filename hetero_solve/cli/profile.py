@@ -86,7 +86,7 @@ def profile_command(
 def _profile(model, rules, output, dim, shape, device, imports, repeats, warmup, threads,
              optimization, input_range, force, as_json, quiet) -> None:
     from ..model import load_model
-    from ..profiles.format import Profile, model_info, write_profile
+    from ..times.profile import Profile, model_info, write_profile
     from ..profiles.measure import ProfileRunError, import_file, measure, plan, runs_needed
     from ..rules import load_rules
     expect_model_and_rules(model, rules, USAGE)

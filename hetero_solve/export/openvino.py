@@ -35,8 +35,9 @@ from typing import Any, Mapping, Sequence
 from ..answer import ANSWER_NAME, read_answer
 from ..errors import HeteroSolveError, one_line
 from ..units import instance_label
-from .device_map import VIRTUAL_DEVICES
-from .device_map import DeviceMapError, parse_pairs, resolve_device_map, shared_note, shared_targets
+from ..run.device_map import VIRTUAL_DEVICES
+from ..run.device_map import (DeviceMapError, parse_pairs, resolve_device_map, shared_note,
+                              shared_targets)
 
 FOLDER = "openvino"
 FILES = ("model.xml", "model.bin", "export.json")
@@ -83,7 +84,7 @@ def parse_device_map(items: Sequence[str] | Mapping[str, str] | None,
                      devices: Sequence[str] | Sequence[tuple[str, int]]) -> dict[str, str]:
     """``["NPU=AUTO", "ACC.1=GPU.1", ...]`` (or a mapping) as device instance -> OpenVINO
     device name, every device instance of the answer present
-    (:func:`hetero_solve.export.device_map.resolve_device_map`; ``devices`` are names, or
+    (:func:`hetero_solve.run.device_map.resolve_device_map`; ``devices`` are names, or
     (name, instances) pairs).
 
     Raises
@@ -348,7 +349,7 @@ def export_openvino(out_dir: str | os.PathLike,
     device_map : list of "NAME=DEVICE" or mapping, optional
         Rule-file device or device instance -> OpenVINO device name (default: the rule
         file's names); a device with several instances maps instance ``i`` to ``DEVICE.i``
-        (:mod:`hetero_solve.export.device_map`).
+        (:mod:`hetero_solve.run.device_map`).
     model : path, optional
         The ONNX model solved for, when ``partition.json``'s path no longer finds it.
     shapes : mapping, optional

@@ -1,8 +1,5 @@
-"""Measured per-node times of a model on devices: the profile file (:mod:`.format`), what
-``hetero-solve profile`` measures and imports.  docs/costs.md, "Profiles"."""
-
-from .format import (DeviceProfile, ModelInfo, Profile, ProfileError, check_model, fingerprint,
-                     model_info, read_profile, write_profile)
-
-__all__ = ["DeviceProfile", "ModelInfo", "Profile", "ProfileError", "check_model",
-           "fingerprint", "model_info", "read_profile", "write_profile"]
+"""``hetero-solve profile``: each node's time measured on each device a rule file names
+(:mod:`.measure`; each runtime's profiler mapped back to ONNX nodes: :mod:`.onnxruntime`,
+:mod:`.openvino`, :mod:`.attribute`), or imported from a runtime's own file.  It runs the
+pipeline and the parts, so it stands above them; the profile file it writes, and its reader,
+are :mod:`hetero_solve.times.profile`.  docs/costs.md, "Profiles"."""

@@ -32,6 +32,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..errors import HeteroSolveError
+from ..export.writer import write_result
 from ..pipeline import solve
 from ..readers import read_bytes
 from ..run.backend import RunOptions
@@ -40,7 +41,7 @@ from ..run.session import Session
 from . import onnxruntime as ort_profile
 from . import openvino as ov_profile
 from .attribute import attribute
-from .format import DeviceProfile, Profile, ProfileError, model_info
+from ..times.profile import DeviceProfile, Profile, ProfileError, model_info
 
 Tick = Callable[[str, int], None]
 
@@ -211,7 +212,7 @@ def one_part(mg, device: str, runtime: Mapping, folder: Path) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = solve(mg, rules, engine="heuristic")
-    return result.write(folder, annotated=False, dots=False)
+    return write_result(result, folder, annotated=False, dots=False)
 
 
 def timed(session: Session, feeds: Mapping[str, Any], warmup: int, repeats: int,

@@ -42,7 +42,7 @@ from ..run.backend import RunOptions
 from ..run.common import ort_line
 from ..run.onnxruntime import session_options
 from .attribute import RuntimeNode, medians
-from .format import ProfileError
+from ..times.profile import ProfileError
 
 #: Ops onnxruntime inserts to change a tensor's layout or precision (their output is their
 #: input, moved or cast).

@@ -30,7 +30,7 @@ from ..readers import read_text
 from ..run.backend import PartSpec, RunOptions
 from ..run.openvino import load_part
 from .attribute import RuntimeNode, medians
-from .format import ProfileError
+from ..times.profile import ProfileError
 
 
 def _ov():

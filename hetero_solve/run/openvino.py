@@ -5,9 +5,10 @@ them: docs/runtimes.md).
 Which OpenVINO device runs a part: ``RunOptions.backend_options["device_map"]`` (rule-file
 device or device instance -> OpenVINO device name, e.g. ``{"NPU": "NPU", "CPU": "CPU"}``, or
 ``["ACC=GPU", "ACC.2=CPU"]``; a device with several instances runs instance ``i`` on
-``DEVICE.i``: :mod:`hetero_solve.export.device_map`), else the device's ``runtime: {openvino: DEVICE}`` in the rule file, else
-the rule file's name (``NAME.i`` for an instance) when this OpenVINO has such a device, else ``CPU`` with a warning (as the
-onnxruntime backend falls back to its CPU provider).  Other ``backend_options``:
+``DEVICE.i``: :mod:`hetero_solve.run.device_map`), else the device's ``runtime: {openvino:
+DEVICE}`` in the rule file, else the rule file's name (``NAME.i`` for an instance) when this
+OpenVINO has such a device, else ``CPU`` with a warning (as the onnxruntime backend falls back
+to its CPU provider).  Other ``backend_options``:
 
 - ``config``: properties for every ``compile_model`` (``{"PERFORMANCE_HINT": "LATENCY"}``);
 - ``precise`` (default True): OpenVINO's CPU plugin computes in bfloat16 where the CPU has it;
@@ -25,7 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import HeteroSolveError, one_line
-from ..export.device_map import parse_pairs, per_instance, target_of
+from .device_map import parse_pairs, per_instance, target_of
 from ..units import instance_label
 from .backend import NodeTime, PartSpec, RunOptions, TensorInfo
 

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import warn
-from ..export.device_map import parse_pairs, resolve_device_map
+from .device_map import parse_pairs, resolve_device_map
 from .backend import (NodeTime, PartRunner, RunOptions, TensorInfo, backend_of,
                       execution_warning, load_backend)
 from .common import RunError, nbytes
@@ -315,7 +315,7 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     without it).  ``profile``: per-node times in ``result.node_times``.  ``device_map``
     (OpenVINO backend): rule-file device or device instance -> OpenVINO device name, as
     ``export openvino`` takes it (``["ACC=GPU", "ACC.1=CPU"]`` or a mapping;
-    :mod:`hetero_solve.export.device_map`).  ``optimization`` and ``threads`` (per part:
+    :mod:`hetero_solve.run.device_map`).  ``optimization`` and ``threads`` (per part:
     onnxruntime's intra-op threads, OpenVINO's ``INFERENCE_NUM_THREADS``; 0 = the runtime's
     default) default to the execution settings ``partition.json`` records (those its times
     were measured with), else onnxruntime's ``all`` and 0; other values are a warning.

@@ -43,6 +43,7 @@ from onnx import helper as h
 
 from isolated import CRASH, ESCAPED, HANG, NOBODY, can_drop_privileges, console_script, outcome
 
+from hetero_solve.export import write_result
 from hetero_solve.export.writer import TMP_PREFIX, answer_files
 
 SEED = 16
@@ -408,7 +409,7 @@ def _previous_answer_folder(box: Path) -> None:
     _write(box, "m.onnx", _model_bytes())
     many = _set(BASE_RULES, ("devices", 0, "ops", "supported"), ["Relu"])
     _write(box, "old.yaml", _dump(many))
-    solve(box / "m.onnx", box / "old.yaml", engine="heuristic").write(box / "out")
+    write_result(solve(box / "m.onnx", box / "old.yaml", engine="heuristic"), box / "out")
     (box / "out" / "my-notes.txt").write_text("mine")
 
 

@@ -22,6 +22,7 @@ from isolated import outcome
 
 import hetero_solve as hs
 from hetero_solve.errors import RuleError
+from hetero_solve.export import write_result
 from hetero_solve.readers import YAML_DEPTH, load_yaml
 
 MODEL = EXAMPLES / "seed000.onnx"
@@ -142,7 +143,7 @@ def test_devices_and_folders_are_refused_as_model_rules_and_include(box, target,
 
 
 def test_an_input_array_that_is_a_fifo_is_refused(box):
-    hs.solve(box / "m.onnx", box / "r.yaml", engine="heuristic").write(box / "ans")
+    write_result(hs.solve(box / "m.onnx", box / "r.yaml", engine="heuristic"), box / "ans")
     os.mkfifo(box / "x.npy")
     name = json.loads((box / "ans" / "partition.json").read_text())["graph_inputs"][0]
     r = outcome(["run", "ans", "--input", f"{name}=x.npy", "--no-save"], cwd=box, timeout=30)

@@ -303,8 +303,8 @@ def answer(tmp_path_factory):
     """examples/resnet_like.onnx solved on the static NPU (three parts)."""
     import hetero_solve as hs
     out = tmp_path_factory.mktemp("answer") / "resnet.hetero"
-    hs.solve(EXAMPLES / "resnet_like.onnx", ROOT / "rules" / "npu-static.yaml",
-             dims={"batch": 1}).write(out)
+    hs.write_result(hs.solve(EXAMPLES / "resnet_like.onnx", ROOT / "rules" / "npu-static.yaml",
+                             dims={"batch": 1}), out)
     return out
 
 

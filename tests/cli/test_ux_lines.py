@@ -8,6 +8,7 @@ import pytest
 
 from conftest import EXAMPLES, RULES
 from hetero_solve.cli import main
+from hetero_solve.export import write_result
 
 FAST = ["-q", "--engine", "heuristic"]
 
@@ -57,7 +58,7 @@ def test_hs_verify_issues_each_warning_once(tmp_path):
         "runtime: {onnxruntime: CPUExecutionProvider}\n  - name: CPU",
         "runtime: {onnxruntime: NoSuchExecutionProvider}\n  - name: CPU", 1))
     model = EXAMPLES / "seed000.onnx"
-    out = hs.solve(model, rules, engine="heuristic").write(tmp_path / "out")
+    out = write_result(hs.solve(model, rules, engine="heuristic"), tmp_path / "out")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         report = hs.verify(model, out)

@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 import hetero_solve as hs
 from hetero_solve.compile import compile_problem
 from hetero_solve.exact.folds import candidates, unfold
+from hetero_solve.export import write_result
 from hetero_solve.model.load import load_model
 from hetero_solve.rules import load_rules
 from hetero_solve.validate import validate
@@ -72,7 +73,7 @@ def test_a_tied_embedding_fits_one_card_unfolded(tmp_path):
     assert res.solution.status == "optimal"
     assert validate(res.problem, res.solution) == []
     assert res.solution.stats["folds"]["placed"] is True
-    out = res.write(tmp_path / "out")
+    out = write_result(res, tmp_path / "out")
     manifest = json.loads((out / "partition.json").read_text())
     assert manifest["folded"] == []
     assert sorted(manifest["partitions"][0]["node_names"]) == ["embed", "head", "relu", "tied"]

@@ -17,6 +17,7 @@ from hetero_solve.cli import app
 from hetero_solve.errors import InfeasibleError
 from hetero_solve.exact import refine
 from support.generators import cnn_like, greedy_trap, random_dag, transformer_like
+from hetero_solve.export import build_manifest, write_result
 from hetero_solve.pipeline import solve
 from hetero_solve.problem import Objective, make_problem
 from hetero_solve.solution import Solution, evaluate, normalize, objective_key
@@ -176,11 +177,11 @@ def test_bad_engine_and_empty_problem():
 def test_pipeline_reports_status_bound_and_explanation(tmp_path):
     r = solve(*TRANSFORMER, dims={"seq": 16}, work_limit=2.5)
     assert r.solution.status == "optimal"
-    m = r.manifest(files=False)
+    m = build_manifest(r, files=False)
     assert m["lower_bound"] == {"partitions": r.metrics.partitions}
     assert m["solver"]["heuristic_partitions"] >= r.metrics.partitions
     assert m["explain"]["parts"] == r.metrics.partitions and m["explain"]["text"]
-    out = r.write(tmp_path / "out", submodels=False, annotated=False)
+    out = write_result(r, tmp_path / "out", submodels=False, annotated=False)
     saved = json.loads((out / "partition.json").read_text())
     assert saved["status"] == "optimal" and saved["explain"]["lower_bound"] >= 1
     # the pipeline's seconds per stage and the refinement's stage records both reach the file

@@ -1,6 +1,7 @@
 """Export owns the output: the modules in ``hetero_solve/export`` never import the pipeline or
-the ``Result`` record at run time (no ``pipeline <-> export`` cycle), and ``Result`` stays a
-record whose output methods are shortcuts to ``export``."""
+the ``Result`` record at run time (no ``pipeline <-> export`` cycle), ``Result`` is a record that
+imports nothing of ``export`` (its files are ``export``'s functions of it), and ``run/``, which
+export reads, imports nothing of ``export``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import hetero_solve
 from hetero_solve import export
+from hetero_solve.export import affinity_map, build_manifest
 from hetero_solve.result import Result
 
 EXPORT_DIR = Path(hetero_solve.__file__).parent / "export"
@@ -42,15 +44,27 @@ def test_export_never_imports_the_pipeline_or_the_result():
         assert not bad, f"{path.name} imports {bad}"
 
 
+def test_the_result_imports_nothing_of_export():
+    """The record is below the files built from it: no loop between them."""
+    imports = _runtime_imports(EXPORT_DIR.parent / "result.py")
+    assert not {m for m in imports if "export" in m.split(".")}, imports
+
+
+def test_run_imports_nothing_of_export():
+    for path in sorted((EXPORT_DIR.parent / "run").glob("*.py")):
+        imports = _runtime_imports(path)
+        assert not {m for m in imports if "export" in m.split(".")}, f"{path.name}: {imports}"
+
+
 def test_result_is_a_record_and_its_outputs_come_from_export(tmp_path):
     fields = [f.name for f in dataclasses.fields(Result)]
     assert fields == ["model_graph", "rules", "problem", "solution", "metrics", "seconds",
                       "warnings", "explanation", "instance", "single_device"]
     result = hetero_solve.solve("examples/resnet_like.onnx", "rules/npu-static.yaml",
                                 engine="heuristic")
-    assert result.manifest(files=False) == export.build_manifest(result, files=False)
-    assert result.affinity() == export.affinity_map(result.problem, result.solution)
+    assert not any(hasattr(result, name) for name in ("write", "manifest", "affinity"))
+    assert build_manifest(result, files=False)["partitions"]
     annotated = export.build_annotated_model(result.model_graph, result.problem, result.solution)
     tags = {n.name: {e.key: e.value for e in n.metadata_props} for n in annotated.graph.node}
-    for name, device in result.affinity().items():
+    for name, device in affinity_map(result.problem, result.solution).items():
         assert tags[name]["affinity"] == device

@@ -18,6 +18,7 @@ import onnxruntime as ort
 import pytest
 
 import hetero_solve as hs
+from hetero_solve.export import write_result
 from hetero_solve.export.annotated import (LAYER_KEY, LAYER_SETTINGS, layer_annotations,
                                            layer_assignment_settings)
 from hetero_solve.run.onnxruntime import (LAYER_ASSIGNMENT_NEEDS, provider_assignment,
@@ -46,7 +47,7 @@ needs_layering = pytest.mark.skipif(not supports_layer_assignment(),
 @pytest.mark.parametrize("model,rules,dims,shapes", CASES)
 def test_onnxruntime_puts_every_node_where_the_answer_says(model, rules, dims, shapes, tmp_path):
     result = hs.solve(model, str(rules), engine="heuristic", dims=dims, shapes=shapes or None)
-    out = result.write(tmp_path / "out", submodels=False, dots=False)
+    out = write_result(result, tmp_path / "out", submodels=False, dots=False)
     manifest = json.loads((out / "partition.json").read_text())
     config = manifest["onnxruntime"]["session_config"]
     devices = {d["name"]: d for d in manifest["devices"]}
@@ -103,7 +104,7 @@ def test_a_settings_string_onnxruntime_rejects_is_not_what_we_write(tmp_path):
     accepted string is evidence that ours has the format it reads."""
     result = hs.solve(str(EXAMPLES / "resnet_like.onnx"), str(RULES / "npu-static.yaml"),
                       engine="heuristic", dims={"batch": 1})
-    out = result.write(tmp_path / "out", submodels=False, dots=False)
+    out = write_result(result, tmp_path / "out", submodels=False, dots=False)
     manifest = json.loads((out / "partition.json").read_text())
     bad = {LAYER_SETTINGS: "CPUExecutionProvider(NPU, NPU)"}
     with pytest.raises(hs.HeteroSolveError, match="Duplicate"):
@@ -131,7 +132,7 @@ def test_annotations_are_prefix_free_and_made_of_characters_the_settings_allow()
 def test_without_the_feature_nothing_claims_it(tmp_path):
     result = hs.solve(str(EXAMPLES / "resnet_like.onnx"), str(RULES / "npu-static.yaml"),
                       engine="heuristic", dims={"batch": 1})
-    out = result.write(tmp_path / "out", submodels=False, dots=False)
+    out = write_result(result, tmp_path / "out", submodels=False, dots=False)
     assert "onnxruntime" not in json.loads((out / "partition.json").read_text())
     annotated = onnx.load(str(out / "model.annotated.onnx"))
     assert not any(e.key == LAYER_KEY for n in annotated.graph.node for e in n.metadata_props)

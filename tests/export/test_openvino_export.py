@@ -25,6 +25,7 @@ if ov is None:
                 allow_module_level=True)
 
 from hetero_solve.cli import main  # noqa: E402
+from hetero_solve.export import build_manifest, write_result  # noqa: E402
 from hetero_solve.export.openvino import (ExportError, apply_affinity,  # noqa: E402
                                           export_openvino)
 
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.runtime
 
 def _answer(tmp_path, model, rules, dims):
     out = tmp_path / f"{model}.hetero"
-    hs.solve(EXAMPLES / f"{model}.onnx", RULES / rules, dims=dims).write(out)
+    write_result(hs.solve(EXAMPLES / f"{model}.onnx", RULES / rules, dims=dims), out)
     return out
 
 
@@ -186,9 +187,9 @@ def three_instances(tmp_path_factory):
     onnx.save(model, str(tmp / "chain3.onnx"))
     (tmp / "acc3.yaml").write_text(ACC3)
     result = hs.solve(tmp / "chain3.onnx", tmp / "acc3.yaml")
-    assert [(p["device"], p["instance"]) for p in result.manifest()["partitions"]] \
+    assert [(p["device"], p["instance"]) for p in build_manifest(result)["partitions"]] \
         == [("ACC", 0), ("ACC", 1), ("ACC", 2)]
-    return result.write(tmp / "chain3.hetero")
+    return write_result(result, tmp / "chain3.hetero")
 
 
 def _matmuls_by_device(out):

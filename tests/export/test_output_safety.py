@@ -16,6 +16,7 @@ from isolated import NOBODY, can_drop_privileges, outcome
 
 import hetero_solve as hs
 from hetero_solve.errors import OutputError
+from hetero_solve.export import write_result
 from hetero_solve.export.writer import answer_files, check_target, part_file
 
 MODEL = EXAMPLES / "seed000.onnx"
@@ -127,13 +128,13 @@ def test_a_previous_answer_is_replaced_whole_and_nothing_else_is_touched(tmp_pat
 
 def test_an_answer_written_before_files_were_listed_is_recognised(tmp_path):
     out = tmp_path / "out"
-    hs.solve(MODEL, RULE_FILE, engine="heuristic").write(out)
+    write_result(hs.solve(MODEL, RULE_FILE, engine="heuristic"), out)
     manifest = json.loads((out / "partition.json").read_text())
     del manifest["files"]
     (out / "partition.json").write_text(json.dumps(manifest))
     (out / "part7_OLD.onnx").write_text("a stale part the old manifest does not list")
     assert "part2_ACCEL.onnx" in answer_files(out)
-    hs.solve(MODEL, RULES / "seed000.yaml", engine="heuristic").write(out)
+    write_result(hs.solve(MODEL, RULES / "seed000.yaml", engine="heuristic"), out)
     assert (out / "part7_OLD.onnx").exists()       # not listed: not ours to remove
     assert "files" in json.loads((out / "partition.json").read_text())
 
@@ -141,10 +142,10 @@ def test_an_answer_written_before_files_were_listed_is_recognised(tmp_path):
 def test_a_file_of_the_users_with_an_answer_file_name_is_not_overwritten(tmp_path):
     out = tmp_path / "out"
     result = hs.solve(MODEL, RULE_FILE, engine="heuristic")
-    result.write(out, dots=False)
+    write_result(result, out, dots=False)
     (out / "affinity.dot").write_text("my own drawing")    # not in the previous answer
     with pytest.raises(OutputError, match="was not written by hetero-solve"):
-        result.write(out)
+        write_result(result, out)
     assert (out / "affinity.dot").read_text() == "my own drawing"
     assert not list(out.glob(".hetero-solve-tmp-*"))
 
@@ -153,13 +154,13 @@ def test_an_empty_folder_is_filled_and_keeps_its_modes(tmp_path):
     out = tmp_path / "out"
     out.mkdir(mode=0o750)
     out.chmod(0o750)
-    hs.solve(MODEL, RULE_FILE, engine="heuristic").write(out)
+    write_result(hs.solve(MODEL, RULE_FILE, engine="heuristic"), out)
     assert (out / "partition.json").exists() and (out.stat().st_mode & 0o777) == 0o750
 
 
 def test_a_new_folder_gets_the_modes_of_mkdir_not_a_private_temp_folder(tmp_path):
     out = tmp_path / "a" / "b" / "out"
-    hs.solve(MODEL, RULE_FILE, engine="heuristic").write(out)
+    write_result(hs.solve(MODEL, RULE_FILE, engine="heuristic"), out)
     umask = os.umask(0)
     os.umask(umask)
     assert (out.stat().st_mode & 0o777) == 0o777 & ~umask
@@ -167,7 +168,7 @@ def test_a_new_folder_gets_the_modes_of_mkdir_not_a_private_temp_folder(tmp_path
 
 def test_replacing_never_removes_the_model_being_read(tmp_path):
     out = tmp_path / "out"
-    hs.solve(MODEL, RULE_FILE, engine="heuristic").write(out)
+    write_result(hs.solve(MODEL, RULE_FILE, engine="heuristic"), out)
     r = outcome(["out/part0_ACCEL.onnx", RULE_FILE, "-o", "out", *FAST], cwd=tmp_path)
     assert "this run reads" in _one_line(r)
     assert (out / "part0_ACCEL.onnx").exists() and (out / "part2_ACCEL.onnx").exists()
@@ -181,7 +182,7 @@ def test_a_failed_write_leaves_neither_the_folder_nor_the_parents_it_made(tmp_pa
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(writer, "_write_names", broken)
     with pytest.raises(OutputError, match="No space left on device"):
-        result.write(tmp_path / "a" / "b" / "out")
+        write_result(result, tmp_path / "a" / "b" / "out")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -216,7 +217,7 @@ def test_parents_made_before_a_failure_half_way_are_removed(tmp_path, monkeypatc
         made.append(self)
     monkeypatch.setattr(Path, "mkdir", second_fails)
     with pytest.raises(OutputError, match="File name too long"):
-        result.write(tmp_path / "a" / "b" / "c" / "out")
+        write_result(result, tmp_path / "a" / "b" / "c" / "out")
     assert made and list(tmp_path.iterdir()) == []
 
 
@@ -230,7 +231,7 @@ def test_run_never_overwrites_a_file_it_did_not_write(tmp_path):
     from hetero_solve.run.common import RunError
     from hetero_solve.run.session import run
     out = tmp_path / "out"
-    hs.solve(MODEL, RULE_FILE, engine="heuristic").write(out)
+    write_result(hs.solve(MODEL, RULE_FILE, engine="heuristic"), out)
     mine = tmp_path / "saved"
     mine.mkdir()
     (mine / "y.npy").write_text("my own array")
@@ -245,7 +246,7 @@ def test_run_never_overwrites_a_file_it_did_not_write(tmp_path):
 
 def test_dot_inside_a_previous_answer_replaces_it_and_keeps_the_model_there(tmp_path):
     out = tmp_path / "out"
-    hs.solve(MODEL, RULE_FILE, engine="heuristic").write(out)
+    write_result(hs.solve(MODEL, RULE_FILE, engine="heuristic"), out)
     shutil.copy(MODEL, out / "m.onnx")          # the user keeps the model in the answer folder
     shutil.copy(RULE_FILE, out / "r.yaml")
     (out / "r.yaml").write_text("version: 1\ndevices:\n  - name: CPU\n    ops: {supported: all}\n")

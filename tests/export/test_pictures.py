@@ -17,6 +17,7 @@ import pytest
 import hetero_solve as hs
 from conftest import EXAMPLES, ROOT, RULES
 from hetero_solve.export import dot
+from hetero_solve.export import write_result
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def test_dot_labels_are_escaped_once(result):
 def test_pictures_without_a_system_binary(result, tmp_path, fmt, monkeypatch):
     monkeypatch.setattr(dot.shutil, "which", lambda _name: None)     # no Graphviz
     assert dot.drawing_backend() == "matplotlib"
-    out = result.write(tmp_path / "out", pictures=fmt)
+    out = write_result(result, tmp_path / "out", pictures=fmt)
     for name in ("partitions", "affinity"):
         data = (out / f"{name}.{fmt}").read_bytes()
         if fmt == "svg":

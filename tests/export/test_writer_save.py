@@ -12,6 +12,7 @@ from conftest import EXAMPLES, RULES
 
 import hetero_solve as hs
 from hetero_solve.export import writer
+from hetero_solve.export import write_result
 from hetero_solve.export.annotated import build_annotated_model
 from hetero_solve.export.submodels import build_part_model
 from hetero_solve.run.verify import verify
@@ -21,7 +22,7 @@ MODEL, PROFILE, DIMS = EXAMPLES / "transformer_encoder.onnx", RULES / "npu-stati
 
 def test_files_are_the_bytes_onnx_save_model_writes(tmp_path):
     r = hs.solve(MODEL, PROFILE, dims=DIMS, work_limit=2.5)
-    out = r.write(tmp_path / "out")
+    out = write_result(r, tmp_path / "out")
     manifest = json.loads((out / "partition.json").read_text())
     nodes_of = r.solution.parts()
     assert len(manifest["partitions"]) > 1
@@ -38,7 +39,7 @@ def test_files_are_the_bytes_onnx_save_model_writes(tmp_path):
 def test_models_over_the_threshold_keep_their_tensors_in_external_data(tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "EXTERNAL_DATA_BYTES", 2000)
     r = hs.solve(MODEL, PROFILE, dims=DIMS, work_limit=2.5)
-    out = r.write(tmp_path / "out")
+    out = write_result(r, tmp_path / "out")
     manifest = json.loads((out / "partition.json").read_text())
     data_files = [f for f in manifest["files"] if f.endswith(".onnx.data")]
     assert "model.annotated.onnx.data" in data_files and len(data_files) > 1

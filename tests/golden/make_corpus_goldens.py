@@ -58,7 +58,7 @@ def partition_json(model: str, rules: Path) -> str:
         value = {"refused": type(exc).__name__, "message": str(exc)}
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            out = result.write(Path(tmp) / "out", submodels=False, annotated=False)
+            out = hs.write_result(result, Path(tmp) / "out", submodels=False, annotated=False)
             value = strip_timing(json.loads((out / "partition.json").read_text()))
     text = json.dumps(value, indent=1, sort_keys=True)
     return text.replace(str(ROOT) + "/", "")

@@ -54,7 +54,7 @@ def partition_json(model: Path, rules: Path) -> str:
 
     result = hs.solve(model, rules, dims=EXAMPLE_DIMS[model.stem], work_limit=WORK_LIMIT)
     with tempfile.TemporaryDirectory() as tmp:
-        out = result.write(Path(tmp) / "out", submodels=False, annotated=False)
+        out = hs.write_result(result, Path(tmp) / "out", submodels=False, annotated=False)
         manifest = json.loads((out / "partition.json").read_text())
     text = json.dumps(strip_timing(manifest), indent=1, sort_keys=True)
     return text.replace(str(ROOT) + "/", "")

@@ -22,6 +22,7 @@ from onnx import helper as h
 
 import hetero_solve as hs
 from hetero_solve.errors import HeteroSolveWarning
+from hetero_solve.export import affinity_map
 from hetero_solve.problem import MissingDims
 
 from conftest import EXAMPLES, ROOT, RULES
@@ -59,9 +60,9 @@ def test_a_whole_shape_makes_anonymous_dims_static(tmp_path):
                                                 r"dims of input 'x' have no value: pass "
                                                 r"--shape x=\?,3,\?,\?"):
         r = hs.solve(path, STATIC, engine="heuristic")
-    assert r.affinity() == {"relu": "CPU", "pool": "CPU"}
+    assert affinity_map(r.problem, r.solution) == {"relu": "CPU", "pool": "CPU"}
     r = hs.solve(path, STATIC, shapes={"x": [1, 3, 8, 8]}, engine="heuristic")
-    assert r.affinity() == {"relu": "NPU", "pool": "NPU"}
+    assert affinity_map(r.problem, r.solution) == {"relu": "NPU", "pool": "NPU"}
     assert r.model_graph.tensor_type("a").shape == (1, 3, 8, 8)
     assert r.problem.info.missing_dims == []
 
@@ -125,7 +126,7 @@ def test_a_missing_dim_is_said_in_the_summary_in_explain_and_as_a_warning(tmp_pa
     # The counterfactual: with seq given, those nodes go to the NPU (or fold).
     given = hs.solve(TRANSFORMER, NPU, dims={"seq": 16}, engine="heuristic")
     assert given.problem.info.missing_dims == []
-    on_npu = sum(1 for d in given.affinity().values() if d == "NPU")
+    on_npu = sum(1 for d in affinity_map(given.problem, given.solution).values() if d == "NPU")
     assert on_npu + len(given.model_graph.folded) - len(r.model_graph.folded) >= 69 - 6
     line = "NPU refused 69 node(s) only because dim 'seq' has no value: pass --dim seq=N"
     out = run(TRANSFORMER, NPU, "-o", tmp_path / "out", "--engine", "heuristic")

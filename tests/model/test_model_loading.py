@@ -10,6 +10,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import hetero_solve as hs
+from hetero_solve.export import write_result
 from hetero_solve.model import load_model
 from hetero_solve.run.onnxruntime import run_original
 from hetero_solve.run.session import run_partitioned
@@ -49,7 +50,7 @@ def test_external_data_model_loads_solves_and_runs(tmp_path):
     r = hs.solve(path, {"version": 1, "devices": TWO}, engine="heuristic")
     assert r.metrics.partitions == 3
     assert r.metrics.part_memory[0] == w.nbytes + 256 + 256     # the weight is counted
-    out = r.write(tmp_path / "out")
+    out = write_result(r, tmp_path / "out")
     feeds = random_feeds(path, {})
     got = run_partitioned(out, feeds).outputs["y"]
     np.testing.assert_allclose(got, run_original(path, feeds)["y"], atol=1e-5)

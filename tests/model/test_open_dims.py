@@ -16,6 +16,7 @@ from onnx import numpy_helper as nh
 
 import hetero_solve as hs
 from corpus import truth as TR
+from hetero_solve.export import affinity_map
 from hetero_solve.model.graph import size_of
 
 from conftest import ROOT
@@ -173,7 +174,7 @@ def test_a_dim_named_question_mark_takes_the_value_a_rule_file_gives(tmp_path, r
     path = _question_marks(tmp_path)
     r = hs.solve(path, {**STATIC, "dims": {"?": 8}}, engine="heuristic")
     assert r.model_graph.tensor_type("a").shape == (8, 3, 8, 8)
-    assert r.affinity() == {"relu": "NPU", "pool": "NPU"}
+    assert affinity_map(r.problem, r.solution) == {"relu": "NPU", "pool": "NPU"}
     assert r.problem.info.missing_dims == []
     assert not [w for w in recwarn if "'?'" in str(w.message)]   # not "names no dimension"
 

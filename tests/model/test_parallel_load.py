@@ -11,6 +11,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from hetero_solve.errors import ModelError
+from hetero_solve.export import build_manifest, write_result
 from hetero_solve.model import load_model
 from hetero_solve.model import parallel
 
@@ -206,7 +207,7 @@ def test_the_cli_writes_nothing_for_an_invalid_model_checked_late(tmp_path, fork
 
 
 def _missing_dims_answer(r):
-    return (r.problem.info.missing_dims, r.warnings, r.manifest(files=False)["warnings"])
+    return (r.problem.info.missing_dims, r.warnings, build_manifest(r, files=False)["warnings"])
 
 
 @pytest.mark.parametrize("dims", [{}, {"seq": 16}], ids=["seq-open", "seq-given"])
@@ -250,9 +251,9 @@ def test_part_models_written_by_a_forked_process_are_the_same_files(model, forki
         warnings.simplefilter("ignore")
         r = hs.solve(model, ROOT / "rules" / "gpu-cpu.yaml", dims=EXAMPLE_DIMS[model.stem],
                      engine="heuristic")
-    forked = r.write(tmp_path / "forked")
+    forked = write_result(r, tmp_path / "forked")
     monkeypatch.setenv("HETERO_SOLVE_NO_FORK", "1")
-    alone = r.write(tmp_path / "alone")
+    alone = write_result(r, tmp_path / "alone")
     files = sorted(p.name for p in forked.iterdir())
     assert files == sorted(p.name for p in alone.iterdir()) and any(
         f.startswith("part") for f in files)
@@ -278,6 +279,6 @@ def test_a_failed_forked_part_writer_leaves_the_parts_to_the_parent(forking, tmp
         return real(*args)
 
     monkeypatch.setattr(writer, "_write_parts", parts_but_not_in_the_child)
-    out = r.write(tmp_path / "out")
+    out = write_result(r, tmp_path / "out")
     assert any(p.name.startswith("part") for p in out.iterdir())
     assert (out / "partition.json").exists()

@@ -33,6 +33,7 @@ import hetero_solve as hs
 from hetero_solve.contract import contract
 from support import brute
 from support.generators import random_small
+from hetero_solve.export import affinity_map, build_manifest, write_result
 from hetero_solve.measures import topological_order
 from hetero_solve.model.qdq import find_units
 from hetero_solve.problem import Objective
@@ -66,7 +67,7 @@ PROFILES = [pytest.param(p, id=p.stem) for p in rule_profiles()] + \
 def _solved(profile, tmp_path: Path) -> tuple[hs.Result, Path, dict]:
     rules = _small_npu(tmp_path, profile) if isinstance(profile, str) else profile
     result = hs.solve(str(MODEL), str(rules), dims=ENTRY["dims"], engine="heuristic")
-    out = result.write(tmp_path / "out", annotated=False, dots=False)
+    out = write_result(result, tmp_path / "out", annotated=False, dots=False)
     return result, out, json.loads((out / "partition.json").read_text())
 
 
@@ -284,10 +285,10 @@ def test_partition_json_saves_the_input_shapes(tmp_path):
     assert manifest["input_shapes"] == {"pixel_values": [1, 3, 224, 224]}
     r = hs.solve(str(ROOT / "examples" / "transformer_encoder.onnx"),
                  str(ROOT / "rules" / "gpu-cpu.yaml"), dims={"batch": 2})
-    assert r.manifest()["input_shapes"] == {}      # seq has no value: not fully known
+    assert build_manifest(r)["input_shapes"] == {}      # seq has no value: not fully known
     r = hs.solve(str(ROOT / "examples" / "transformer_encoder.onnx"),
                  str(ROOT / "rules" / "gpu-cpu.yaml"), shapes={"input_ids": [2, 7]})
-    assert r.manifest()["input_shapes"] == {"input_ids": [2, 7]}
+    assert build_manifest(r)["input_shapes"] == {"input_ids": [2, 7]}
 
 
 def test_an_op_of_another_domain_is_suggested_with_its_domain(tmp_path):
@@ -317,7 +318,7 @@ def test_check_and_study_take_whole_input_shapes(tmp_path):
     shaped = hs.solve(str(model), str(rules), shapes={"input_ids": [1, 16]}, engine="heuristic")
     plain = hs.solve(str(model), str(rules), engine="heuristic")
     assert shaped.metrics.partitions > plain.metrics.partitions == 1
-    (tmp_path / "map.json").write_text(json.dumps(shaped.affinity()))
+    (tmp_path / "map.json").write_text(json.dumps(affinity_map(shaped.problem, shaped.solution)))
     with_shape = _cli("check", model, rules, "--affinity", tmp_path / "map.json", "--no-export",
                       "--engine", "heuristic", "--shape", "input_ids=1,16", "--json")
     assert with_shape.returncode == 0, with_shape.stderr

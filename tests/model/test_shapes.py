@@ -13,6 +13,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 import hetero_solve as hs
+from hetero_solve.export import build_manifest, write_result
 from corpus import truth as TR
 
 
@@ -153,8 +154,8 @@ def test_a_boundary_tensor_of_unknown_rank_gets_a_valid_part_file(tmp_path):
     rules = {"version": 1, "devices": [{"name": "NPU", "ops": {"supported": ["Relu"]}},
                                        {"name": "CPU", "ops": {"supported": "all"}}]}
     r = hs.solve(m, rules, engine="heuristic")
-    assert r.metrics.partitions == 3 and "b" in r.manifest()["partitions"][1]["outputs"]
-    out = r.write(tmp_path / "out")
+    assert r.metrics.partitions == 3 and "b" in build_manifest(r)["partitions"][1]["outputs"]
+    out = write_result(r, tmp_path / "out")
     for f in sorted(out.glob("part*.onnx")):
         onnx.checker.check_model(onnx.load(str(f)), full_check=True)
     onnx.save(m, str(tmp_path / "m.onnx"))

@@ -11,6 +11,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 import hetero_solve as hs
+from hetero_solve.export import affinity_map, write_result
 
 BRANCH_ELEMENTS = 256 * 1024          # 1 MiB of float32 per branch
 
@@ -61,13 +62,13 @@ def test_branch_constants_are_constants_of_the_if_node():
 def test_a_device_too_small_for_the_branch_constants_refuses_the_if(tmp_path):
     # 1 MiB holds the If's boundary tensors (a few KiB) but not its 2 MiB of branch weights.
     r = hs.solve(_if_with_heavy_branches(), _rules("1MiB"), engine="heuristic")
-    aff = r.affinity()
+    aff = affinity_map(r.problem, r.solution)
     assert aff["branch"] == "CPU"
     assert aff["relu"] == "NPU" and aff["sum"] == "NPU"
     assert hs.validate(r.problem, r.solution) == []
     assert all(m <= 1024 * 1024 for m, k in zip(r.metrics.part_memory, r.solution.part_device)
                if r.problem.devices[k].name == "NPU")
-    out = r.write(tmp_path / "out")
+    out = write_result(r, tmp_path / "out")
     for f in out.glob("part*.onnx"):
         onnx.checker.check_model(onnx.load(str(f)), full_check=True)
     model_path = tmp_path / "m.onnx"

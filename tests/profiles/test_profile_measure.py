@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT, RULES
 from hetero_solve.cli import main
 from hetero_solve.model import load_model
-from hetero_solve.profiles import read_profile
 from hetero_solve.profiles import measure as measure_module
+from hetero_solve.times import read_profile
 from openvino_quiet import import_openvino
 
 pytestmark = pytest.mark.runtime

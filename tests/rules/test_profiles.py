@@ -13,6 +13,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import hetero_solve as hs
+from hetero_solve.export import affinity_map
 from hetero_solve.model import load_model
 from hetero_solve.rules.check import query
 from hetero_solve.validate import validate
@@ -44,7 +45,7 @@ def placement(result: hs.Result) -> list[tuple[str, list[str]]]:
 
 
 def device_of(result: hs.Result) -> dict[str, str]:
-    return result.affinity()
+    return affinity_map(result.problem, result.solution)
 
 
 # -- every profile --------------------------------------------------------------------------

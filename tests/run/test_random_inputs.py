@@ -16,6 +16,7 @@ from onnx import helper as h
 
 import hetero_solve as hs
 from conftest import ROOT
+from hetero_solve.export import write_result
 from hetero_solve.run.inputs import model_input_specs, random_inputs
 
 RULES = {"version": 1, "devices": [
@@ -49,7 +50,7 @@ def test_index_inputs_stay_within_the_table_they_index(tmp_path):
     specs = {s.name: s for s in model_input_specs(onnx.load(model))}
     assert specs["input_ids"].index_bound == 30 and specs["token_type_ids"].index_bound == 2
     out = tmp_path / "out"
-    hs.solve(model, RULES, engine="heuristic").write(out)
+    write_result(hs.solve(model, RULES, engine="heuristic"), out)
     for seed in range(5):
         report = hs.verify(model, out, seed=seed)        # failed with exit 2 before (ids 0..9)
         assert report.ok
@@ -65,7 +66,7 @@ def test_input_range_sets_the_values(tmp_path):
     feeds = random_inputs(specs, seed=1, ranges={"input_ids": (5, 6)})
     assert set(np.unique(feeds["input_ids"])) <= {5, 6}
     out = tmp_path / "out"
-    hs.solve(model, RULES, engine="heuristic").write(out)
+    write_result(hs.solve(model, RULES, engine="heuristic"), out)
     r = subprocess.run([sys.executable, "-m", "hetero_solve", "verify", model, out,
                         "--input-range", "input_ids=0,3", "--json"], capture_output=True,
                        text=True, cwd=ROOT)
@@ -83,7 +84,7 @@ def test_onnxruntime_log_stays_out_of_a_file(tmp_path):
     stderr a file, the only line is hetero-solve's."""
     model = bert_like(tmp_path)
     out = tmp_path / "out"
-    hs.solve(model, RULES, engine="heuristic").write(out)
+    write_result(hs.solve(model, RULES, engine="heuristic"), out)
     np.save(tmp_path / "tt.npy", np.full((1, 8), 7, np.int32))       # row 7 of a 2-row table
     r = subprocess.run([sys.executable, "-m", "hetero_solve", "verify", model, out,
                         "--input", f"token_type_ids={tmp_path / 'tt.npy'}"],
@@ -115,7 +116,7 @@ def test_a_scalar_input_that_must_hold_one_value(tmp_path):
     path = tmp_path / "vad_like.onnx"
     onnx.save(model, str(path))
     out = tmp_path / "out"
-    hs.solve(path, RULES, engine="heuristic").write(out)
+    write_result(hs.solve(path, RULES, engine="heuristic"), out)
     for command in (["verify", str(path), str(out)], ["run", str(out), "--no-save"]):
         r = subprocess.run([sys.executable, "-m", "hetero_solve", *command],
                            capture_output=True, text=True, cwd=ROOT)

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 import hetero_solve as hs
 from hetero_solve.cli import app
 from hetero_solve.errors import ModelError
+from hetero_solve.export import write_result
 from hetero_solve.run.common import RunError
 from hetero_solve.run.inputs import random_inputs, InputSpec
 from hetero_solve.run.onnxruntime import run_original
@@ -30,7 +31,7 @@ EXAMPLES = ROOT / "examples"
 
 
 def _solve_to(model, rules, out: Path, **kw) -> Path:
-    hs.solve(model, rules, engine="heuristic", **kw).write(out)
+    write_result(hs.solve(model, rules, engine="heuristic", **kw), out)
     return out
 
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import hetero_solve as hs
+from hetero_solve.export import write_result
 from hetero_solve.run.backend import BACKENDS, load_backend
 from hetero_solve.run.manifest import load_manifest
 
@@ -16,7 +17,8 @@ from conftest import EXAMPLES, RULES
 
 
 def test_run_is_the_function_whatever_is_imported_first(tmp_path):
-    out = hs.solve(str(EXAMPLES / "seed000.onnx"), str(RULES / "seed000.yaml")).write(tmp_path / "o")
+    result = hs.solve(str(EXAMPLES / "seed000.onnx"), str(RULES / "seed000.yaml"))
+    out = write_result(result, tmp_path / "o")
     code = ("import hetero_solve.run.backend as b, hetero_solve as hs, sys\n"
             f"r = hs.run({str(out)!r}, save=None)\n"
             "print(len(r.parts), sorted(b.BACKENDS))")

@@ -13,6 +13,7 @@ import pytest
 import hetero_solve as hs
 from conftest import EXAMPLES, ROOT, RULES, random_feeds
 from hetero_solve.errors import HeteroSolveWarning
+from hetero_solve.export import write_result
 from hetero_solve.run.backend import PartRunner, PartSpec, RunOptions, load_backend
 from openvino_quiet import import_openvino
 
@@ -49,7 +50,7 @@ def _run_parts(out, feeds, options):
 def test_the_parts_on_openvino_reproduce_the_original(model, rules, dims, tmp_path):
     result = hs.solve(model, RULES / rules, dims=dims)
     assert result.metrics.partitions >= 3
-    out = result.write(tmp_path / "answer")
+    out = write_result(result, tmp_path / "answer")
     feeds = random_feeds(model, dims)
     options = RunOptions(backend_options={"device_map": {"NPU": "AUTO", "GPU": "AUTO"}})
     manifest, got, runners = _run_parts(out, feeds, options)
@@ -62,7 +63,8 @@ def test_the_parts_on_openvino_reproduce_the_original(model, rules, dims, tmp_pa
 
 def test_a_device_openvino_lacks_falls_back_to_cpu_with_a_warning(tmp_path):
     model = EXAMPLES / "resnet_like.onnx"
-    out = hs.solve(model, RULES / "npu-static.yaml", dims={"batch": 1}).write(tmp_path / "a")
+    out = write_result(hs.solve(model, RULES / "npu-static.yaml", dims={"batch": 1}),
+                       tmp_path / "a")
     feeds = random_feeds(model, {"batch": 1})
     _, got, runners = _run_parts(out, feeds, RunOptions(profile=True))
     assert all(r.providers == ["CPU"] for r in runners)
@@ -80,7 +82,7 @@ def test_session_runs_the_parts_on_openvino(tmp_path):
     from hetero_solve.run.session import Session
     model = EXAMPLES / "control_flow.onnx"
     dims = {"seq": 5, "batch": 2}
-    out = hs.solve(model, RULES / "npu-gpu-cpu.yaml", dims=dims).write(tmp_path / "a")
+    out = write_result(hs.solve(model, RULES / "npu-gpu-cpu.yaml", dims=dims), tmp_path / "a")
     feeds = random_feeds(model, dims)
     with pytest.warns(HeteroSolveWarning, match="OpenVINO has no such device"):
         session = Session(out, backend="openvino")

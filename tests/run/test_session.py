@@ -20,6 +20,7 @@ from onnx import helper as h
 
 import hetero_solve as hs
 from hetero_solve.errors import HeteroSolveWarning
+from hetero_solve.export import write_result
 from hetero_solve.run.common import RunError
 from hetero_solve.run.onnxruntime import run_original
 from hetero_solve.run.verify import compare
@@ -44,7 +45,7 @@ def _solve(name: str, rules, out):
     if entry.get("shapes"):
         kw["shapes"] = {k: list(v) for k, v in entry["shapes"].items()}
     result = hs.solve(str(C.model_file(name, entry)), str(rules), engine="heuristic", **kw)
-    return result.write(out, annotated=False, dots=False)
+    return write_result(result, out, annotated=False, dots=False)
 
 
 class _Counting:
@@ -114,8 +115,8 @@ def _write(tmp_path, model, rules=RULES_2, **kw):
     import yaml
     (tmp_path / "m.onnx").write_bytes(model.SerializeToString())
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(rules))
-    return hs.solve(str(tmp_path / "m.onnx"), str(tmp_path / "r.yaml"), engine="heuristic",
-                    **kw).write(tmp_path / "out")
+    result = hs.solve(str(tmp_path / "m.onnx"), str(tmp_path / "r.yaml"), engine="heuristic", **kw)
+    return write_result(result, tmp_path / "out")
 
 
 @pytest.mark.skipif("CUDAExecutionProvider" in ort.get_available_providers(),

@@ -10,6 +10,7 @@ import yaml
 
 import hetero_solve as hs
 from conftest import EXAMPLES, RULES, random_feeds
+from hetero_solve.export import write_result
 from hetero_solve.run.onnxruntime import run_original
 from openvino_quiet import import_openvino
 
@@ -26,7 +27,7 @@ def test_an_answer_over_both_runtimes_runs_each_part_on_its_own(tmp_path):
     rules["affinity"] = {"layer2/*": "ORT_CPU"}          # the middle of the model on onnxruntime
     model = EXAMPLES / "resnet_like.onnx"
     result = hs.solve(model, rules, dims={"batch": 1}, engine="heuristic")
-    out = result.write(tmp_path / "out")
+    out = write_result(result, tmp_path / "out")
     devices = [result.problem.devices[d].name for d in result.solution.part_device]
     assert devices[0] == "OV_CPU" and "ORT_CPU" in devices and len(devices) >= 3
     sess = hs.Session(out)
@@ -47,7 +48,7 @@ def test_an_answer_over_both_runtimes_runs_each_part_on_its_own(tmp_path):
 def _answer_with_execution(tmp_path, execution: dict):
     """An answer over both runtimes priced with a profile that records ``execution``."""
     from hetero_solve.model import load_model
-    from hetero_solve.profiles.format import DeviceProfile, Profile, model_info
+    from hetero_solve.times import DeviceProfile, Profile, model_info
     model = EXAMPLES / "resnet_like.onnx"
     mg = load_model(str(model), dims={"batch": 1})
     times = {n: (1e-4 if n.startswith("layer2") else 1e-3) for n in mg.names}

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 import hetero_solve as hs
 from hetero_solve.cli import app
 from hetero_solve.errors import InfeasibleError
+from hetero_solve.export import write_result
 from hetero_solve.run.verify import compare, verify
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ def test_every_example_under_every_profile_verifies(model, rules, tmp_path):
         result = hs.solve(model, rules, dims=DIMS.get(model.stem, {}), work_limit=0.5)
     except InfeasibleError as e:       # a profile that cannot hold a model: nothing to run
         pytest.skip(f"{rules.name} cannot partition {model.name}: {e}")
-    out = result.write(tmp_path / "out")
+    out = write_result(result, tmp_path / "out")
     report = verify(model, out, seed=1)
     assert report.ok, [o.as_dict() for o in report.outputs]
     assert [o.name for o in report.outputs] == [o.name for o in onnx.load(str(model)).graph.output]
@@ -54,8 +55,8 @@ def test_every_example_under_every_profile_verifies(model, rules, tmp_path):
 @pytest.fixture(scope="module")
 def resnet(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("resnet") / "out"
-    hs.solve(ROOT / "examples/resnet_like.onnx", ROOT / "rules/npu-static.yaml",
-             engine="heuristic").write(out)
+    write_result(hs.solve(ROOT / "examples/resnet_like.onnx", ROOT / "rules/npu-static.yaml",
+                          engine="heuristic"), out)
     return out
 
 

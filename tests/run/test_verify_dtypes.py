@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 import hetero_solve as hs
 from hetero_solve.cli import app
+from hetero_solve.export import write_result
 from hetero_solve.run.verify import TOLERANCES, compare, quantized_outputs
 
 from conftest import RULES
@@ -59,7 +60,7 @@ def fp16_split(tmp_path_factory):
     entry = CORPUS["resnet-tiny-legacy"]
     result = hs.solve(str(path), str(RULES / "multi-card.yaml"), engine="heuristic",
                       dims=dict(entry.get("dims") or {}))
-    out = result.write(tmp / "out", annotated=False, dots=False)
+    out = write_result(result, tmp / "out", annotated=False, dots=False)
     return path, out, result.solution.num_parts
 
 
@@ -158,8 +159,8 @@ def test_bfloat16_inputs_and_outputs_cross_parts_and_verify(tmp_path):
     onnx.save(model, str(tmp_path / "m.onnx"))
     (tmp_path / "r.yaml").write_text(yaml.safe_dump({"version": 1, "devices": [
         {"name": "ACC", "ops": {"supported": ["Relu"]}}, {"name": "CPU", "ops": {"supported": "all"}}]}))
-    out = hs.solve(str(tmp_path / "m.onnx"), str(tmp_path / "r.yaml"),
-                   engine="heuristic").write(tmp_path / "out")
+    out = write_result(hs.solve(str(tmp_path / "m.onnx"), str(tmp_path / "r.yaml"),
+                                engine="heuristic"), tmp_path / "out")
     sess = hs.Session(out)
     assert len(sess.parts) == 3 and sess.get_inputs()[0].type == "tensor(bfloat16)"
     v = np.array([[1.5, -2, 3], [0.25, -1, 7]], ml_dtypes.bfloat16)

@@ -1,4 +1,4 @@
-"""The profile file (hetero_solve/profiles/format.py): written and read back unchanged, checked
+"""The profile file (hetero_solve/times/profile.py): written and read back unchanged, checked
 against the model it belongs to, and every bad value refused in one line."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from conftest import EXAMPLES
 from hetero_solve.model import load_model
-from hetero_solve.profiles import (DeviceProfile, Profile, ProfileError, model_info,
-                                   read_profile, write_profile)
-from hetero_solve.profiles import format as fmt
+from hetero_solve.times import (DeviceProfile, Profile, ProfileError, model_info, read_profile,
+                                write_profile)
+from hetero_solve.times import profile as fmt
 
 RESNET = EXAMPLES / "resnet_like.onnx"
 

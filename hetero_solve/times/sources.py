@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .costs import CostModel
-from .errors import CostError
-from .model.graph import ModelGraph
-from .problem import Problem
-from .roofline import nodes_work
-from .rules.load import Rules
+from ..costs import CostModel
+from ..errors import CostError
+from ..model.graph import ModelGraph
+from ..problem import Problem
+from ..roofline import nodes_work
+from ..rules.load import Rules
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Measured:
 
     @classmethod
     def of(cls, profile: Any) -> "Measured":
-        """From a profile as :func:`hetero_solve.profiles.read_profile` returns it (per device
+        """From a profile as :func:`hetero_solve.times.read_profile` returns it (per device
         name: ``node_seconds`` and ``part_cost``), or a ``Measured`` as it is."""
         if isinstance(profile, Measured):
             return profile
