@@ -173,8 +173,9 @@ def attribute(mg, records: Sequence[RuntimeNode], target: float | None = None,
     kernel_part = (kept * factor / total) if total > 0 else 0.0
     fused_part = (fused * (kept / done if done > 0 else 1.0) * factor / total) \
         if total > 0 else 0.0
-    shares = {"measured": max(kernel_part - fused_part, 0.0), "fused": fused_part,
-              "spread": max(1.0 - kernel_part, 0.0)} if total > 0 else {}
+    kernel_part, fused_part = min(max(kernel_part, 0.0), 1.0), min(fused_part, kernel_part)
+    shares = {"measured": kernel_part - fused_part, "fused": fused_part,
+              "spread": 1.0 - kernel_part} if total > 0 else {}
     worst = sorted(unattributed, key=lambda r: -r.seconds)[:3]
     names = ", ".join(f"{r.op or '?'} {r.name}" for r in worst)
     parts = [f"{1 - attributed:.1%} of the profiler's time named no ONNX node"

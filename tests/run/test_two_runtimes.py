@@ -61,7 +61,7 @@ def _answer_with_execution(tmp_path, execution: dict):
     rules["affinity"] = {"layer2/*": "ORT_CPU"}          # a split over both runtimes
     result = hs.solve(model, rules, dims={"batch": 1}, costs=profile, engine="heuristic",
                       objective=hs.Objective(order=("latency",)))
-    return result.write(tmp_path / "out"), model
+    return write_result(result, tmp_path / "out"), model
 
 
 def test_an_answer_records_and_runs_with_its_profiles_execution_settings(tmp_path):
@@ -111,7 +111,7 @@ def test_an_answer_without_a_profile_records_no_settings_and_warns_of_none(tmp_p
     from hetero_solve.run.backend import RunOptions
     result = hs.solve(EXAMPLES / "resnet_like.onnx", TWO, dims={"batch": 1},
                       engine="heuristic")
-    out = result.write(tmp_path / "out")
+    out = write_result(result, tmp_path / "out")
     assert "execution" not in yaml.safe_load((out / "partition.json").read_text())
     with w.catch_warnings():
         w.simplefilter("error", HeteroSolveWarning)
