@@ -139,3 +139,24 @@ def test_each_term_said_proven_holds_over_every_fold_choice(seed):
             assert c["bound"] <= best[i], f"seed {seed}: {c['term']} bound above the optimum"
     assert (sol.status == "optimal") == all(c["proven"] for c in cs)
     assert [c["term"] for c in cs] == order
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_studys_exact_rows_are_certified_over_every_fold_choice(seed):
+    """Issue 37 item 3: ``study``'s exact rows answer the problem as compiled; ``optimal``
+    only where no fold choice does better (brute force over every choice), and the bounds at
+    most that optimum."""
+    from hetero_solve.study.algorithms import ALGORITHMS
+    p = folds_problem(seed)
+    best = best_over_choices(p)
+    try:
+        sol = ALGORITHMS["cpsat"].run(p, budget=Budget.of(work_limit=1), seed=0)
+    except InfeasibleError:
+        return
+    assert validate(p, sol) == []
+    key = objective_key(p, sol)
+    if sol.status == "optimal":
+        assert key == best, f"seed {seed}: optimal {key} but {best} exists"
+    if best[0] == key[0]:
+        assert sol.lower_bound <= best[1]
+    assert sol.stats.get("bounds", {}).get("fallback", 0) <= best[0]
