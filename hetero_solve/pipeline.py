@@ -361,8 +361,11 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
         # docs/problem.md: an unknown dim counts as 1, so these figures are lower bounds; a
         # memory-limited part holding such a tensor may not fit, which nothing here proves
         warnings.append(sizes.text(problem, sol))
-        if sizes.unproven_fit and sol.status == "optimal":
-            sol.status = "feasible"
+        if sizes.unproven_fit:
+            sol.status = "feasible" if sol.status == "optimal" else sol.status
+            if "proven" in sol.stats:   # proven for the sizes counted, which may be short
+                sol.stats["proven_if_sizes_hold"] = sol.stats["proven"]
+                sol.stats["proven"] = []
     if budget.warning():     # the clock, not the deterministic budget, ended some work
         sol.stats.update(deterministic=False, stopped_by=budget.stopped_by)
         warnings.append(budget.warning())

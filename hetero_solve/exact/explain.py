@@ -470,6 +470,12 @@ def claims(order: list[str], values: dict, proven: list[str], bounds: dict) -> l
     return out
 
 
+#: Why a term is not proven: the search ran out of budget, or (``"sizes"``) it is proven for
+#: the sizes counted but a memory-limited part holds a tensor of unknown size.
+UNPROVEN = {"limit": "not proven within the limit",
+            "sizes": "not proven (proven only if the tensors of unknown size are 1 element)"}
+
+
 def answer_claims(problem: Problem, stats: dict, lower_bound: int | None,
                   values: dict) -> list[dict]:
     """:func:`claims` of an answer: its objective ``values`` (``Metrics.as_dict()``), its
@@ -480,8 +486,14 @@ def answer_claims(problem: Problem, stats: dict, lower_bound: int | None,
         bounds["fallback"] = stats["bounds"]["fallback"]
     proven = list(stats.get("proven", []))
     if obj.lexicographic:
-        return claims(list(obj.order), values, proven, bounds)
-    return claims(["weighted"], {"weighted": obj.key(values)[0]}, proven, bounds)
+        out = claims(list(obj.order), values, proven, bounds)
+    else:
+        out = claims(["weighted"], {"weighted": obj.key(values)[0]}, proven, bounds)
+    if_sizes = set(stats.get("proven_if_sizes_hold", []))
+    for c in out:
+        if not c["proven"]:
+            c["why"] = "sizes" if c["term"] in if_sizes else "limit"
+    return out
 
 
 def _term_text(c: dict) -> str:
@@ -497,17 +509,17 @@ def claims_text(cs: list[dict]) -> str:
     """One line: the proven terms, then the unproven with their best bounds (``proven: parts
     6, fallback 1; not proven within the limit: transfer 661.4 KiB (no bound)``)."""
     done = [_term_text(c) for c in cs if c["proven"]]
-    open_ = []
+    open_: dict[str, list[str]] = {}
     for c in cs:
         if c["proven"]:
             continue
         b = c["bound"]
         shown = ("no bound" if b is None else
                  f"bound {format_bytes(b)}" if c["term"] == "transfer" else f"bound {b:g}")
-        open_.append(f"{_term_text(c)} ({shown})")
+        open_.setdefault(c.get("why", "limit"), []).append(f"{_term_text(c)} ({shown})")
     parts = []
     if done:
         parts.append("proven: " + ", ".join(done))
-    if open_:
-        parts.append("not proven within the limit: " + ", ".join(open_))
+    for why, texts in open_.items():
+        parts.append(UNPROVEN[why] + ": " + ", ".join(texts))
     return "; ".join(parts)
