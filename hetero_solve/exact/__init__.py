@@ -205,9 +205,10 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
     chosen = fold_choices(problem, cands)
     say(f"optional folds: comparing {len(chosen)} choice(s) of placing {len(cands)} foldable "
         f"node(s) ({', '.join(names[:3])}{'...' if len(names) > 3 else ''})")
-    share = budget.share(1, len(chosen))
     tried: list[tuple[tuple, Problem, Solution | None]] = []
-    for ks in chosen:
+    for i, ks in enumerate(chosen):
+        # an equal share of what is left: what a choice leaves unspent goes to the next ones
+        share = budget.share(1, len(chosen) - i)
         if ks and budget.out_of_time():      # past the deadline: no further problem
             break
         q = unfold(problem, ks)[0] if ks else problem
@@ -244,7 +245,7 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
     return win_p, sol
 
 
-#: At most this many fold choices are refined (each with an equal share of the budget).
+#: At most this many fold choices are refined (each with an equal share of what is left).
 MAX_FOLD_CHOICES = 8
 
 
