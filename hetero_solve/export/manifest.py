@@ -163,6 +163,8 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         **extra,
         "dims": dict(mg.dims),
         "input_shapes": input_shapes(mg),
+        # the settings the answer's measured times were taken with: what run applies
+        **({"execution": dict(p.info.execution)} if p.info.execution else {}),
         "warnings": list(result.warnings),
         "explain": result.explanation,
         "solver": solver,
