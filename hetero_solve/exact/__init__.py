@@ -57,11 +57,12 @@ from ..problem import Problem
 from ..solution import Solution, evaluate, objective_key
 from ..units import format_bytes
 from ..validate import validate
+from ..fitting.bounds import kept_packing
 from ..fitting.floors import binding_devices, min_part_memory
 from .analysis import device_sets
 from .bounds import lower_bounds
 from .folds import candidates, closure, over_every_choice, unfold
-from .explain import with_folds
+from .explain import with_folds, with_memory_parts
 from .report import report
 from .search import Search
 from .stages import run_stages
@@ -143,7 +144,33 @@ def _refine(problem: Problem, start: Solution, R: list[tuple[int, ...]], engine:
     refuse_unplaceable(problem, R)
     ctx = Search.begin(problem, start, engine, budget.allot(budget.left()), seed, progress,
                        workers, R)
-    return report(ctx, run_stages(ctx))
+    return with_kept_packing(problem, report(ctx, run_stages(ctx)), R)
+
+
+def with_kept_packing(problem: Problem, sol: Solution, R: list[tuple[int, ...]] | None = None
+                      ) -> Solution:
+    """``sol`` with its parts bound raised to :func:`~hetero_solve.fitting.bounds.kept_packing`
+    at its own fallback when that is more (a lexicographic objective with fallback before
+    partitions, memory limits, some fallback: the bounds of the stages see every node free to
+    leave and say 1), and ``explain`` saying so."""
+    obj = problem.objective
+    if not (obj.lexicographic and "fallback" in obj.order and "partitions" in obj.order
+            and obj.order.index("fallback") < obj.order.index("partitions")) \
+            or not problem.has_memory_limits() or sol.lower_bound is None:
+        return sol
+    fallback = evaluate(problem, sol).fallback
+    if fallback == 0:
+        return sol           # the stages' bounds already keep every node where it prefers
+    if R is None:
+        R = device_sets(problem, fixed=False)
+    kept = min(kept_packing(problem, R, fallback), sol.num_parts)
+    if kept <= sol.lower_bound:
+        return sol
+    sol.lower_bound = kept
+    ex = sol.stats.get("explain")
+    if ex:
+        sol.stats["explain"] = with_memory_parts(ex, kept)
+    return sol
 
 
 def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto",
@@ -178,9 +205,10 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
     chosen = fold_choices(problem, cands)
     say(f"optional folds: comparing {len(chosen)} choice(s) of placing {len(cands)} foldable "
         f"node(s) ({', '.join(names[:3])}{'...' if len(names) > 3 else ''})")
-    share = budget.share(1, len(chosen))
     tried: list[tuple[tuple, Problem, Solution | None]] = []
-    for ks in chosen:
+    for i, ks in enumerate(chosen):
+        # an equal share of what is left: what a choice leaves unspent goes to the next ones
+        share = budget.share(1, len(chosen) - i)
         if ks and budget.out_of_time():      # past the deadline: no further problem
             break
         q = unfold(problem, ks)[0] if ks else problem
@@ -217,7 +245,7 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
     return win_p, sol
 
 
-#: At most this many fold choices are refined (each with an equal share of the budget).
+#: At most this many fold choices are refined (each with an equal share of what is left).
 MAX_FOLD_CHOICES = 8
 
 
@@ -302,4 +330,10 @@ def lower_bound(problem: Problem, solution: Solution) -> int:
              and obj.order.index("fallback") < obj.order.index("partitions")
              and evaluate(problem, solution).fallback == 0)
     R = device_sets(problem, fixed=fixed)
-    return lower_bounds(problem, R, binding_devices(problem, R)).lb
+    lb = lower_bounds(problem, R, binding_devices(problem, R)).lb
+    if not fixed and problem.has_memory_limits() and "fallback" in obj.order \
+            and "partitions" in obj.order and obj.lexicographic \
+            and obj.order.index("fallback") < obj.order.index("partitions"):
+        lb = max(lb, min(kept_packing(problem, R, evaluate(problem, solution).fallback),
+                         solution.num_parts))
+    return lb

@@ -390,6 +390,9 @@ def explain_text(ex: dict, limit: int = 40) -> list[str]:
                                 f"{format_bytes(pk['memory'])} each (bin packing)")
         if kind == "through":
             lines.append(f"  ({through}'s own part is counted on both sides: {lb} in total)")
+    if ex.get("memory_parts"):
+        lines.append(f"memory: at least {ex['memory_parts']['bound']} part(s): "
+                     + ex["memory_parts"]["text"] + ".")
     lines.append(("proof: " if ex.get("proof") else "") + ex.get("proof_text", "") + ".")
     if ex.get("folds"):
         lines.append("optional folds: " + ex["folds"]["text"] + ".")
@@ -451,6 +454,22 @@ def with_folds(ex: dict, proven: bool, lower_bound: int) -> dict:
         ex["proof_text"] = (f"not proven over every fold choice (for the answer's own fold "
                             f"choice: {ex['proof_text']})")
         ex["proof"] = None
+    ex["text"] = explain_text(ex)
+    return ex
+
+
+def with_memory_parts(ex: dict, lower_bound: int) -> dict:
+    """``ex`` for an answer whose parts bound is the memory's (:func:`~hetero_solve.fitting.
+    bounds.kept_packing`): the constants of the nodes that stay on their memory-limited
+    devices, however the allowed fallback is spent, fill at least that many parts."""
+    ex = dict(ex)
+    if lower_bound > ex["lower_bound"]:
+        ex.setdefault("structural_bound", ex["lower_bound"])
+    ex["lower_bound"] = lower_bound
+    ex["memory_parts"] = {"bound": lower_bound,
+                          "text": "the constants, graph inputs and outputs of the nodes that "
+                                  "stay on their memory-limited devices (however the answer's "
+                                  "fallback is spent) fill at least that many parts there"}
     ex["text"] = explain_text(ex)
     return ex
 

@@ -33,7 +33,7 @@ from typing import Iterable
 
 from ..budget import Budget
 from ..errors import InfeasibleError
-from ..fitting.bounds import memory_bounds
+from ..fitting.bounds import kept_packing, memory_bounds
 from ..fitting.devices import device_sets
 from ..fitting.floors import binding_devices
 from ..measures import problem_arrays
@@ -379,7 +379,12 @@ def _relaxed_lower_bound(rel: Problem, start: Solution, fallback: int, bound) ->
     if fallback == 0 or evaluate(rel, start).fallback > 0:
         return bound(rel, start)
     R = device_sets(rel, fixed=False)
-    return lower_bounds(rel, R, binding_devices(rel, R)).lb
+    lb = lower_bounds(rel, R, binding_devices(rel, R)).lb
+    obj = rel.objective
+    if obj.lexicographic and "fallback" in obj.order and "partitions" in obj.order \
+            and obj.order.index("fallback") < obj.order.index("partitions"):
+        lb = max(lb, min(kept_packing(rel, R, fallback), start.num_parts))
+    return lb
 
 
 def _same_before_parts(problem: Problem, a: tuple, b: tuple) -> bool:
