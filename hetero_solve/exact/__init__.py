@@ -278,19 +278,11 @@ def _closed_count(problem: Problem, cands: list[int]) -> int:
 def fold_choices(problem: Problem, cands: list[int]) -> list[list[int]]:
     """The fold choices :func:`refine_with_folds` refines: every subset of the candidates
     closed under ``requires`` when there are at most :data:`MAX_FOLD_CHOICES` (the empty one,
-    "as compiled", first); otherwise as compiled, all placed, and each candidate with what it
-    requires, up to that many."""
+    "as compiled", first); otherwise as compiled and all placed."""
     every = _closed_sets(problem, cands, MAX_FOLD_CHOICES)
-    if every is not None:
-        return every
-    out = [[], sorted(cands)]
-    for k in cands:
-        c = closure(problem, [k])
-        if c not in out:
-            out.append(c)
-        if len(out) >= MAX_FOLD_CHOICES:
-            break
-    return out
+    # many candidates (a detector's 56 shape nodes): each further choice would cost a whole
+    # refinement of a large problem for a share too small to prove anything
+    return every if every is not None else [[], sorted(cands)]
 
 
 def refuse_unplaceable(problem: Problem, R: list[tuple[int, ...]] | None = None) -> None:
