@@ -109,3 +109,29 @@ def test_a_fold_option_a_profile_does_not_time_costs_nothing(tmp_path):
     p = prepare(path, rules, costs=prof, objective=Objective(order=("latency",))).problem
     assert [o.name for o in p.fold_options] == ["fold"]
     assert p.costs.option_time == [[0.0]]
+
+
+@pytest.mark.parametrize("spread, split", [(0.01, True), (0.10, False)])
+def test_a_split_predicted_faster_by_less_than_the_noise_is_not_taken(tmp_path, spread, split):
+    """Issue 36 item 5: a profile keeps each device's whole-model spread; a split predicted
+    ~5 % faster than the best single device is taken under 1 % noise, not under 10 %."""
+    import hetero_solve as hs
+    path = chain(tmp_path)
+    mg = load_model(str(path))
+    rules = {"version": 1, "devices": [{"name": n, "ops": {"supported": "all"}}
+                                       for n in ("A", "B")]}
+
+    def device(a, b):
+        total = a + b
+        return DeviceProfile({"a": a, "b": b}, part_cost=1e-6, total_seconds=total,
+                             total_spread=[total * (1 - spread), total * (1 + spread)])
+    prof = Profile(model_info(mg, path), {"A": device(1.0e-3, 1.1e-3),
+                                          "B": device(1.1e-3, 1.0e-3)})
+    r = hs.solve(path, rules, costs=prof, objective=Objective(order=("latency",)),
+                 work_limit=1)
+    assert r.problem.info.noise == pytest.approx(spread)
+    assert (r.metrics.partitions == 2) == split
+    if not split:
+        assert r.solution.status == "feasible" and "latency" not in r.solution.stats["proven"]
+        assert r.solution.stats["within_noise"] == pytest.approx(spread)
+        assert r.metrics.latency == pytest.approx(2.1e-3 + 1e-6)
