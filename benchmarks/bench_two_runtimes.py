@@ -2,13 +2,14 @@
 provider, as the two devices of ``rules/runtimes/two-runtimes-cpu.yaml``.
 
 For each model: ``hetero-solve profile`` (the library's ``profiles.measure``, with the given
-``--threads`` and ``--spinning``), then three answers, each written and loaded once into
+``--threads`` and ``--spinning``), then four answers, each written and loaded once into
 ``hetero_solve.Session`` (which runs every part on its device's runtime, with the profile's
 execution settings):
 
 - ``ORT only`` / ``OV only``: every node pinned to one runtime (the single-runtime baselines);
 - ``latency``: ``hetero-solve solve --costs PROFILE --objective latency`` (``--solve-args``
-  adds options, e.g. ``--no-measure``).
+  adds options), which measures before answering (``--measure``, its default);
+- ``predicted``: the same with ``--no-measure``: the solver's answer as predicted.
 
 Each answer's latency is **predicted** (``partition.json``'s predicted latency, else per
 part the device's ``part_cost`` and its nodes' times) and **measured** in paired,
@@ -117,15 +118,19 @@ def answers(name: str, path: Path, entry: dict, profile_path: Path, folder: Path
                               **kw)
         out[label] = write_result(result, folder / f"{name}-{label.replace(' ', '-')}",
                                   annotated=False, dots=False)
-    target = folder / f"{name}-latency"
-    cmd = [sys.executable, "-m", "hetero_solve", "solve", str(path), str(TWO), "--costs",
-           str(profile_path), "--objective", "latency", "-o", str(target), "-q", *solve_args]
-    cmd += [f"--dim={k}={v}" for k, v in kw["dims"].items()]
-    cmd += [f"--shape={k}={','.join(map(str, v))}" for k, v in kw.get("shapes", {}).items()]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    out["latency"] = target if r.returncode == 0 else \
-        "not solved: " + (r.stderr.strip().splitlines() or ["?"])[-1][:160]
+    for label, more in (("latency", []), ("predicted", ["--no-measure"])):
+        if label == "predicted" and "--no-measure" in solve_args:
+            continue
+        target = folder / f"{name}-{label}"
+        cmd = [sys.executable, "-m", "hetero_solve", "solve", str(path), str(TWO), "--costs",
+               str(profile_path), "--objective", "latency", "-o", str(target), "-q",
+               *solve_args, *more]
+        cmd += [f"--dim={k}={v}" for k, v in kw["dims"].items()]
+        cmd += [f"--shape={k}={','.join(map(str, v))}" for k, v in kw.get("shapes", {}).items()]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        out[label] = target if r.returncode == 0 else \
+            "not solved: " + (r.stderr.strip().splitlines() or ["?"])[-1][:160]
     return out
 
 
@@ -263,8 +268,10 @@ def render(runs: list[dict]) -> str:
                     continue
                 cell = (f"×{ratio[1]:.3f} ({ratio[0]:.3f}-{ratio[2]:.3f})"
                         if ratio and r["answer"] == "latency" else "")
+                kept = (r.get("measured_by_solve") or {}).get("kept")
+                answer = r["answer"] + (f" (solve kept {kept})" if kept else "")
                 lines.append("| " + " | ".join(head + [
-                    r["answer"], str(r["parts"]), f"{r['predicted_ms']:.3f}",
+                    answer, str(r["parts"]), f"{r['predicted_ms']:.3f}",
                     f"{r['measured_ms']:.3f} ({r['middle_half_ms'][0]:.3f}-"
                     f"{r['middle_half_ms'][1]:.3f})", f"{r['error']:+.1%}", cell]) + " |")
         lines.append("")

@@ -55,7 +55,7 @@ Progress = Callable[[str], None]
 CostSource = Any
 
 __all__ = ["prepare", "Prepared", "vary", "solve", "solve_prepared", "solve_problem", "refine",
-           "Result"]
+           "replace_answer", "Result"]
 
 
 @dataclass
@@ -383,6 +383,17 @@ def _with_claims(problem: Problem, sol: Solution, metrics: Metrics, ex: dict | N
     ex["claims"] = answer_claims(problem, sol.stats, sol.lower_bound, metrics.as_dict())
     ex["text"] = explain_text(ex)
     return ex
+
+
+def replace_answer(result: Result, sol: Solution) -> Result:
+    """``result`` with another answer ``sol`` to the same problem (the measured fastest single
+    device, :mod:`hetero_solve.profiles.answers`): its measures evaluated, judged by the
+    validator, its claims read again; the rest as ``result`` has it."""
+    metrics = evaluate(result.problem, sol)
+    check(result.problem, sol, metrics=metrics)
+    return dataclasses.replace(result, solution=sol, metrics=metrics,
+                               explanation=_with_claims(result.problem, sol, metrics,
+                                                        result.explanation))
 
 
 def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -> Solution:
