@@ -111,7 +111,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         objective=objective or rules.objective, pinned=pins, graph_index=placeable,
         refusals=refusals,
         info=ProblemInfo(folded=list(mg.folded), constant_nodes=list(mg.constant_nodes),
-                         warnings=warnings),
+                         warnings=warnings, open_sizes=sorted(set(unknown))),
         fold_options=options)
     problem = _contract_units(mg, problem, placeable, index)
     problem.costs = _costs(mg, rules, problem, measured)

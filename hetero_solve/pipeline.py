@@ -26,7 +26,7 @@ from .compile import compile_problem, missing_dims, missing_dims_ahead
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .exact import lower_bound, refine as exact_refine, refine_with_folds
-from .exact.explain import explain_time
+from .exact.explain import answer_claims, explain_text, explain_time
 from .exact.folds import relaxed
 from .fitting.bounds import memory_bounds
 from .fitting.devices import device_sets
@@ -41,7 +41,7 @@ from .rules import Rules, load_rules
 from .rules.change import Change, apply_change
 from .rules.conditions import SupportChecker
 from .rules.ops import rule_op_name
-from .solution import Metrics, Solution, evaluate
+from .solution import Metrics, Solution, evaluate, open_sizes
 from .times import Measured, read_profile
 from .user_map import judge_answer
 from .validate import check, validate
@@ -356,11 +356,30 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
     mg.ensure_valid()
     lap("validate")
     warnings = list(problem.info.warnings) + _unknown_rank_boundaries(mg, problem, sol)
+    sizes = open_sizes(problem, sol)
+    if sizes is not None:
+        # docs/problem.md: an unknown dim counts as 1, so these figures are lower bounds; a
+        # memory-limited part holding such a tensor may not fit, which nothing here proves
+        warnings.append(sizes.text(problem, sol))
+        if sizes.unproven_fit and sol.status == "optimal":
+            sol.status = "feasible"
     if budget.warning():     # the clock, not the deterministic budget, ended some work
         sol.stats.update(deterministic=False, stopped_by=budget.stopped_by)
         warnings.append(budget.warning())
     return Result(mg, rule_set, problem, sol, metrics, clock.seconds, warnings,
-                  explanation=sol.stats.pop("explain", None), single_device=single)
+                  explanation=_with_claims(problem, sol, metrics, sol.stats.pop("explain", None)),
+                  single_device=single)
+
+
+def _with_claims(problem: Problem, sol: Solution, metrics: Metrics, ex: dict | None) -> dict | None:
+    """The explanation with what the answer claims of each term (``claims``), read from the
+    final records (docs/exact.md, "Explanations"): the summary and ``explain`` say the same."""
+    if ex is None or "proven" not in sol.stats:
+        return ex
+    ex = dict(ex)
+    ex["claims"] = answer_claims(problem, sol.stats, sol.lower_bound, metrics.as_dict())
+    ex["text"] = explain_text(ex)
+    return ex
 
 
 def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -> Solution:

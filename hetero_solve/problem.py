@@ -263,6 +263,10 @@ class ProblemInfo:
         (:func:`hetero_solve.compile.missing_dims`); empty until the pipeline asks.
     format : str or None
         The instance file format of an imported instance (``None`` for ONNX models).
+    open_sizes : list of str
+        Tensors and constants whose size counts an unknown dimension or element type as 1
+        (docs/problem.md): a memory or transfer figure that holds one is a lower bound
+        (:class:`OpenSizes`).
     """
 
     folded: list[int] = field(default_factory=list)
@@ -272,6 +276,7 @@ class ProblemInfo:
     warnings: list[str] = field(default_factory=list)
     missing_dims: list[MissingDims] = field(default_factory=list)
     format: str | None = None
+    open_sizes: list[str] = field(default_factory=list)
 
 
 @dataclass

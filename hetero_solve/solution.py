@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .measures import fallback_count, part_memories, part_order, transfer_bytes
+from .measures import fallback_count, open_figures, part_memories, part_order, transfer_bytes
 from .measures.costs import latency, time_per_sample
 from .problem import Problem
 
@@ -122,6 +122,64 @@ def evaluate(problem: Problem, sol: Solution) -> Metrics:
                    part_memory=mem, instance_memory=inst,
                    latency=objective_term(problem, sol, "latency") if costed else None,
                    throughput=objective_term(problem, sol, "throughput") if costed else None)
+
+
+@dataclass
+class OpenSizes:
+    """The figures of an answer that count a tensor of unknown size as 1 element
+    (docs/problem.md, "Memory of a part"), so are lower bounds, not sizes.
+
+    ``tensors``: how many tensors and constants of the problem have an unknown size;
+    ``parts``: the parts whose memory holds one; ``transfer``: whether the transfer does;
+    ``unproven_fit``: those of ``parts`` on a device with a memory limit, whose fit is
+    therefore not proven."""
+
+    tensors: int
+    parts: list[int]
+    transfer: bool
+    unproven_fit: list[int]
+
+    @property
+    def figures(self) -> bool:
+        """Does any memory or transfer figure of the answer count an unknown size?"""
+        return bool(self.parts) or self.transfer
+
+    def as_dict(self) -> dict:
+        return {"unknown_tensors": self.tensors, "memory_lower_bound_parts": self.parts,
+                "transfer_lower_bound": self.transfer, "fit_not_proven_parts": self.unproven_fit}
+
+    def text(self, problem: Problem, sol: "Solution") -> str:
+        """One line for the user (a warning, the summary)."""
+        what = []
+        if self.parts:
+            what.append(f"the memory of {len(self.parts)} part(s) ({_ids(self.parts)})")
+        if self.transfer:
+            what.append("the transfer")
+        line = (f"{' and '.join(what)} count(s) tensors of unknown size as 1 element: those "
+                f"figures are lower bounds")
+        if self.unproven_fit:
+            where = sorted({problem.devices[sol.part_device[k]].name for k in self.unproven_fit})
+            line += (f"; part(s) {_ids(self.unproven_fit)} on {', '.join(where)} (memory-limited) "
+                     f"are not proven to fit")
+        return line
+
+
+def _ids(ks: list[int]) -> str:
+    shown = ", ".join(map(str, ks[:8]))
+    return shown + (f" and {len(ks) - 8} more" if len(ks) > 8 else "")
+
+
+def open_sizes(problem: Problem, sol: Solution) -> OpenSizes | None:
+    """What of ``sol``'s figures counts a tensor of unknown size (``None``: nothing does, or
+    the problem has no such tensor)."""
+    names = problem.info.open_sizes
+    if not names:
+        return None
+    parts, crossings = open_figures(problem, sol.part_of, sol.num_parts, names)
+    if not parts and not crossings:
+        return None
+    limited = [k for k in parts if problem.devices[sol.part_device[k]].memory is not None]
+    return OpenSizes(len(names), parts, crossings > 0, limited)
 
 
 def objective_term(problem: Problem, sol: Solution, term: str) -> float:

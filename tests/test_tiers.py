@@ -92,3 +92,13 @@ def test_a_marker_expression_is_the_users_own_selection(pytester):
     result = pytester.inline_run("-m", "corpus or load or child")
     ran = _ran(result)
     assert sorted(ran) == ["test_clock", "test_real", "test_spawns"]
+
+
+def test_a_partial_full_run_leaves_the_record_alone(pytester):
+    _project(pytester)
+    pytester.inline_run("--full")
+    path = pytester.path / "durations.json"
+    before = path.read_text()
+    pytester.inline_run("--full", "-k", "plain")
+    pytester.inline_run("--full", "test_a.py::test_plain")
+    assert path.read_text() == before

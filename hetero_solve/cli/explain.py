@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from ..engines import ENGINES, EXACT_ENGINES
-from ..exact.explain import explain_text, time_text
+from ..exact.explain import claims_text, explain_text, time_text
 from ..units import format_seconds
 from ..pipeline import prepare, solve, solve_prepared
 from ..rules.change import parse_change
@@ -107,7 +107,8 @@ def explain_command(
     head = f"{Path(result.model_graph.path).name}: {m.partitions} part(s), status {sol.status}"
     if "time" in ex:
         out_console.print(f"{head}, objective {p.objective.describe()}", markup=False)
-        lines = [*said, predicted_line(result), *time_text(ex["time"])]
+        claimed = [claims_text(ex["claims"]) + "."] if ex.get("claims") else []
+        lines = [*said, *claimed, predicted_line(result), *time_text(ex["time"])]
     else:
         out_console.print(f"{head}, lower bound {sol.lower_bound}", markup=False)
         lines = [*said, *explain_text(ex, limit)]

@@ -11,10 +11,12 @@ from rich.table import Table
 from ..answer import read_answer
 from ..errors import OutputError
 from ..export.dot import check_can_draw
+from ..exact.explain import claims_text
 from ..export.writer import answer_files, check_target, default_out_dir, write_result
 from ..engines import ENGINES
 from ..pipeline import solve
 from ..result import Result
+from ..solution import open_sizes
 from ..units import format_bytes, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
@@ -44,6 +46,8 @@ def solve_command(
     strict: bool = typer.Option(False, "--strict",
                                 help="Exit 2 (nothing written) when a static-shape device "
                                      "refuses nodes only because input dims have no value, "
+                                     "or when a memory or transfer figure of the answer "
+                                     "counts a tensor of unknown size (a lower bound), "
                                      "instead of a warning."),
     engine: str = typer.Option("auto", "--engine", "-e",
                                help="; ".join(f"{e.name}: {e.description}" for e in ENGINES.values())
@@ -93,6 +97,9 @@ def solve_command(
                            progress=say, objective=goal, costs=costs)
             if strict and result.problem.info.missing_dims:
                 raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
+            sizes = open_sizes(result.problem, result.solution)
+            if strict and sizes is not None:
+                raise UsageError(f"--strict: {sizes.text(result.problem, result.solution)}")
             say(f"writing {target}")
             written = write_result(result, target, submodels=not no_models,
                                    annotated=not no_models, pictures=pictures, progress=say)
@@ -110,6 +117,8 @@ def print_summary(result: Result, out_dir: Path | None = None, replaced: bool = 
     """The summary table on stdout."""
     p, sol, m = result.problem, result.solution, result.metrics
     manifest_parts = result.parts()
+    sizes = open_sizes(p, sol)
+    lower = set(sizes.parts) if sizes is not None else set()   # "≥": a lower bound
     table = Table(title=f"{Path(result.model_graph.path).name}: {m.partitions} part(s)",
                   title_justify="left")
     for col in ("part", "device", "nodes", "ops", "in", "out", "memory"):
@@ -127,7 +136,7 @@ def print_summary(result: Result, out_dir: Path | None = None, replaced: bool = 
         n_in, n_out = len(ins), len(outs)
         table.add_row(str(k), instance_label(dev.name, sol.part_instance[k], dev.instances),
                       str(len(nodes)), top, str(n_in), str(n_out),
-                      format_bytes(m.part_memory[k]))
+                      ("≥ " if k in lower else "") + format_bytes(m.part_memory[k]))
     if len(manifest_parts) > MAX_ROWS:
         table.add_row("...", f"{len(manifest_parts) - MAX_ROWS} more", "", "", "", "", "")
     print_out(table)
@@ -135,9 +144,12 @@ def print_summary(result: Result, out_dir: Path | None = None, replaced: bool = 
     print_line(
         f"status: {sol.status}   parts: {m.partitions}"
         + (f" (lower bound {lb})" if lb is not None else "")
-        + f"   fallback: {m.fallback} node(s)   transfer: {format_bytes(m.transfer)}"
+        + f"   fallback: {m.fallback} node(s)   transfer: "
+        + ("≥ " if sizes is not None and sizes.transfer else "") + format_bytes(m.transfer)
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")
+    if result.explanation and result.explanation.get("claims"):
+        print_line(claims_text(result.explanation["claims"]))
     if m.latency is not None:
         print_line(predicted_line(result))
     for entry in result.problem.info.missing_dims:

@@ -353,7 +353,8 @@ def explain_text(ex: dict, limit: int = 40) -> list[str]:
     """The explanation in words, at most ``limit`` breaks per chain (built from the dict alone,
     so ``hetero-solve explain`` can re-render ``partition.json``'s entry)."""
     k, lb, kind = ex["parts"], ex["lower_bound"], ex["bound"]
-    lines = [f"at least {lb} part(s) are needed; the answer has {k}."]
+    lines = [claims_text(ex["claims"]) + "."] if ex.get("claims") else []
+    lines.append(f"at least {lb} part(s) are needed; the answer has {k}.")
     if ex.get("structural_bound") is not None:
         lines.append(f"(the solvers showed {lb}; the graph's structure alone shows "
                      f"{ex['structural_bound']}, as follows)")
@@ -449,6 +450,11 @@ def with_folds(ex: dict, proven: bool, lower_bound: int) -> dict:
         ex.pop("structural_bound", None)
     ex["lower_bound"] = lower_bound
     ex["folds"] = {"proven": proven, "text": FOLD_PROOFS[proven]}
+    if not proven and ex.get("proof") and lower_bound < ex["parts"]:
+        # what the stages proved holds for the answer's own fold choice only
+        ex["proof_text"] = (f"not proven over every fold choice (for the answer's own fold "
+                            f"choice: {ex['proof_text']})")
+        ex["proof"] = None
     ex["text"] = explain_text(ex)
     return ex
 
@@ -481,3 +487,61 @@ def time_text(section: dict) -> list[str]:
                      f"{format_seconds(chain['seconds'])} (parts run one after another: "
                      f"{format_seconds(section['one_after_another'])})")
     return lines
+
+
+def claims(order: list[str], values: dict, proven: list[str], bounds: dict) -> list[dict]:
+    """What an answer claims of each objective term, from its records alone (``partition.json``
+    holds them all: ``objective``, ``solver.proven``, ``lower_bound``): per term of ``order``
+    its ``value``, whether it is ``proven`` and its best proven lower ``bound`` (the value
+    when proven, ``None`` when nothing bounds it).  ``order``: the objective's terms (a
+    weighted objective: the one entry ``"weighted"``, proven or not as a whole)."""
+    out = []
+    for term in order:
+        ok = term in proven
+        value = values.get(term)
+        bound = value if ok else bounds.get(term)
+        out.append({"term": term, "value": value, "proven": ok, "bound": bound})
+    return out
+
+
+def answer_claims(problem: Problem, stats: dict, lower_bound: int | None,
+                  values: dict) -> list[dict]:
+    """:func:`claims` of an answer: its objective ``values`` (``Metrics.as_dict()``), its
+    solver ``stats`` (``proven``, ``bounds``, ``cost_bounds``) and parts ``lower_bound``."""
+    obj = problem.objective
+    bounds = {"partitions": lower_bound, **stats.get("cost_bounds", {})}
+    if "fallback" in stats.get("bounds", {}):
+        bounds["fallback"] = stats["bounds"]["fallback"]
+    proven = list(stats.get("proven", []))
+    if obj.lexicographic:
+        return claims(list(obj.order), values, proven, bounds)
+    return claims(["weighted"], {"weighted": obj.key(values)[0]}, proven, bounds)
+
+
+def _term_text(c: dict) -> str:
+    term, v = c["term"], c["value"]
+    if term == "transfer" and v is not None:
+        return f"transfer {format_bytes(v)}"
+    if term == "partitions":
+        return f"parts {v}"
+    return f"{term} {v:g}" if isinstance(v, (int, float)) else term
+
+
+def claims_text(cs: list[dict]) -> str:
+    """One line: the proven terms, then the unproven with their best bounds (``proven: parts
+    6, fallback 1; not proven within the limit: transfer 661.4 KiB (no bound)``)."""
+    done = [_term_text(c) for c in cs if c["proven"]]
+    open_ = []
+    for c in cs:
+        if c["proven"]:
+            continue
+        b = c["bound"]
+        shown = ("no bound" if b is None else
+                 f"bound {format_bytes(b)}" if c["term"] == "transfer" else f"bound {b:g}")
+        open_.append(f"{_term_text(c)} ({shown})")
+    parts = []
+    if done:
+        parts.append("proven: " + ", ".join(done))
+    if open_:
+        parts.append("not proven within the limit: " + ", ".join(open_))
+    return "; ".join(parts)

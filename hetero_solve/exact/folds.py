@@ -332,11 +332,35 @@ def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, bud
     if bounds and "fallback" in bounds:     # the answer's own problem's: over every choice
         fb = _relaxed_fallback_bound(rel, r) if in_time else 0
         bounds["fallback"] = min(bounds["fallback"], fb if not proven else bounds["fallback"])
+    if not proven and "proven" in sol.stats:
+        sol.stats["proven"] = _proven_over_every_choice(answered, sol)
     sol.stats.setdefault("folds", {}).update(
         proven=proven, relaxed_objective=None if r is None else list(objective_key(rel, r)))
     if sol.stats.get("explain"):
         sol.stats["explain"] = with_folds(sol.stats["explain"], proven, lb)
     return sol
+
+
+def _proven_over_every_choice(answered: Problem, sol: Solution) -> list[str]:
+    """The terms of ``sol``'s records (``stats["proven"]``, proven for its own fold choice)
+    that hold over every fold choice, once ``sol``'s bounds are those over every choice: a
+    lexicographic prefix whose fallback meets the fallback bound and whose parts meet the
+    parts bound; a later term, or a weighted sum, is proven only with the whole answer."""
+    obj = answered.objective
+    if not obj.lexicographic:
+        return []
+    m = evaluate(answered, sol)
+    own = set(sol.stats.get("proven", []))
+    fallback_bound = sol.stats.get("bounds", {}).get("fallback", 0)
+    out = []
+    for term in obj.order:
+        ok = term in own and (
+            (term == "fallback" and m.fallback <= fallback_bound)
+            or (term == "partitions" and sol.num_parts <= (sol.lower_bound or 0)))
+        if not ok:
+            break
+        out.append(term)
+    return out
 
 
 def _relaxed_fallback_bound(rel: Problem, r: Solution | None) -> int:

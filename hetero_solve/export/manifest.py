@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..problem import Problem
 from ..measures import part_boundaries, quotient_edges
 from ..measures.costs import instance_loads
-from ..solution import Solution
+from ..solution import Solution, open_sizes
 from .submodels import DIRECT_FILE, direct_outputs, part_file, unused_inputs
 from ..run.onnxruntime import supports_layer_assignment
 from .annotated import LAYER_SETTINGS, layer_assignment_settings
@@ -85,6 +85,8 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
     loads = instance_loads(p, sol.part_of, sol.part_device, sol.part_instance) if costs else {}
     parts = []
     boundaries = part_boundaries(p, sol.part_of) if model else {}
+    sizes = open_sizes(p, sol)
+    lower = set(sizes.parts) if sizes is not None else set()
     for k, nodes in enumerate(sol.parts()):
         dev = p.devices[sol.part_device[k]].name
         graph_nodes = sorted({g for v in nodes for g in p.graph_nodes(v)})
@@ -96,6 +98,8 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
                      "file": part_file(k, dev) if files else None}
         else:
             part |= {"node_names": [p.names[v] for v in nodes], "memory": metrics.part_memory[k]}
+        if k in lower:   # counts a tensor of unknown size as 1 element (docs/problem.md)
+            part["memory_is_lower_bound"] = True
         if costs:
             part["instance_load"] = loads[(sol.part_device[k], sol.part_instance[k])]
         parts.append(part)
@@ -108,6 +112,8 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
     head |= ({"model": mg.path, "rules": result.rules.path} if model else
              {"instance": result.instance, "format": p.info.format})
     head |= {"status": sol.status, "objective": metrics.as_dict()}
+    if sizes is not None:
+        head["open_sizes"] = sizes.as_dict()
     if result.single_device is not None:
         head["single_device"] = result.single_device.as_dict(p)
     head |= {"objective_spec": p.objective.describe(), "lower_bound": lower_bound}

@@ -13,13 +13,13 @@ Nothing here depends on a :class:`~hetero_solve.solution.Solution`: a partition 
 """
 
 from .arrays import ProblemArrays, problem_arrays
-from .definitions import (fallback_count, off_preferred, part_boundaries, part_memories,
-                          part_memory, quotient_edges, transfer_bytes)
+from .definitions import (fallback_count, off_preferred, open_figures, part_boundaries,
+                          part_memories, part_memory, quotient_edges, transfer_bytes)
 from .order import find_cycle, part_order, quotient_order, topological_order
 from .tracker import MemoryTracker, RunInputs, fitting_runs
 
 __all__ = [
-    "MemoryTracker", "ProblemArrays", "RunInputs", "fallback_count", "fitting_runs", "find_cycle", "off_preferred",
+    "MemoryTracker", "ProblemArrays", "RunInputs", "fallback_count", "fitting_runs", "find_cycle", "off_preferred", "open_figures",
     "part_boundaries", "part_memories", "part_memory", "part_order", "problem_arrays",
     "quotient_edges", "quotient_order", "topological_order", "transfer_bytes",
 ]

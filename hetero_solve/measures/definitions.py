@@ -131,6 +131,24 @@ def part_memories(problem: "Problem", part_of: Sequence[int], num_parts: int) ->
     return mem, transfer
 
 
+def open_figures(problem: "Problem", part_of: Sequence[int], num_parts: int,
+                 open_names: Iterable[str]) -> tuple[list[int], int]:
+    """Which figures count a tensor or constant of unknown size (``open_names``; docs/problem.md
+    counts an unknown dimension as 1, so such a figure is a lower bound): the parts whose
+    memory holds one, and how many crossings of one the transfer counts.  The same
+    definitions as :func:`part_memories`, on one byte per open tensor and none otherwise."""
+    import dataclasses
+    names = set(open_names)
+    if not names:
+        return [], 0
+    marks = dataclasses.replace(
+        problem, arrays=None,
+        tensor_bytes=[1 if x in names else 0 for x in problem.tensor_names],
+        const_bytes=[1 if x in names else 0 for x in problem.const_names])
+    held, crossings = part_memories(marks, part_of, num_parts)
+    return [k for k, n in enumerate(held) if n], crossings
+
+
 def transfer_bytes(problem: "Problem", part_of: Sequence[int]) -> int:
     """docs/problem.md: each produced tensor counts once per consuming part other than its
     producer's; graph inputs and constants do not count."""

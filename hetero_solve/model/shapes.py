@@ -17,7 +17,9 @@ Step by step (:func:`analyse_shapes`):
    round knows every value folded so far, so what an earlier round fixed stays fixed.
    Types ONNX leaves open that the runtime fixes are declared for that next inference too:
    control-flow outputs (:func:`control_flow_hints`), a ``Reshape``'s ``-1`` over symbolic
-   dims (:func:`reshape_hints`), the axes a ``Slice`` does not slice (:func:`slice_hints`).
+   dims (:func:`reshape_hints`), the axes a ``Slice`` does not slice (:func:`slice_hints`),
+   shape arithmetic (:mod:`.symbolic`) and the outputs of onnxruntime's contrib ops, which ONNX
+   has no schema for (:mod:`.contrib`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .flatten import flatten
 from .fold import FoldedValues, base_constant_value, find_foldable, folded_readers
 from .graph import (GraphLists, InputDim, TensorType, TypeTable, free_names, type_of_proto,
                     type_of_value_info)
+from .contrib import contrib_hints
 from .symbolic import symbolic_hints
 from .weights import data_bytes, elements, is_external, tensor_value
 
@@ -333,7 +336,8 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
             graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant),
             reshape_hints(graph, types, set(folded)),
             slice_hints(graph, types, set(folded), constant),
-            symbolic_hints(graph, types, set(folded), known_constant))
+            symbolic_hints(graph, types, set(folded), known_constant),
+            contrib_hints(graph, types))
             if hinted.get(vi.name) != vi.type.SerializeToString()]
         if useful <= given and not hints:
             break

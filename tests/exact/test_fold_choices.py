@@ -107,3 +107,31 @@ def test_a_placed_option_read_as_a_value_by_another_needs_another_part():
 def _one_part(q):
     from hetero_solve.solution import Solution
     return Solution([0] * q.n, [0], [0])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_each_term_said_proven_holds_over_every_fold_choice(seed):
+    """Issue 37 item 5: the terms an answer calls proven (``stats["proven"]``, which the
+    summary and ``explain`` print) are the optimum's over every fold choice, and each bound
+    it prints is at most that optimum, term by term."""
+    from hetero_solve.exact.explain import answer_claims
+    from hetero_solve.solution import evaluate
+    p = folds_problem(seed)
+    best = best_over_choices(p)
+    try:
+        start = initial_solution(p, budget=Budget.of(work_limit=1))
+        q, sol = refine_with_folds(p, start, budget=Budget.of(work_limit=1))
+    except InfeasibleError:
+        return
+    values = evaluate(q, sol).as_dict()
+    cs = answer_claims(q, sol.stats, sol.lower_bound, values)
+    order = list(p.objective.order)
+    key = objective_key(q, sol)
+    for i, c in enumerate(cs):
+        if c["proven"]:
+            assert all(cs[j]["proven"] for j in range(i)), "a proven term after an unproven one"
+            assert key[: i + 1] == best[: i + 1], f"seed {seed}: {c['term']} said proven"
+        elif c["bound"] is not None and key[:i] == best[:i]:
+            assert c["bound"] <= best[i], f"seed {seed}: {c['term']} bound above the optimum"
+    assert (sol.status == "optimal") == all(c["proven"] for c in cs)
+    assert [c["term"] for c in cs] == order

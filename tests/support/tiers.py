@@ -11,9 +11,10 @@ Markers (``pytest --markers`` lists them):
   (declared); the full run puts these last, after every other test, alone.
 
 The fast tier deselects ``slow``, ``child``, ``corpus`` and ``load`` tests and samples the integer
-seed sweeps (tests parametrized over ``seed``) one in :data:`SEED_STRIDE`.  ``--full`` runs all,
-and rewrites :data:`DURATIONS` (``tests/durations.json``, committed) with what it measured, so
-the markers follow the suite as it changes.  Select by hand as usual: ``pytest -m corpus``,
+seed sweeps (tests parametrized over ``seed``) one in :data:`SEED_STRIDE`.  ``--full`` runs all;
+a whole-suite ``--full`` run (no paths, ``-k`` or ``-m``) rewrites :data:`DURATIONS`
+(``tests/durations.json``, committed) with what it measured, so the markers follow the suite as
+it changes.  Select by hand as usual: ``pytest -m corpus``,
 ``pytest --full -m "not child"``.
 """
 
@@ -141,12 +142,14 @@ class _Tiers:
                                           **({"child": True} if _child_started else {})}
 
     def pytest_sessionfinish(self, session, exitstatus):
-        if not self.full or not self.measured or os.environ.get("HS_KEEP_DURATIONS"):
+        # Only a whole --full run rewrites the record: a room run with --full (or -k, -m) while
+        # working on a branch would otherwise leave an unrelated diff in every commit.
+        config = session.config
+        if not self.full or not self.measured or os.environ.get("HS_KEEP_DURATIONS") \
+                or not self.whole_suite or config.getoption("keyword") \
+                or config.getoption("markexpr"):
             return
-        record = dict(self.record)
-        if self.whole_suite and not session.config.getoption("keyword") \
-                and not session.config.getoption("markexpr"):
-            record = {k: v for k, v in record.items() if k in self.collected}
+        record = {k: v for k, v in self.record.items() if k in self.collected}
         record.update(self.measured)
         lines = [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(record.items())]
         text = ('{"about": "per-test seconds and child processes of the last `pytest --full` '
