@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,27 @@ def test_sigint_during_the_imports_is_one_line(tmp_path):
     assert r.returncode == 130, r
     assert r.stderr.strip().splitlines() == [INTERRUPTED]
     assert "not interrupted" not in r.stdout
+
+
+def test_sigint_inside_a_native_import_is_still_an_interruption(monkeypatch, capsys):
+    """A Ctrl-C that lands while a native module initialises (the lazy ``import onnxruntime``
+    when the answer is written) comes out of the import as ``ImportError: initialization
+    failed``, not ``KeyboardInterrupt``: the command still reports the interruption it took,
+    one line and exit code 130, not an internal error."""
+    import hetero_solve.cli as cli
+
+    def app(**_kw):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)   # the command's handler raises here
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise ImportError("initialization failed") from None   # what pybind11 raises
+
+    monkeypatch.setattr(cli, "app", app)
+    with pytest.raises(SystemExit) as stop:
+        cli.main([])
+    assert stop.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines() == [INTERRUPTED]
 
 
 # -- every command, every stage; two signals at once (issue 31) ----------------------------------
