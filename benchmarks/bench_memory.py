@@ -15,6 +15,11 @@ Real models: every model of ``corpus/corpus.yaml`` present (committed or in the 
 ``transformer_like`` and ``random_layered`` at 1,000 and 5,000 nodes with the memory limits of
 ``bench_exact.py`` (scaled with the size).
 
+``--solve`` (issue 37) runs the whole default pipeline instead (``hetero_solve.solve``, engine
+``auto``, ``--time-limit`` 10 s unless ``--time-limit`` says otherwise) on the corpus rows only:
+status, the terms proven, parts, fallback, the parts and fallback bounds, seconds, and whether
+a figure counts a tensor of unknown size.
+
 ``--code DIR`` measures the ``hetero_solve`` package found in DIR instead (for example an older
 commit: ``git archive COMMIT hetero_solve | tar -x -C DIR``); the bounds are then skipped when
 that code has none.  Writes markdown to stdout (and ``--json`` rows).
@@ -93,6 +98,65 @@ def corpus_rows(hs) -> list[dict]:
     return rows
 
 
+def solve_rows(hs, time_limit: float) -> list[dict]:
+    """The default pipeline on every corpus model present x ``mem-*`` profile."""
+    sys.path.insert(0, str(ROOT))
+    from corpus import truth as T
+    import inspect
+    rows = []
+    profiles = sorted((ROOT / "benchmarks" / "rules").glob("mem-*.yaml"))
+    for name, entry in T.load_corpus().items():
+        path = T.model_file(name, entry)
+        if not path.exists() or entry.get("bytes", 0) > 500_000_000:
+            continue
+        kw = {"dims": dict(entry.get("dims") or {})}
+        if entry.get("shapes") and "shapes" in inspect.signature(hs.solve).parameters:
+            kw["shapes"] = {k: list(v) for k, v in entry["shapes"].items()}
+        for rules in profiles:
+            key = (name, rules.stem)
+            t0 = time.perf_counter()
+            try:
+                r = hs.solve(str(path), str(rules), time_limit=time_limit, **kw)
+            except Exception as e:     # noqa: BLE001
+                rows.append({"case": key, "error": f"{type(e).__name__}: {e}"[:200]})
+                continue
+            sol, m = r.solution, r.metrics
+            bounds = sol.stats.get("bounds", {})
+            rows.append({
+                "case": key, "nodes": r.problem.n, "status": sol.status,
+                "proven": list(sol.stats.get("proven", [])), "parts": m.partitions,
+                "parts_lb": sol.lower_bound, "fallback": m.fallback,
+                "fallback_lb": bounds.get("fallback", 0 if "fallback" in sol.stats.get("proven", []) else None),
+                "transfer": m.transfer, "seconds": round(time.perf_counter() - t0, 2),
+                "open_sizes": bool(getattr(r.problem.info, "open_sizes", None)),
+                "deterministic": sol.stats.get("deterministic", True)})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def solve_table(rows: list[dict], before: dict | None) -> list[str]:
+    head = "| case | profile | nodes | status | fallback | bound | parts | bound | s |"
+    if before is not None:
+        head = ("| case | profile | nodes | status before | status | fallback before | fallback | "
+                "bound | parts before | parts | bound | s before | s |")
+    out = [head, "| " + " | ".join(["---"] * 2 + ["---:"] * (head.count("|") - 3)) + " |"]
+    for r in rows:
+        a, b = r["case"]
+        if "error" in r:
+            out.append(f"| {a} | {b} | | error: {r['error'][:80]} |")
+            continue
+        if before is None:
+            cells = [a, b, r["nodes"], r["status"], r["fallback"], r["fallback_lb"], r["parts"],
+                     r["parts_lb"], r["seconds"]]
+        else:
+            old = before.get(tuple(r["case"]), {})
+            cells = [a, b, r["nodes"], old.get("status", ""), r["status"], old.get("fallback", ""),
+                     r["fallback"], r["fallback_lb"], old.get("parts", ""), r["parts"],
+                     r["parts_lb"], old.get("seconds", ""), r["seconds"]]
+        out.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return out
+
+
 def generated_rows(hs) -> list[dict]:
     sys.path.insert(0, str(ROOT / "tests"))   # test-only generators (tests/support/)
     from support import generators
@@ -142,10 +206,27 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write the rows here")
     ap.add_argument("--compare", type=Path, help="rows of an earlier run: a before/after table")
     ap.add_argument("--skip-generated", action="store_true")
+    ap.add_argument("--solve", action="store_true",
+                    help="the whole default pipeline on the corpus rows (issue 37)")
+    ap.add_argument("--time-limit", type=float, default=10.0)
     args = ap.parse_args()
     sys.path.insert(0, str(args.code or ROOT))
     warnings.filterwarnings("ignore")
     import hetero_solve as hs
+    if args.solve:
+        rows = solve_rows(hs, args.time_limit)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=0))
+        before = None
+        if args.compare:
+            before = {tuple(r["case"]): r for r in json.loads(args.compare.read_text())}
+        print("\n".join(solve_table(rows, before)))
+        ok = [r for r in rows if "error" not in r]
+        print(f"\nrows {len(ok)}; optimal {sum(r['status'] == 'optimal' for r in ok)}; "
+              f"fallback and parts proven {sum({'fallback', 'partitions'} <= set(r['proven']) for r in ok)}; "
+              f"total fallback {sum(r['fallback'] for r in ok)}, parts {sum(r['parts'] for r in ok)}; "
+              f"clock-ended {sum(not r['deterministic'] for r in ok)}")
+        return
     rows = corpus_rows(hs) + ([] if args.skip_generated else generated_rows(hs))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=0))

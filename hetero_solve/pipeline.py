@@ -55,7 +55,7 @@ Progress = Callable[[str], None]
 CostSource = Any
 
 __all__ = ["prepare", "Prepared", "vary", "solve", "solve_prepared", "solve_problem", "refine",
-           "Result"]
+           "replace_answer", "Result"]
 
 
 @dataclass
@@ -361,8 +361,11 @@ def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
         # docs/problem.md: an unknown dim counts as 1, so these figures are lower bounds; a
         # memory-limited part holding such a tensor may not fit, which nothing here proves
         warnings.append(sizes.text(problem, sol))
-        if sizes.unproven_fit and sol.status == "optimal":
-            sol.status = "feasible"
+        if sizes.unproven_fit:
+            sol.status = "feasible" if sol.status == "optimal" else sol.status
+            if "proven" in sol.stats:   # proven for the sizes counted, which may be short
+                sol.stats["proven_if_sizes_hold"] = sol.stats["proven"]
+                sol.stats["proven"] = []
     if budget.warning():     # the clock, not the deterministic budget, ended some work
         sol.stats.update(deterministic=False, stopped_by=budget.stopped_by)
         warnings.append(budget.warning())
@@ -380,6 +383,17 @@ def _with_claims(problem: Problem, sol: Solution, metrics: Metrics, ex: dict | N
     ex["claims"] = answer_claims(problem, sol.stats, sol.lower_bound, metrics.as_dict())
     ex["text"] = explain_text(ex)
     return ex
+
+
+def replace_answer(result: Result, sol: Solution) -> Result:
+    """``result`` with another answer ``sol`` to the same problem (the measured fastest single
+    device, :mod:`hetero_solve.profiles.answers`): its measures evaluated, judged by the
+    validator, its claims read again; the rest as ``result`` has it."""
+    metrics = evaluate(result.problem, sol)
+    check(result.problem, sol, metrics=metrics)
+    return dataclasses.replace(result, solution=sol, metrics=metrics,
+                               explanation=_with_claims(result.problem, sol, metrics,
+                                                        result.explanation))
 
 
 def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -> Solution:

@@ -267,6 +267,9 @@ class ProblemInfo:
         Tensors and constants whose size counts an unknown dimension or element type as 1
         (docs/problem.md): a memory or transfer figure that holds one is a lower bound
         (:class:`OpenSizes`).
+    execution : dict or None
+        The execution settings the measured times were taken with (a profile's), which
+        ``partition.json`` records and ``run`` applies; ``None`` without a profile.
     """
 
     folded: list[int] = field(default_factory=list)
@@ -277,6 +280,7 @@ class ProblemInfo:
     missing_dims: list[MissingDims] = field(default_factory=list)
     format: str | None = None
     open_sizes: list[str] = field(default_factory=list)
+    execution: dict | None = None
 
 
 @dataclass

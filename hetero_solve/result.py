@@ -46,6 +46,10 @@ class Result:
     single_device : SingleDevice or None
         With a cost model: the whole model on the best single device that can run it, the
         answer to compare with (docs/costs.md).
+    measured : dict or None
+        The answer and the single devices measured on this machine before answering
+        (``solve --measure``: :mod:`hetero_solve.profiles.answers`), as ``partition.json``
+        records it; ``None`` when not measured.
 
     Examples
     --------
@@ -67,6 +71,7 @@ class Result:
     explanation: dict | None = None
     instance: str | None = None
     single_device: "SingleDevice | None" = None
+    measured: dict | None = None
 
     def parts(self) -> list[list[int]]:
         """The problem node ids of each part, part by part."""

@@ -72,6 +72,10 @@ def test_figures_that_count_an_unknown_size_are_lower_bounds(files, tmp_path):
     assert hs.solve(str(known), str(rules), work_limit=2).solution.status == "optimal"
     assert result.solution.status == "feasible"
     assert any("not proven to fit" in w for w in result.warnings)
+    # the claims say the same: nothing proven, because of the sizes
+    assert result.solution.stats["proven"] == []
+    assert result.solution.stats["proven_if_sizes_hold"]
+    assert result.explanation["text"][0].startswith("not proven (proven only if")
 
 
 def test_answers_with_every_size_known_say_nothing(files):

@@ -138,6 +138,16 @@ def predicted_line(result: Any) -> str:
     return f"predicted {word}: {format_seconds(value)}   ({other})"
 
 
+def measured_line(measured: dict) -> str:
+    """What ``solve --measure`` measured (``partition.json``'s ``measured``): each answer's
+    median and middle half over the rounds, and what was kept."""
+    figures = "   ".join(
+        f"{label} {format_seconds(v['median'])} ({format_seconds(v['middle_half'][0])}-"
+        f"{format_seconds(v['middle_half'][1])})" for label, v in measured["latency"].items())
+    return (f"measured ({measured['rounds']} paired rounds): {figures}   kept: "
+            f"{measured['kept']} ({measured['why']})")
+
+
 # -- arguments in the wrong place --------------------------------------------------------------
 
 def expect_model_and_rules(model: Path, rules: Path, usage: str = USAGE) -> None:

@@ -147,13 +147,16 @@ def _imports(values: list[str]) -> dict[str, str]:
 def _summary(profile) -> None:
     table = Table(title=f"profile of {profile.model.file} ({profile.model.nodes} nodes)",
                   title_justify="left")
-    for col in ("device", "runtime", "run ms", "part µs", "attributed", "timed nodes"):
+    for col in ("device", "runtime", "run ms", "part µs", "attributed",
+                "measured / fused / spread", "timed nodes"):
         table.add_column(col, justify="left" if col in ("device", "runtime") else "right")
     for name, d in profile.devices.items():
         total = d.total_seconds if d.total_seconds is not None else sum(d.node_seconds.values())
         timed = sum(1 for s in d.node_seconds.values() if s > 0)
+        shares = " / ".join(f"{d.shares.get(k, 0.0):.0%}" for k in
+                            ("measured", "fused", "spread")) if d.shares else "-"
         table.add_row(name, d.runtime, f"{total * 1e3:.3f}", f"{d.part_cost * 1e6:.1f}",
-                      f"{d.attributed:.1%}", str(timed))
+                      f"{d.attributed:.1%}", shares, str(timed))
     print_out(table)
 
 

@@ -135,7 +135,14 @@ def run_command(
     input_range: List[str] = typer.Option([], "--input-range", metavar="NAME=LO,HI",
                                           help=RANGE_HELP),
     shape: List[str] = typer.Option([], "--shape", metavar="INPUT=D0,D1,...", help=SHAPE_HELP),
-    optimization: str = typer.Option("all", "--optimization", help=OPTIMIZATION_HELP),
+    optimization: Optional[str] = typer.Option(
+        None, "--optimization", help=OPTIMIZATION_HELP + " Default: the answer's (below)."),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", min=0,
+        help="Threads per part (onnxruntime's intra-op threads, OpenVINO's "
+             "INFERENCE_NUM_THREADS); 0: the runtime's default. Default: the answer's, those "
+             "its profile was measured with (partition.json's execution); another value is "
+             "a warning."),
     profile: bool = typer.Option(False, "--profile",
                                  help="Also time every node (onnxruntime's profiler): the "
                                       "slowest are listed, --json has them all."),
@@ -159,6 +166,10 @@ def run_command(
     Outputs are saved as .npy files, with outputs.json mapping tensor names to files. A
     provider this onnxruntime lacks falls back to CPU with a warning.
 
+    The parts run with the execution settings the answer's times were measured with
+    (partition.json's execution: threads, how onnxruntime's threads spin; its profile's):
+    --threads or --optimization other than those is a warning naming both.
+
     \b
     Example:
       hetero-solve run resnet_like.hetero --input image=image.npy
@@ -170,8 +181,9 @@ def run_command(
         target = None if no_save else (save or out_dir / "outputs")
         result = run(out_dir, feeds, dims, seed=seed, repeat=repeat, save=target,
                      ranges=parse_ranges(input_range), shapes=parse_shapes(shape),
-                     optimization=_optimization(optimization), profile=profile,
-                     backend=backend, device_map=device_map)
+                     optimization=optimization and _optimization(optimization),
+                     profile=profile, backend=backend, device_map=device_map,
+                     threads=threads)
     warned.show(result.warnings)
     if result.random:
         note(f"random inputs (seed {seed}): {_random_line(result.random_how)}")

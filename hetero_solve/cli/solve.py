@@ -20,7 +20,8 @@ from ..solution import open_sizes
 from ..units import format_bytes, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
-                     json_option, limits, objective_option, parse_dims, parse_objective,
+                     json_option, limits, measured_line, note, objective_option, parse_dims,
+                     parse_objective,
                      parse_shapes, predicted_line, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, time_limit_option,
                      verbose_option, work_limit_option, written_line)
@@ -55,6 +56,13 @@ def solve_command(
     seed: int = typer.Option(0, "--seed", help="Solver seed: same input and seed, same answer."),
     objective: Optional[str] = objective_option(),
     costs: Optional[Path] = costs_option(),
+    measure: Optional[bool] = typer.Option(
+        None, "--measure/--no-measure",
+        help="Before answering, run the latency answer and each single device this machine "
+             "runs in paired rounds, and keep a split only when it measured faster than the "
+             "fastest single device by more than the noise (partition.json's measured). "
+             "Default: on under a latency objective with a profile (--costs) whose devices "
+             "run here; takes a fifth of the time limit."),
     no_models: bool = typer.Option(False, "--no-models",
                                    help="Write partition.json, affinity and .dot files only "
                                         "(no per-part ONNX models, no annotated model)."),
@@ -90,11 +98,18 @@ def solve_command(
         check_can_draw(pictures)                   # before solving: say what to install
     target = check_target(default_out_dir(str(model)) if out is None else out)   # before solving
     replaced = bool(answer_files(target))
+    if measure and costs is None:
+        raise UsageError("--measure needs the profile the answer is priced with: --costs "
+                         "PROFILE.json (hetero-solve profile MODEL RULES -o PROFILE.json)")
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose, time_limit) as say:
-            result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
-                           time_limit=time_limit, work_limit=work_limit, seed=seed,
-                           progress=say, objective=goal, costs=costs)
+            if costs is not None and measure is not False:
+                result = _solve_measured(model, rules, dims, shapes, engine, time_limit,
+                                         work_limit, seed, say, goal, costs, measure)
+            else:
+                result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
+                               time_limit=time_limit, work_limit=work_limit, seed=seed,
+                               progress=say, objective=goal, costs=costs)
             if strict and result.problem.info.missing_dims:
                 raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
             sizes = open_sizes(result.problem, result.solution)
@@ -111,6 +126,34 @@ def solve_command(
         print_json({**manifest, "out_dir": str(written)})
         return
     print_summary(result, written, replaced)
+
+
+def _solve_measured(model, rules, dims, shapes, engine, time_limit, work_limit, seed, say, goal,
+                    costs, measure: bool | None) -> Result:
+    """Solve with a fifth of the budget left for measuring, then measure the answer against
+    the single devices (:mod:`hetero_solve.profiles.answers`) when the objective is latency
+    (``measure`` None: and its devices run here; True: say what could not be measured)."""
+    from ..budget import Budget
+    from ..pipeline import prepare, solve_prepared
+    from ..profiles.answers import MEASURE_SHARE, keep_measured, measure_answer, runs_here
+    prepared = prepare(model, rules, dims=dims, shapes=shapes, objective=goal, progress=say,
+                       defer_check=True, costs=costs)
+    latency = "latency" in prepared.problem.objective.terms()
+    if measure and not latency:
+        raise UsageError("--measure compares latencies: it needs a latency objective "
+                         "(--objective latency)")
+    here, _ = runs_here(prepared) if latency else ([], {})
+    if not latency or (measure is None and not here):
+        return solve_prepared(prepared, engine=engine, time_limit=time_limit,
+                              work_limit=work_limit, seed=seed, progress=say)
+    budget = Budget.of(time_limit, work_limit)      # the clock starts: the model is prepared
+    result = solve_prepared(prepared, engine=engine, seed=seed, progress=say,
+                            budget=budget.allot(budget.work * (1 - MEASURE_SHARE)))
+    say("measuring the answer and the single devices")
+    measured = keep_measured(result, measure_answer(result, budget, seed=seed))
+    if measured.measured.get("not_measured"):
+        note(f"not measured: {measured.measured['not_measured']}")
+    return measured
 
 
 def print_summary(result: Result, out_dir: Path | None = None, replaced: bool = False) -> None:
@@ -152,6 +195,8 @@ def print_summary(result: Result, out_dir: Path | None = None, replaced: bool = 
         print_line(claims_text(result.explanation["claims"]))
     if m.latency is not None:
         print_line(predicted_line(result))
+    if result.measured and result.measured.get("latency"):
+        print_line(measured_line(result.measured))
     for entry in result.problem.info.missing_dims:
         print_line(entry.text())
     if out_dir is not None:

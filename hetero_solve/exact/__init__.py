@@ -58,10 +58,12 @@ from ..problem import Problem
 from ..solution import Solution, evaluate, objective_key
 from ..units import format_bytes
 from ..validate import validate
+from ..fitting.bounds import kept_packing
 from ..fitting.floors import binding_devices, min_part_memory
 from .analysis import device_sets
 from .bounds import lower_bounds
-from .folds import candidates, over_every_choice, unfold
+from .folds import candidates, closure, over_every_choice, unfold
+from .explain import with_folds, with_memory_parts
 from .report import report
 from .search import Search
 from .stages import run_stages
@@ -143,7 +145,33 @@ def _refine(problem: Problem, start: Solution, R: list[tuple[int, ...]], engine:
     refuse_unplaceable(problem, R)
     ctx = Search.begin(problem, start, engine, budget.allot(budget.left()), seed, progress,
                        workers, R)
-    return report(ctx, run_stages(ctx))
+    return with_kept_packing(problem, report(ctx, run_stages(ctx)), R)
+
+
+def with_kept_packing(problem: Problem, sol: Solution, R: list[tuple[int, ...]] | None = None
+                      ) -> Solution:
+    """``sol`` with its parts bound raised to :func:`~hetero_solve.fitting.bounds.kept_packing`
+    at its own fallback when that is more (a lexicographic objective with fallback before
+    partitions, memory limits, some fallback: the bounds of the stages see every node free to
+    leave and say 1), and ``explain`` saying so."""
+    obj = problem.objective
+    if not (obj.lexicographic and "fallback" in obj.order and "partitions" in obj.order
+            and obj.order.index("fallback") < obj.order.index("partitions")) \
+            or not problem.has_memory_limits() or sol.lower_bound is None:
+        return sol
+    fallback = evaluate(problem, sol).fallback
+    if fallback == 0:
+        return sol           # the stages' bounds already keep every node where it prefers
+    if R is None:
+        R = device_sets(problem, fixed=False)
+    kept = min(kept_packing(problem, R, fallback), sol.num_parts)
+    if kept <= sol.lower_bound:
+        return sol
+    sol.lower_bound = kept
+    ex = sol.stats.get("explain")
+    if ex:
+        sol.stats["explain"] = with_memory_parts(ex, kept)
+    return sol
 
 
 def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto",
@@ -151,14 +179,15 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
                       progress: Callable[[str], None] | None = None,
                       workers: int = 1) -> tuple[Problem, Solution]:
     """:func:`refine`, deciding optional folds too (:mod:`.folds`): when placing some folded
-    nodes could save memory, the problem as compiled and the problem with them placed are
-    both refined (half of ``budget`` each) and the better answer is kept, with the problem
-    it answers.  Ties keep the compiled problem.  ``stats["folds"]`` says what was compared.
+    nodes could save memory, each fold choice of :func:`fold_choices` (every subset of the
+    candidates closed under ``requires``, when there are few) is refined with an equal share
+    of ``budget`` and the best answer is kept, with the problem it answers.  Ties keep the
+    earlier choice (the compiled problem first).  ``stats["folds"]`` says what was compared.
 
-    ``status`` is ``"optimal"`` only when it holds over every fold choice, and
-    ``lower_bound`` bounds every fold choice's answers
-    (:func:`.folds.over_every_choice`: a relaxation that lower-bounds every choice is
-    refined in the budget the two left unspent)."""
+    ``status`` is ``"optimal"`` only when it holds over every fold choice: every choice of
+    every option was refined and proven optimal, or the relaxation that lower-bounds every
+    choice (:func:`.folds.over_every_choice`, refined in the budget the choices left
+    unspent) proves the answer; ``lower_bound`` bounds every fold choice's answers."""
     budget = _budget(budget)
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
@@ -174,31 +203,87 @@ def refine_with_folds(problem: Problem, start: Solution, *, engine: str = "auto"
     if not cands or budget.out_of_time():   # past the deadline: no second problem
         return problem, _refine(problem, start, R, engine, budget, seed, progress, workers)
     names = [problem.fold_options[k].name for k in cands]
-    say(f"optional folds: comparing the model as folded with {len(cands)} node(s) placed "
-        f"({', '.join(names[:3])}{'...' if len(names) > 3 else ''})")
-    half = budget.share(1, 2)
-    folded = refine(problem, start, engine=engine, budget=budget.allot(half), seed=seed,
-                    progress=progress, workers=workers)
-    q, _ = unfold(problem, cands)
-    placed = None
-    if not budget.out_of_time():
+    chosen = fold_choices(problem, cands)
+    say(f"optional folds: comparing {len(chosen)} choice(s) of placing {len(cands)} foldable "
+        f"node(s) ({', '.join(names[:3])}{'...' if len(names) > 3 else ''})")
+    tried: list[tuple[tuple, Problem, Solution | None]] = []
+    for i, ks in enumerate(chosen):
+        # an equal share of what is left: what a choice leaves unspent goes to the next ones
+        share = budget.share(1, len(chosen) - i)
+        if ks and budget.out_of_time():      # past the deadline: no further problem
+            break
+        q = unfold(problem, ks)[0] if ks else problem
         try:
-            q_start = heuristic(q)
-            placed = refine(q, q_start, engine=engine, budget=budget.allot(half), seed=seed,
-                            progress=progress, workers=workers)
-            if validate(q, placed):
-                placed = None
+            sol_k = refine(q, start if not ks else heuristic(q), engine=engine,
+                           budget=budget.allot(share), seed=seed, progress=progress,
+                           workers=workers)
+            if validate(q, sol_k):
+                sol_k = None
         except InfeasibleError:
-            placed = None
-    key_f = objective_key(problem, folded) if not validate(problem, folded) else (float("inf"),)
-    key_p = objective_key(q, placed) if placed is not None else (float("inf"),)
-    win_p, sol = (q, placed) if key_p < key_f else (problem, folded)
-    sol.stats["folds"] = {"candidates": names, "placed": win_p is q,
-                          "folded_objective": None if key_f[0] == float("inf") else list(key_f),
-                          "placed_objective": None if placed is None else list(key_p)}
+            sol_k = None
+        key = objective_key(q, sol_k) if sol_k is not None else (float("inf"),)
+        tried.append((key, q, sol_k))
+    key_best, win_p, sol = min(tried, key=lambda t: t[0])   # ties: the first, the compiled
+    if sol is None:          # no choice gave a valid answer: the compiled problem's start
+        return problem, _refine(problem, start, R, engine, budget, seed, progress, workers)
+    sol.stats["folds"] = {"candidates": names, "placed": win_p is not problem,
+                          "placed_options": [problem.fold_options[k].name for k in
+                                             (chosen[[t[1] for t in tried].index(win_p)])],
+                          "choices": len(chosen), "tried": len(tried),
+                          "objectives": [None if t[2] is None else list(t[0]) for t in tried],
+                          "folded_objective": None if tried[0][2] is None else list(tried[0][0])}
+    # Every choice of every option tried, each proven optimal: the best is optimal over every
+    # fold choice (nothing to certify).  Otherwise the relaxation certifies what it can.
+    every = len(cands) == len(problem.fold_options) and len(tried) == len(chosen) \
+        and len(chosen) == _closed_count(problem, cands)
+    if every and all(t[2] is not None and t[2].status == "optimal" for t in tried):
+        sol.stats["folds"].update(proven=True, by="every choice solved")
+        if sol.stats.get("explain"):
+            sol.stats["explain"] = with_folds(sol.stats["explain"], True, sol.lower_bound)
+        return win_p, sol
     sol = over_every_choice(problem, win_p, sol, budget=budget, engine=engine, seed=seed,
                             progress=progress, workers=workers)
     return win_p, sol
+
+
+#: At most this many fold choices are refined (each with an equal share of what is left).
+MAX_FOLD_CHOICES = 8
+
+
+def _closed_sets(problem: Problem, cands: list[int], limit: int) -> list[list[int]] | None:
+    """Every subset of ``cands`` closed under ``requires`` (the empty one first), or ``None``
+    when there are more than ``limit``."""
+    found: dict[tuple[int, ...], None] = {(): None}
+    frontier = [()]
+    while frontier:
+        nxt = []
+        for base in frontier:
+            for k in cands:
+                if k in base:
+                    continue
+                c = tuple(closure(problem, list(base) + [k]))
+                if c not in found:
+                    found[c] = None
+                    nxt.append(c)
+                    if len(found) > limit:
+                        return None
+        frontier = nxt
+    return [list(c) for c in found]
+
+
+def _closed_count(problem: Problem, cands: list[int]) -> int:
+    sets = _closed_sets(problem, cands, MAX_FOLD_CHOICES)
+    return -1 if sets is None else len(sets)
+
+
+def fold_choices(problem: Problem, cands: list[int]) -> list[list[int]]:
+    """The fold choices :func:`refine_with_folds` refines: every subset of the candidates
+    closed under ``requires`` when there are at most :data:`MAX_FOLD_CHOICES` (the empty one,
+    "as compiled", first); otherwise as compiled and all placed."""
+    every = _closed_sets(problem, cands, MAX_FOLD_CHOICES)
+    # many candidates (a detector's 56 shape nodes): each further choice would cost a whole
+    # refinement of a large problem for a share too small to prove anything
+    return every if every is not None else [[], sorted(cands)]
 
 
 def refuse_unplaceable(problem: Problem, R: list[tuple[int, ...]] | None = None) -> None:
@@ -238,4 +323,10 @@ def lower_bound(problem: Problem, solution: Solution) -> int:
              and obj.order.index("fallback") < obj.order.index("partitions")
              and evaluate(problem, solution).fallback == 0)
     R = device_sets(problem, fixed=fixed)
-    return lower_bounds(problem, R, binding_devices(problem, R)).lb
+    lb = lower_bounds(problem, R, binding_devices(problem, R)).lb
+    if not fixed and problem.has_memory_limits() and "fallback" in obj.order \
+            and "partitions" in obj.order and obj.lexicographic \
+            and obj.order.index("fallback") < obj.order.index("partitions"):
+        lb = max(lb, min(kept_packing(problem, R, evaluate(problem, solution).fallback),
+                         solution.num_parts))
+    return lb

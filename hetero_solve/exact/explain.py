@@ -394,6 +394,9 @@ def explain_text(ex: dict, limit: int = 40) -> list[str]:
                                 f"{format_bytes(pk['memory'])} each (bin packing)")
         if kind == "through":
             lines.append(f"  ({through}'s own part is counted on both sides: {lb} in total)")
+    if ex.get("memory_parts"):
+        lines.append(f"memory: at least {ex['memory_parts']['bound']} part(s): "
+                     + ex["memory_parts"]["text"] + ".")
     lines.append(("proof: " if ex.get("proof") else "") + ex.get("proof_text", "") + ".")
     if ex.get("folds"):
         lines.append("optional folds: " + ex["folds"]["text"] + ".")
@@ -489,6 +492,22 @@ def time_text(section: dict) -> list[str]:
     return lines
 
 
+def with_memory_parts(ex: dict, lower_bound: int) -> dict:
+    """``ex`` for an answer whose parts bound is the memory's (:func:`~hetero_solve.fitting.
+    bounds.kept_packing`): the constants of the nodes that stay on their memory-limited
+    devices, however the allowed fallback is spent, fill at least that many parts."""
+    ex = dict(ex)
+    if lower_bound > ex["lower_bound"]:
+        ex.setdefault("structural_bound", ex["lower_bound"])
+    ex["lower_bound"] = lower_bound
+    ex["memory_parts"] = {"bound": lower_bound,
+                          "text": "the constants, graph inputs and outputs of the nodes that "
+                                  "stay on their memory-limited devices (however the answer's "
+                                  "fallback is spent) fill at least that many parts there"}
+    ex["text"] = explain_text(ex)
+    return ex
+
+
 def claims(order: list[str], values: dict, proven: list[str], bounds: dict) -> list[dict]:
     """What an answer claims of each objective term, from its records alone (``partition.json``
     holds them all: ``objective``, ``solver.proven``, ``lower_bound``): per term of ``order``
@@ -504,6 +523,12 @@ def claims(order: list[str], values: dict, proven: list[str], bounds: dict) -> l
     return out
 
 
+#: Why a term is not proven: the search ran out of budget, or (``"sizes"``) it is proven for
+#: the sizes counted but a memory-limited part holds a tensor of unknown size.
+UNPROVEN = {"limit": "not proven within the limit",
+            "sizes": "not proven (proven only if the tensors of unknown size are 1 element)"}
+
+
 def answer_claims(problem: Problem, stats: dict, lower_bound: int | None,
                   values: dict) -> list[dict]:
     """:func:`claims` of an answer: its objective ``values`` (``Metrics.as_dict()``), its
@@ -514,8 +539,14 @@ def answer_claims(problem: Problem, stats: dict, lower_bound: int | None,
         bounds["fallback"] = stats["bounds"]["fallback"]
     proven = list(stats.get("proven", []))
     if obj.lexicographic:
-        return claims(list(obj.order), values, proven, bounds)
-    return claims(["weighted"], {"weighted": obj.key(values)[0]}, proven, bounds)
+        out = claims(list(obj.order), values, proven, bounds)
+    else:
+        out = claims(["weighted"], {"weighted": obj.key(values)[0]}, proven, bounds)
+    if_sizes = set(stats.get("proven_if_sizes_hold", []))
+    for c in out:
+        if not c["proven"]:
+            c["why"] = "sizes" if c["term"] in if_sizes else "limit"
+    return out
 
 
 def _term_text(c: dict) -> str:
@@ -531,17 +562,17 @@ def claims_text(cs: list[dict]) -> str:
     """One line: the proven terms, then the unproven with their best bounds (``proven: parts
     6, fallback 1; not proven within the limit: transfer 661.4 KiB (no bound)``)."""
     done = [_term_text(c) for c in cs if c["proven"]]
-    open_ = []
+    open_: dict[str, list[str]] = {}
     for c in cs:
         if c["proven"]:
             continue
         b = c["bound"]
         shown = ("no bound" if b is None else
                  f"bound {format_bytes(b)}" if c["term"] == "transfer" else f"bound {b:g}")
-        open_.append(f"{_term_text(c)} ({shown})")
+        open_.setdefault(c.get("why", "limit"), []).append(f"{_term_text(c)} ({shown})")
     parts = []
     if done:
         parts.append("proven: " + ", ".join(done))
-    if open_:
-        parts.append("not proven within the limit: " + ", ".join(open_))
+    for why, texts in open_.items():
+        parts.append(UNPROVEN[why] + ": " + ", ".join(texts))
     return "; ".join(parts)

@@ -116,6 +116,8 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         head["open_sizes"] = sizes.as_dict()
     if result.single_device is not None:
         head["single_device"] = result.single_device.as_dict(p)
+    if result.measured is not None:      # measured before answering (solve --measure)
+        head["measured"] = result.measured
     head |= {"objective_spec": p.objective.describe(), "lower_bound": lower_bound}
     if costs:
         head |= {"time_unit": p.costs.unit or "as in the instance",
@@ -163,6 +165,8 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         **extra,
         "dims": dict(mg.dims),
         "input_shapes": input_shapes(mg),
+        # the settings the answer's measured times were taken with: what run applies
+        **({"execution": dict(p.info.execution)} if p.info.execution else {}),
         "warnings": list(result.warnings),
         "explain": result.explanation,
         "solver": solver,

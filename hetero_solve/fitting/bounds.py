@@ -93,6 +93,65 @@ def packing(problem: Problem, R: list[tuple[int, ...]], memory_devices) -> Packi
     return Packing(parts, held, copies)
 
 
+def kept_packing(problem: Problem, R: list[tuple[int, ...]], fallback: int) -> int:
+    """A lower bound on the parts of every valid partition with at most ``fallback`` nodes off
+    their preferred device (``R``: :func:`~.devices.device_sets` with ``fixed=False``).
+
+    A node not moved is on its preferred device.  On a device ``c`` with a memory limit, the
+    nodes preferring it that stay hold their constants, graph inputs and graph outputs in
+    parts on ``c``, each part at most one instance's memory.  At most ``fallback`` nodes move,
+    less those that must (``c`` not in ``R(v)``); those that cannot (``R(v) == (c,)``) never
+    do; a moved node takes at most its own items out of the union.  So the parts on ``c`` are
+    at least ``ceil((T_c - the largest such removals) / memory)``; summed over the limited
+    devices, plus one part when some node can only be on devices without a limit.  The
+    :func:`packing` bound with room for the fallback the answer has (it is 0 there), which the
+    run counts cannot see when every node may leave (a decoder on cards whose largest
+    matrices fit none: the rest still needs its share of cards).
+
+    Examples
+    --------
+    Ten nodes of 4 bytes each on 10-byte cards, the CPU allowed: with no node moved, 4 parts
+    (40 bytes); with up to 3 moved, at least 28 bytes stay: 3 parts.
+
+    >>> from hetero_solve.problem import Device, make_problem
+    >>> p = make_problem(10, [(i, i + 1) for i in range(9)], [[0, 1]] * 10,
+    ...                  [Device("CARD", memory=10, instances=4), "CPU"], tensor_bytes=0,
+    ...                  const_bytes=[4] * 10)
+    >>> R = [(0, 1)] * 10
+    >>> kept_packing(p, R, 0), kept_packing(p, R, 3)
+    (4, 3)
+    """
+    D = len(problem.devices)
+    limited = [d for d in range(D) if problem.devices[d].memory]
+    if not limited:
+        return 0
+    forced = sum(1 for v in range(problem.n) if problem.allowed[v][0] not in R[v])
+    room = max(0, fallback - forced)
+    total = 0
+    for c in limited:
+        cap = problem.devices[c].memory
+        stay = [v for v in range(problem.n) if problem.allowed[v][0] == c and c in R[v]]
+        if not stay:
+            continue
+        readers, io = held_items(problem, stay)
+        held = (sum(problem.const_bytes[k] for k in readers)
+                + sum(problem.tensor_bytes[t] for t in io))
+        own = []
+        for v in stay:
+            if R[v] == (c,):
+                continue      # never moves
+            readers_v, io_v = held_items(problem, [v])
+            own.append(sum(problem.const_bytes[k] for k in readers_v)
+                       + sum(problem.tensor_bytes[t] for t in io_v))
+        own.sort(reverse=True)
+        left = held - sum(own[:room])
+        if left > 0:
+            total += math.ceil(left / cap)
+    # a node that only fits devices without a limit is in a part none of the above counts
+    unlimited = any(all(not problem.devices[d].memory for d in R[v]) for v in range(problem.n))
+    return total + (1 if unlimited else 0)
+
+
 def held_copies(problem: Problem, R: list[tuple[int, ...]], c: int, cap: int,
                 readers: dict[int, list[int]]) -> dict[int, list[int]]:
     """Constants that more than one part on ``c`` must hold: constant id -> readers of it

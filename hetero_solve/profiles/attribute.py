@@ -8,8 +8,15 @@ into :class:`RuntimeNode` objects naming the ONNX nodes each one stands for (its
 :func:`attribute` shares each record's time among its members and spreads what no ONNX node
 can be named for.
 
-- A record's time is shared among its members in proportion to :func:`node_weight` (the
-  elements a node reads and writes: a fused ``Conv`` takes most of a ``Conv + Relu`` kernel).
+- A record's time is shared among its members in proportion to :func:`node_weight` (a
+  node's arithmetic, at least its output elements: a fused ``Conv`` or ``MatMul`` takes its
+  kernel's time, the bias, normalisation, activation or residual ``Add`` fused after it only
+  their own element-wise share).
+- A convolution or matrix-product kernel (:data:`HEAVY_KERNELS`) whose members have no
+  convolution or matrix product (:data:`HEAVY_OPS`: OpenVINO names a ``MatMul + Add + Mul``
+  layer after the ``Mul``, and lists only it) claims the one its members are fused onto: the
+  nearest upstream through ops of no arithmetic of their own, when no kernel with time has
+  it (:func:`claim_fused`).  The time moved so is the profile's ``fused`` share.
 - Records with no member (layout reorders, a runtime's own copies) are *unattributed*.
 - ``floor``: the profiler's own cost per kernel (onnxruntime times its bookkeeping with each
   kernel: measured on a one-node model), taken off every record first.
@@ -25,6 +32,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
+
+from ..roofline import node_flops
 
 
 @dataclass
@@ -52,16 +61,82 @@ class Attribution:
     spread: str
     profiled_seconds: float
     unattributed: list[RuntimeNode]
+    #: Shares of the nodes' seconds: ``measured`` (kernel times given to the ONNX nodes the
+    #: runtime names for them), ``fused`` (kernel times given to the convolution or matrix
+    #: product they were fused onto, :func:`claim_fused`) and ``spread`` (what no kernel
+    #: names: the time between kernels, unnamed kernels).
+    shares: dict[str, float] = field(default_factory=dict)
+
+
+#: ONNX ops that do a kernel's arithmetic: a convolution, a matrix product, attention, a
+#: recurrence.  A fused kernel's time is theirs; the ops fused after them have their own share.
+HEAVY_OPS = frozenset({
+    "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "FusedConv", "NhwcConv",
+    "MatMul", "MatMulInteger", "QLinearMatMul", "FusedMatMul", "MatMulNBits", "Gemm",
+    "FusedGemm", "QGemm", "Einsum", "Attention", "MultiHeadAttention", "GroupQueryAttention",
+    "LSTM", "GRU", "RNN", "DynamicQuantizeLSTM"})
+#: Runtime kernels that are such an op: OpenVINO's CPU layer types, onnxruntime's kernels.
+HEAVY_KERNELS = HEAVY_OPS | frozenset({
+    "Convolution", "GroupConvolution", "Deconvolution", "BinaryConvolution",
+    "ConvolutionBackpropData", "FullyConnected", "FullyConnectedCompressed", "ScaledAttn",
+    "NchwcConv", "QLinearFusedConv"})
 
 
 def node_weight(mg, v: int) -> float:
-    """How much of a fused kernel's time node ``v`` takes, relative to its partners: the
-    elements of every tensor it reads and writes (at least 1)."""
-    total = 0
-    for x in (*mg.inputs[v], *mg.outputs[v]):
-        if x:
-            total += mg.types[x].count
-    return float(max(total, 1))
+    """How much of a fused kernel's time node ``v`` takes, relative to its partners: its
+    FLOPs (:func:`hetero_solve.roofline.node_flops`), at least the elements it writes (at
+    least 1): a convolution's or matrix product's arithmetic dwarfs the bias, activation or
+    residual ``Add`` fused after it, which keep their own element-wise share."""
+    out = sum(mg.types[x].count for x in mg.outputs[v] if x)
+    try:
+        flops = node_flops(mg, v)
+    except Exception:   # noqa: BLE001 (a shape the estimate cannot read: elements only)
+        flops = 0
+    return float(max(flops, out, 1))
+
+
+def claim_fused(mg, records: Sequence[RuntimeNode], depth: int = 8) -> float:
+    """Give each convolution or matrix-product kernel the products its partners were fused
+    onto (module doc): walking up from the inputs of its members that are no product, through
+    nodes no kernel with time has, at most ``depth`` nodes, every :data:`HEAVY_OPS` node no
+    kernel with time has joins its members, with the nodes on the way (OpenVINO names a
+    ``MatMul + Add + Mul`` layer after the ``Mul`` and lists only it; its attention layer
+    lists the ``Softmax`` and the second product, not the first).  A kernel is a convolution
+    or matrix product by its type (:data:`HEAVY_KERNELS`) or by a member (OpenVINO's fused
+    ``Subgraph``).  Returns the seconds of the kernels that claimed one."""
+    timed: set[int] = {v for r in records if r.seconds > 0 for v in r.members}
+    moved = 0.0
+    for r in records:
+        if r.seconds <= 0 or not r.members or (r.op not in HEAVY_KERNELS and not any(
+                mg.op_types[v] in HEAVY_OPS for v in r.members)):
+            continue
+        own = set(r.members)
+        came: dict[int, int | None] = {v: None for v in own}
+        frontier = [v for v in own if mg.op_types[v] not in HEAVY_OPS]
+        found: list[int] = []
+        for _ in range(depth):
+            nxt = []
+            for v in frontier:
+                for x in mg.inputs[v]:
+                    u = mg.producer.get(x) if x else None
+                    if u is None or u in came or u in timed:
+                        continue
+                    came[u] = v
+                    (found if mg.op_types[u] in HEAVY_OPS else nxt).append(u)
+            if not nxt:
+                break
+            frontier = nxt
+        if not found:
+            continue
+        path: set[int] = set()
+        for u in found:
+            while u is not None and u not in own:
+                path.add(u)
+                u = came[u]
+        r.members = sorted(own | path)
+        timed.update(path)
+        moved += r.seconds
+    return moved
 
 
 def attribute(mg, records: Sequence[RuntimeNode], target: float | None = None,
@@ -70,6 +145,7 @@ def attribute(mg, records: Sequence[RuntimeNode], target: float | None = None,
     ``records`` (module doc).  ``measured`` names the run ``target`` comes from, for the
     ``spread`` text."""
     ran = [r for r in records if r.seconds > 0]
+    fused = claim_fused(mg, ran)
     named = [r for r in ran if r.members]
     unattributed = [r for r in ran if not r.members]
     profiled = sum(r.seconds for r in ran)
@@ -93,6 +169,13 @@ def attribute(mg, records: Sequence[RuntimeNode], target: float | None = None,
         for v, w in zip(members, weights):
             seconds[v] += w * share
     node_seconds = dict(zip(mg.names, seconds))
+    total = sum(seconds)
+    kernel_part = (kept * factor / total) if total > 0 else 0.0
+    fused_part = (fused * (kept / done if done > 0 else 1.0) * factor / total) \
+        if total > 0 else 0.0
+    kernel_part, fused_part = min(max(kernel_part, 0.0), 1.0), min(fused_part, kernel_part)
+    shares = {"measured": kernel_part - fused_part, "fused": fused_part,
+              "spread": 1.0 - kernel_part} if total > 0 else {}
     worst = sorted(unattributed, key=lambda r: -r.seconds)[:3]
     names = ", ".join(f"{r.op or '?'} {r.name}" for r in worst)
     parts = [f"{1 - attributed:.1%} of the profiler's time named no ONNX node"
@@ -102,6 +185,9 @@ def attribute(mg, records: Sequence[RuntimeNode], target: float | None = None,
                      "given to the ONNX nodes of the kernel next to them")
     if floor > 0:
         parts.append(f"the profiler's own {floor * 1e6:.2f} us per kernel taken off each")
+    if fused > 0:
+        parts.append(f"{fused / profiled:.1%} in convolution or matrix-product kernels "
+                     "named after an op fused onto one: given to that one")
     if target is not None and target > 0 and named:
         run = f"the measured run{f' ({measured})' if measured else ''} minus the part cost"
         if gap > 0:
@@ -112,7 +198,8 @@ def attribute(mg, records: Sequence[RuntimeNode], target: float | None = None,
                          "scaled down by one factor")
     elif unattributed:
         parts.append("the unattributed time spread in proportion to the node times")
-    return Attribution(node_seconds, attributed, "; ".join(parts), profiled, unattributed)
+    return Attribution(node_seconds, attributed, "; ".join(parts), profiled, unattributed,
+                       shares)
 
 
 def medians(runs: Iterable[dict[str, float]]) -> dict[str, float]:

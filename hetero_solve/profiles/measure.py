@@ -131,15 +131,24 @@ def model_feeds(mg, seed: int = 0, ranges: Mapping[str, tuple[float, float]] | N
 def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repeats: int = 20,
             optimization: str = "all", threads: int = 0, seed: int = 0,
             ranges: Mapping[str, tuple[float, float]] | None = None,
-            tick: Tick = lambda what, n: None) -> Profile:
-    """A profile of ``model`` (loaded as ``mg``) on each target (module doc).  ``tick(what,
-    n)`` is called as work is done: ``n`` runs of ``what`` (for a progress bar:
-    :func:`runs_needed` runs in all)."""
+            tick: Tick = lambda what, n: None, spinning: str = "stop") -> Profile:
+    """A profile of ``model`` (loaded as ``mg``) on each target (module doc), every runtime
+    run with the execution settings of ``RunOptions(optimization, threads, spinning)``
+    (recorded in the profile: what ``run`` then applies).  ``tick(what, n)`` is called as
+    work is done: ``n`` runs of ``what`` (for a progress bar: :func:`runs_needed` runs in
+    all).
+
+    The whole-model run times are taken with every target's session loaded, in interleaved
+    rounds (one run of each target in turn), so that what one runtime leaves running (threads
+    still spinning, a pool still awake) slows the next as it will in an answer that uses both,
+    and a load that comes and goes hits every target alike."""
     feeds = model_feeds(mg, seed, ranges)
     devices: dict[str, DeviceProfile] = {}
-    options = RunOptions(optimization=optimization, intra_op_threads=threads)
+    options = RunOptions(optimization=optimization, intra_op_threads=threads,
+                         spinning=spinning)
     with tempfile.TemporaryDirectory(prefix="hetero-solve-profile-") as tmp:
         tiny = _tiny_parts(tmp, any(d.name for d in mg.input_dims))
+        found = []
         for k, t in enumerate(targets):
             step = lambda: tick(t.device, 1)   # noqa: E731
             runtime = ({"onnxruntime": list(t.what)} if t.kind == "onnxruntime"
@@ -151,29 +160,48 @@ def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repea
             path = str(out / manifest["partitions"][0]["file"])
             if t.kind == "onnxruntime":
                 recs = ort_profile.measure(mg, path, t.what, feeds, warmup=warmup,
-                                           repeats=repeats, optimization=optimization,
-                                           threads=threads, tick=step)
-                floor = ort_profile.profiler_floor(t.what, threads)
+                                           repeats=repeats, options=options, tick=step)
+                floor = ort_profile.profiler_floor(t.what, options)
             else:
                 recs = ov_profile.measure(mg, path, t.what, feeds, warmup=warmup,
                                           repeats=repeats, rule_device=t.device,
-                                          threads=threads, tick=step)
+                                          options=options, tick=step)
                 floor = 0.0
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 session = Session(out, options=options)
             given = {x: feeds[x] for x in manifest["graph_inputs"] if x in feeds}
-            wall = timed(session, given, warmup, repeats, step)
+            found.append((t, runtime, recs, floor, session, given))
+        walls = interleaved([(session, given) for _, _, _, _, session, given in found],
+                            warmup, repeats,
+                            [lambda t=t: tick(t.device, 1) for t, *_ in found])
+        for (t, runtime, recs, floor, _, _), wall in zip(found, walls):
             cost, per_tensor = part_cost(tiny, t.device, runtime, options)
             cost = min(cost, wall)
-            step()
+            tick(t.device, 1)
             a = attribute(mg, recs, wall - cost, measured=f"{wall * 1e3:.3f} ms",
                           floor=floor)
             devices[t.device] = DeviceProfile(
                 a.node_seconds, part_cost=cost, runtime=t.label, repeats=repeats,
                 warmup=warmup, total_seconds=wall, attributed=a.attributed, spread=a.spread,
-                tensor_cost=per_tensor)
-    return Profile(model_info(mg, model), devices)
+                tensor_cost=per_tensor, shares=a.shares)
+    return Profile(model_info(mg, model), devices, execution=options.execution())
+
+
+def interleaved(sessions: Sequence[tuple[Session, Mapping[str, Any]]], warmup: int,
+                repeats: int, ticks: Sequence[Callable[[], None]] = ()) -> list[float]:
+    """The median seconds of ``repeats`` calls of each ``session.run(None, feeds)``, taken
+    in rounds (each session once per round, in turn) after ``warmup`` rounds."""
+    seconds: list[list[float]] = [[] for _ in sessions]
+    for k in range(warmup + repeats):
+        for j, (session, feeds) in enumerate(sessions):
+            t0 = time.perf_counter()
+            session.run(None, feeds)
+            if k >= warmup:
+                seconds[j].append(time.perf_counter() - t0)
+            if j < len(ticks):
+                ticks[j]()
+    return [statistics.median(s) for s in seconds]
 
 
 def one_part(mg, device: str, runtime: Mapping, folder: Path) -> Path:
@@ -280,12 +308,14 @@ def import_file(mg, model: str, device: str, runtime: Mapping, path: str,
                       if wall else "")
         return DeviceProfile(a.node_seconds, part_cost=0.0,
                              runtime=f"onnxruntime-trace:{Path(path).name}", repeats=runs,
-                             total_seconds=wall, attributed=a.attributed, spread=a.spread)
+                             total_seconds=wall, attributed=a.attributed, spread=a.spread,
+                             shares=a.shares)
     if "layerName" in text:
         recs, runs = ov_profile.import_report(mg, path, model)
         a = attribute(mg, recs)
         return DeviceProfile(a.node_seconds, part_cost=0.0,
                              runtime=f"openvino-report:{Path(path).name}", repeats=runs,
-                             total_seconds=None, attributed=a.attributed, spread=a.spread)
+                             total_seconds=None, attributed=a.attributed, spread=a.spread,
+                             shares=a.shares)
     raise ProfileError(path, "neither an onnxruntime profile (JSON trace events) nor an "
                              "OpenVINO per-layer report (layerName;execStatus;...)")

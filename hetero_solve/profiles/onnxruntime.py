@@ -348,12 +348,13 @@ def import_trace(mg, path: str, model: str, providers: Sequence = ("CPUExecution
 # -- measuring ---------------------------------------------------------------------------------
 
 def measure(mg, model: str, providers: Sequence, feeds: Mapping[str, Any], *, warmup: int,
-            repeats: int, optimization: str = "all", threads: int = 0,
+            repeats: int, options: RunOptions | None = None,
             tick: Callable[[], None] = lambda: None) -> list[RuntimeNode]:
-    """Profile ``model`` on ``providers``: ``warmup`` runs, then ``repeats`` runs whose
-    kernel times give each record its median.  ``tick`` is called after each run."""
+    """Profile ``model`` on ``providers`` with ``options`` (the execution settings):
+    ``warmup`` runs, then ``repeats`` runs whose kernel times give each record its median.
+    ``tick`` is called after each run."""
     import onnxruntime as ort
-    options = RunOptions(optimization=optimization, intra_op_threads=threads)
+    options = options or RunOptions()
     with tempfile.TemporaryDirectory(prefix="hetero-solve-profile-") as tmp:
         opts = session_options(options, profile_prefix=os.path.join(tmp, "ort"))
         opts.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
@@ -373,12 +374,14 @@ def measure(mg, model: str, providers: Sequence, feeds: Mapping[str, Any], *, wa
     return records(mg, opt, trace_runs(events, str(trace))[warmup:])
 
 
-def profiler_floor(providers: Sequence, threads: int = 0, runs: int = 50) -> float:
+def profiler_floor(providers: Sequence, options: RunOptions | None = None,
+                   runs: int = 50) -> float:
     """What onnxruntime's profiler adds to each kernel's time: the median kernel time of a
-    one-node part (an ``Identity`` of one float, whose own work is nil), profiled."""
+    one-node part (an ``Identity`` of one float, whose own work is nil), profiled with
+    ``options``."""
     import onnxruntime as ort
     with tempfile.TemporaryDirectory(prefix="hetero-solve-floor-") as tmp:
-        opts = session_options(RunOptions(intra_op_threads=threads),
+        opts = session_options(options or RunOptions(),
                                profile_prefix=os.path.join(tmp, "floor"))
         sess = ort.InferenceSession(tiny_model().SerializeToString(), opts,
                                     providers=list(providers))

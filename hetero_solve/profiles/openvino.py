@@ -21,6 +21,7 @@ may name layers this one does not make: those are matched by name only).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -197,16 +198,18 @@ def _static(ov, model, mg):
 # -- measuring ---------------------------------------------------------------------------------
 
 def measure(mg, model: str, device: str, feeds: Mapping[str, Any], *, warmup: int,
-            repeats: int, rule_device: str = "", threads: int = 0,
+            repeats: int, rule_device: str = "", options: RunOptions | None = None,
             tick: Callable[[], None] = lambda: None) -> list[RuntimeNode]:
     """Profile ``model`` on the OpenVINO ``device`` through the backend ``hetero-solve run``
-    uses: per-layer medians of ``repeats`` profiled runs after ``warmup``."""
+    uses, with ``options`` (the execution settings): per-layer medians of ``repeats``
+    profiled runs after ``warmup``."""
     ov = _ov()
     spec = PartSpec(0, rule_device or device, Path(model), tuple(mg.graph_inputs),
                     tuple(mg.graph_outputs), runtime={"openvino": device})
-    backend = {"device_map": {rule_device or device: device}}
-    runner = load_part(spec, RunOptions(profile=True, intra_op_threads=threads,
-                                        backend_options=backend))
+    backend = {**dict((options or RunOptions()).backend_options),
+               "device_map": {rule_device or device: device}}
+    runner = load_part(spec, dataclasses.replace(options or RunOptions(), profile=True,
+                                                 backend_options=backend))
     given = {t.name: feeds[t.name] for t in runner.inputs}
     runs = []
     for k in range(warmup + repeats):

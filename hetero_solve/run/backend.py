@@ -71,17 +71,97 @@ class PartSpec:
 OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
 
 
+#: How onnxruntime's intra-op threads wait (``RunOptions.spinning``): ``stop``: they spin
+#: inside a run and stop when it returns (``session.force_spinning_stop``), so they take no core
+#: from the part that runs next; ``on``: onnxruntime's default, they go on spinning after a
+#: run (measured here: ~35 ms of a core after each run, which an OpenVINO part right after
+#: one ran 1.77x slower for); ``off``: they never spin (``session.intra_op.allow_spinning``
+#: 0: every parallel section wakes them, slower on models of many small nodes).
+SPINNING = ("stop", "on", "off")
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """Settings every part of a session is loaded with (and, for ``verify``, the original).
 
     ``optimization``: onnxruntime's graph optimisation level (``all`` is its default);
-    ``profile``: record per-node times; ``intra_op_threads``: 0 = the runtime's default;
-    ``backend_options``: free settings a backend documents (OpenVINO's device map, say)."""
+    ``profile``: record per-node times; ``intra_op_threads``: threads per part, onnxruntime's
+    intra-op threads and OpenVINO's ``INFERENCE_NUM_THREADS`` (0 = the runtime's default);
+    ``spinning``: how onnxruntime's threads wait (:data:`SPINNING`); ``backend_options``:
+    free settings a backend documents (OpenVINO's device map, say).
+
+    The settings that change how fast a part runs are its *execution settings*
+    (:meth:`execution`): a profile records those it was measured with, ``partition.json``
+    those of the profile its answer was priced with, and a ``Session`` of that answer runs
+    with them unless told otherwise (docs/costs.md, "Execution settings")."""
     optimization: str = "all"
     profile: bool = False
     intra_op_threads: int = 0
     backend_options: Mapping[str, Any] = field(default_factory=dict)
+    spinning: str = "stop"
+
+    def execution(self) -> dict:
+        """The execution settings as a profile and ``partition.json`` record them:
+        ``threads`` (per part, 0 = the runtime's default), ``spinning``
+        (:data:`SPINNING`), ``optimization`` (onnxruntime's graph optimisation level), and
+        what each runtime is set to from them (fixed here, recorded so that a reader knows
+        what ran): onnxruntime's thread pool (one per part, its threads stopped between
+        runs unless ``spinning`` is ``on``), OpenVINO's latency hint with one stream."""
+        return {"threads": int(self.intra_op_threads), "spinning": self.spinning,
+                "optimization": self.optimization,
+                "onnxruntime": {"thread_pool": "per part",
+                                **ort_spinning_entries(self.spinning)},
+                "openvino": {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}}
+
+    @classmethod
+    def of_execution(cls, settings: Mapping[str, Any] | None, **kw) -> "RunOptions":
+        """Options that run with recorded execution ``settings`` (:meth:`execution`'s; keys
+        it lacks keep their defaults); ``kw`` sets the other fields."""
+        s = dict(settings or {})
+        given = {}
+        if isinstance(s.get("threads"), int) and not isinstance(s.get("threads"), bool):
+            given["intra_op_threads"] = s["threads"]
+        if s.get("spinning") in SPINNING:
+            given["spinning"] = s["spinning"]
+        if s.get("optimization") in OPTIMIZATION_LEVELS:
+            given["optimization"] = s["optimization"]
+        return cls(**{**given, **kw})
+
+
+def ort_spinning_entries(spinning: str) -> dict[str, str]:
+    """The onnxruntime session config entries of a :data:`SPINNING` setting."""
+    if spinning not in SPINNING:
+        raise ValueError(f"spinning {spinning!r}: expected one of {', '.join(SPINNING)}")
+    return {"stop": {"session.force_spinning_stop": "1"},
+            "off": {"session.intra_op.allow_spinning": "0"},
+            "on": {}}[spinning]
+
+
+def execution_differences(recorded: Mapping[str, Any] | None,
+                          used: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The execution settings (``threads``, ``spinning``, ``optimization``) in which
+    ``recorded`` (a profile's, an answer's) and ``used`` (a run's) differ, as (key, recorded
+    value, used value); [] when nothing was recorded."""
+    if not recorded:
+        return []
+    return [(key, recorded[key], used.get(key)) for key in ("threads", "spinning", "optimization")
+            if key in recorded and recorded[key] != used.get(key)]
+
+
+def execution_warning(where: str, recorded: Mapping[str, Any] | None,
+                      used: Mapping[str, Any]) -> str | None:
+    """One line when a run's execution settings differ from those its times were measured
+    with (both named), else None."""
+    diff = execution_differences(recorded, used)
+    if not diff:
+        return None
+    def text(key, value) -> str:
+        return f"{key} {value}" + (" (the runtime's default)"
+                                   if key == "threads" and value == 0 else "")
+    then = ", ".join(text(k, r) for k, r, _ in diff)
+    now = ", ".join(text(k, u) for k, _, u in diff)
+    return (f"{where}: the answer's times were measured with {then}; this run uses {now}: "
+            f"its parts may not run as fast as predicted")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import onnx
 
-from .backend import NodeTime, PartSpec, RunOptions, TensorInfo, tensor_infos
+from .backend import (NodeTime, PartSpec, RunOptions, TensorInfo, ort_spinning_entries,
+                      tensor_infos)
 from .common import RunError, ort_line
 
 DEFAULT_PROVIDERS = ["CPUExecutionProvider"]
@@ -72,7 +73,8 @@ def providers_for(device: Mapping) -> list[str]:
 
 def session_options(options: RunOptions | None = None, *, profile_prefix: str | None = None):
     """The ``SessionOptions`` of every session: the graph optimisation level of ``options``
-    (onnxruntime's default, ``all``, unless asked), its thread count, profiling into
+    (onnxruntime's default, ``all``, unless asked), its thread count and how its threads
+    spin (:data:`~hetero_solve.run.backend.SPINNING`), profiling into
     ``profile_prefix``; onnxruntime's own log at error level on a terminal and silent
     otherwise (its lines are coloured, and its errors reach the user anyway, in one line)."""
     import onnxruntime as ort
@@ -91,6 +93,8 @@ def session_options(options: RunOptions | None = None, *, profile_prefix: str | 
     opts.graph_optimization_level = levels[options.optimization]
     if options.intra_op_threads:
         opts.intra_op_num_threads = int(options.intra_op_threads)
+    for key, value in ort_spinning_entries(options.spinning).items():
+        opts.add_session_config_entry(key, value)
     if profile_prefix is not None:
         opts.enable_profiling = True
         opts.profile_file_prefix = profile_prefix

@@ -137,6 +137,10 @@ def load_part(part: PartSpec, options: RunOptions) -> OpenVINOPart:
         config["PERF_COUNT"] = True
     if options.intra_op_threads and device.startswith("CPU"):
         config.setdefault("INFERENCE_NUM_THREADS", int(options.intra_op_threads))
+    if device.startswith("CPU"):
+        # what RunOptions.execution() records: one request at a time, as fast as it can
+        config.setdefault("PERFORMANCE_HINT", "LATENCY")
+        config.setdefault("NUM_STREAMS", 1)
     t0 = time.perf_counter()
     try:
         model = core.read_model(str(part.file))

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..errors import warn
 from .device_map import parse_pairs, resolve_device_map
-from .backend import NodeTime, PartRunner, RunOptions, TensorInfo, backend_of, load_backend
+from .backend import (NodeTime, PartRunner, RunOptions, TensorInfo, backend_of,
+                      execution_warning, load_backend)
 from .common import RunError, nbytes
 from .inputs import (RandomInputsError, check_dims, check_inputs, check_ranges, check_shapes,
                      describe_random, part_input_specs, random_inputs, with_shapes)
@@ -41,12 +42,16 @@ class Session:
         device name -> backend; ``auto`` (and devices a mapping does not name): the device's
         ``runtime:`` in the rule file, OpenVINO for ``{openvino: DEVICE}``, else onnxruntime
         (:func:`~hetero_solve.run.backend.backend_of`).
-    optimization : {"all", "extended", "basic", "disabled"}, default "all"
-        onnxruntime's graph optimisation level for every part ("all" is its default).
+    optimization : {"all", "extended", "basic", "disabled"}, optional
+        onnxruntime's graph optimisation level for every part (default: the answer's, else
+        "all", onnxruntime's default).
     profile : bool, default False
         Record per-node times (onnxruntime's profiler): :meth:`node_times`.
     options : RunOptions, optional
-        All settings at once (then ``optimization`` and ``profile`` are ignored).
+        All settings at once (then ``optimization`` and ``profile`` are ignored).  Without
+        it, the parts run with the execution settings ``partition.json`` records (those of
+        the profile the answer was priced with: threads, spinning; ``RunOptions.execution``),
+        else the defaults.
 
     Raises
     ------
@@ -59,6 +64,8 @@ class Session:
     -----
     HeteroSolveWarning
         A device's execution provider is not in this onnxruntime: its parts run on the CPU.
+        ``options`` whose execution settings differ from those the answer's times were
+        measured with (one warning naming both).
 
     Examples
     --------
@@ -69,14 +76,21 @@ class Session:
     """
 
     def __init__(self, out_dir: str | os.PathLike, *,
-                 backend: str | Mapping[str, str] = "auto", optimization: str = "all",
+                 backend: str | Mapping[str, str] = "auto", optimization: str | None = None,
                  profile: bool = False, options: RunOptions | None = None,
                  manifest: dict | None = None):
         self.out_dir = Path(out_dir)
         self.manifest = manifest if manifest is not None else load_manifest(self.out_dir)
-        self.options = options or RunOptions(optimization=optimization, profile=profile)
+        recorded = self.manifest.get("execution")
+        self.options = options or RunOptions.of_execution(
+            recorded, profile=profile, **({"optimization": optimization} if optimization else {}))
         self.specs = part_specs(self.out_dir, self.manifest)
         self.warnings: list[str] = []
+        differ = execution_warning(str(self.out_dir / "partition.json"), recorded,
+                                   self.options.execution())
+        if differ:
+            self.warnings.append(differ)
+            warn(differ, stacklevel=2)
         self.parts: list[PartRunner] = [self._load(spec, backend) for spec in self.specs]
         self._direct = self._load_direct()
         self._producer = {name: k for k, spec in enumerate(self.specs) for name in spec.outputs}
@@ -278,7 +292,8 @@ def run_partitioned(out_dir: str | os.PathLike, feeds: Mapping[str, np.ndarray],
     result = RunResult(outputs, parts, dict(feeds), warnings=list(session.warnings))
     result.node_times = session.node_times()
     result.settings = {"backend": backend if isinstance(backend, str) else dict(backend),
-                       "optimization": session.options.optimization}
+                       "optimization": session.options.optimization,
+                       "execution": session.options.execution()}
     return result
 
 
@@ -286,9 +301,10 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
         dims: Mapping[str, int] | None = None, *, seed: int = 0, repeat: int = 1,
         save: str | os.PathLike | None = None,
         ranges: Mapping[str, tuple[float, float]] | None = None,
-        shapes: Mapping[str, Sequence[int]] | None = None, optimization: str = "all",
+        shapes: Mapping[str, Sequence[int]] | None = None, optimization: str | None = None,
         profile: bool = False, backend: str | Mapping[str, str] = "auto",
-        device_map: Sequence[str] | Mapping[str, str] | None = None) -> RunResult:
+        device_map: Sequence[str] | Mapping[str, str] | None = None,
+        threads: int | None = None) -> RunResult:
     """Run the partition in ``out_dir`` (``hetero-solve run``).
 
     Inputs not given are generated (:func:`~hetero_solve.run.inputs.random_inputs`) from the
@@ -299,7 +315,10 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     without it).  ``profile``: per-node times in ``result.node_times``.  ``device_map``
     (OpenVINO backend): rule-file device or device instance -> OpenVINO device name, as
     ``export openvino`` takes it (``["ACC=GPU", "ACC.1=CPU"]`` or a mapping;
-    :mod:`hetero_solve.run.device_map`).
+    :mod:`hetero_solve.run.device_map`).  ``optimization`` and ``threads`` (per part:
+    onnxruntime's intra-op threads, OpenVINO's ``INFERENCE_NUM_THREADS``; 0 = the runtime's
+    default) default to the execution settings ``partition.json`` records (those its times
+    were measured with), else onnxruntime's ``all`` and 0; other values are a warning.
 
     >>> r = run("out/", {"x": np.zeros((1, 16), np.float32)})      # doctest: +SKIP
     >>> [(p.device, p.seconds) for p in r.parts], r.outputs["y"]    # doctest: +SKIP
@@ -340,8 +359,9 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     try:
         result = run_partitioned(out_dir, feeds, repeat=repeat, manifest=manifest,
                                  backend=backend,
-                                 options=RunOptions(optimization=optimization, profile=profile,
-                                                    backend_options=backend_options))
+                                 options=run_options(manifest, optimization, threads,
+                                                     profile=profile,
+                                                     backend_options=backend_options))
     except RunError as e:
         if not how or isinstance(e, RandomInputsError):
             raise
@@ -355,3 +375,13 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     for message in extra:
         warn(message)
     return result
+
+
+def run_options(manifest: Mapping, optimization: str | None = None, threads: int | None = None,
+                **kw) -> RunOptions:
+    """The options a run of the answer ``manifest`` uses: its recorded execution settings
+    (``partition.json``'s ``execution``), with ``optimization`` and ``threads`` instead where
+    given; ``kw`` sets the other fields (``profile``, ``backend_options``)."""
+    given = {**({"optimization": optimization} if optimization else {}),
+             **({"intra_op_threads": int(threads)} if threads is not None else {})}
+    return RunOptions.of_execution(manifest.get("execution"), **given, **kw)

@@ -5,7 +5,8 @@
 
 Baselines and the heuristic ignore ``budget`` and ``seed`` (they are deterministic and run
 to completion); ``cpsat`` and ``sat`` start from the heuristic's answer and refine it through
-:func:`hetero_solve.pipeline.refine`, so their seconds include the heuristic.
+:func:`hetero_solve.pipeline.refine`, so their seconds include the heuristic; with optional
+folds their status and lower bound hold over every fold choice (as ``solve``'s do).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..algorithms.baselines import BASELINES
 from ..algorithms.greedy import heuristic
 from ..budget import Budget
 from ..engines import ENGINES
+from ..exact.folds import over_every_choice
 from ..problem import Problem
 from ..solution import Solution
 from ..pipeline import refine
@@ -46,10 +48,19 @@ def _plain(fn: Callable[[Problem], Solution]) -> Runner:
 
 def _exact(engine: str) -> Runner:
     def run(problem: Problem, *, budget: Budget | None = None, seed: int = 0) -> Solution:
+        budget = budget if budget is not None else Budget.of()
         start = heuristic(problem)
+        # With optional folds the row answers the problem as compiled, and its status and
+        # bound are certified over every fold choice, as solve's are (docs/exact.md,
+        # "Bounds over every fold choice"): a third of the budget is kept for that.
+        folds = bool(problem.fold_options)
         try:
             sol = refine(problem, start, engine=engine,
-                         budget=budget if budget is not None else Budget.of(), seed=seed)
+                         budget=budget.allot(budget.share(2, 3)) if folds else budget,
+                         seed=seed)
+            if folds:
+                sol = over_every_choice(problem, problem, sol, budget=budget, engine=engine,
+                                        seed=seed)
         except ValueError as e:
             if "not available" in str(e):
                 raise AlgorithmUnavailable(str(e)) from None

@@ -16,6 +16,9 @@ measured at); a rule file belongs to hardware.  ``hetero-solve profile`` writes 
   output), ``.tensor_cost`` (seconds per further tensor in or out of a part: a link's latency),
   ``.runtime`` (what measured it), ``.attributed`` (share of the measured time that went to named ONNX nodes) and
   ``.spread`` (how the rest was shared out);
+- ``Profile.execution``: the execution settings the times were measured with (threads,
+  how onnxruntime's threads spin, ...: ``RunOptions.execution()``), which an answer priced
+  with the profile records and runs with; ``None`` when not known;
 - :func:`write_profile` ``(profile, path)``; :func:`model_info` ``(model_graph, file)`` (what a
   new profile records about its model); :meth:`Profile.node_time` for one lookup.
 
@@ -24,6 +27,7 @@ The file is JSON (times in seconds)::
     {"format": "hetero-solve-profile", "version": 1,
      "model": {"file": "resnet.onnx", "nodes": 130, "fingerprint": "sha256:...",
                "input_shapes": {"image": [1, 3, 32, 32]}},
+     "execution": {"threads": 0, "spinning": "stop", "optimization": "all", ...},
      "devices": {"CPU": {"runtime": "onnxruntime:CPUExecutionProvider", "repeats": 20,
                          "warmup": 3, "part_cost": 1.1e-05, "tensor_cost": 2e-06,
                          "total_seconds": 0.0021,
@@ -102,6 +106,11 @@ class DeviceProfile:
         Seconds each further tensor a part reads or writes costs on this device (the
         runtime's copy in or out, beyond the one input and one output ``part_cost`` was
         measured with): a link's latency per tensor.  0 when not measured.
+    shares : dict of str to float
+        How the node times were found, as shares of their sum: ``measured`` (kernel times
+        given to the ONNX nodes the runtime names for them), ``fused`` (kernel times given
+        to the convolution or matrix product they were fused onto) and ``spread`` (time no
+        kernel names, shared out).  Empty when not known.
     """
 
     node_seconds: dict[str, float]
@@ -113,12 +122,14 @@ class DeviceProfile:
     attributed: float = 1.0
     spread: str = ""
     tensor_cost: float = 0.0
+    shares: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"runtime": self.runtime, "repeats": self.repeats, "warmup": self.warmup,
                 "part_cost": self.part_cost, "tensor_cost": self.tensor_cost,
                 "total_seconds": self.total_seconds,
                 "attributed": self.attributed, "spread": self.spread,
+                **({"shares": dict(self.shares)} if self.shares else {}),
                 "node_seconds": dict(self.node_seconds)}
 
 
@@ -129,6 +140,10 @@ class Profile:
     model: ModelInfo
     devices: dict[str, DeviceProfile]
     path: str = ""
+    #: The execution settings the times were measured with
+    #: (:meth:`hetero_solve.run.backend.RunOptions.execution`); ``None``: not known (an
+    #: imported profiler file, a profile written before they were recorded).
+    execution: dict | None = None
 
     def node_time(self, device: str, node: str) -> float | None:
         """Seconds of ``node`` on ``device``, ``None`` when the profile has none."""
@@ -140,6 +155,7 @@ class Profile:
         return {"format": FORMAT, "version": VERSION,
                 "model": {"file": m.file, "nodes": m.nodes, "fingerprint": m.fingerprint,
                           "input_shapes": {k: list(v) for k, v in m.input_shapes.items()}},
+                **({"execution": dict(self.execution)} if self.execution else {}),
                 "devices": {name: d.as_dict() for name, d in self.devices.items()}}
 
 
@@ -274,8 +290,13 @@ def profile_of(data: Any, path: str = "profile") -> Profile:
                                                               fail),
             attributed=_share(d.get("attributed", 1.0), f"{key}.attributed", fail),
             spread=str(d.get("spread") or ""),
-            tensor_cost=_seconds(d.get("tensor_cost", 0.0), f"{key}.tensor_cost", fail))
-    return Profile(info, devices, path)
+            tensor_cost=_seconds(d.get("tensor_cost", 0.0), f"{key}.tensor_cost", fail),
+            shares=_shares(d.get("shares"), f"{key}.shares", fail))
+    execution = data.get("execution")
+    if execution is not None and not isinstance(execution, dict):
+        raise fail("execution", f"expected a mapping of execution settings, got "
+                                f"{type(execution).__name__}")
+    return Profile(info, devices, path, execution)
 
 
 def _mapping(data: dict, key: str, fail) -> dict:
@@ -294,6 +315,14 @@ def _seconds(value: Any, key: str, fail) -> float:
     if not math.isfinite(value) or value < 0:
         raise fail(key, f"expected seconds >= 0, got {value!r}")
     return float(value)
+
+
+def _shares(value: Any, key: str, fail) -> dict[str, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise fail(key, f"expected a mapping of shares, got {type(value).__name__}")
+    return {str(k): _share(v, f"{key}.{k}", fail) for k, v in value.items()}
 
 
 def _share(value: Any, key: str, fail) -> float:

@@ -37,6 +37,8 @@ class Measured:
     times: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     part_cost: Mapping[str, float] = field(default_factory=dict)
     source: str = "<profile>"
+    #: The execution settings the times were measured with (the profile's), or None.
+    execution: Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, profile: Any) -> "Measured":
@@ -47,7 +49,8 @@ class Measured:
         devices = profile.devices
         return cls(times={name: dict(d.node_seconds) for name, d in devices.items()},
                    part_cost={name: float(d.part_cost) for name, d in devices.items()},
-                   source=str(getattr(profile, "path", "") or "<profile>"))
+                   source=str(getattr(profile, "path", "") or "<profile>"),
+                   execution=getattr(profile, "execution", None))
 
 
 @dataclass(frozen=True)

@@ -70,23 +70,29 @@ def cli(*args):
                           text=True, timeout=300)
 
 
-def test_the_shape_chain_is_placed_in_two_parts_and_check_accepts_the_written_answer(tmp_path):
+def test_placing_the_expand_alone_fits_one_part_and_check_accepts_the_written_answer(tmp_path):
+    """Issue 37 item 1: every fold choice is searched.  Folded, something must leave the card;
+    ``Shape`` and ``Expand`` both placed need two parts (the value rule); ``Expand`` placed
+    alone, reading the folded shape as a constant, saves ``E`` with no value edge: one part,
+    nothing on the CPU, proven over every fold choice."""
     model = t5_pattern(str(tmp_path / "m.onnx"))
     rules = rules_file(tmp_path)
     res = hs.solve(model, rules, work_limit=2.5)
     assert validate(res.problem, res.solution) == []
-    assert res.metrics.fallback == 0            # folded, something must leave the card
+    assert (res.metrics.fallback, res.metrics.partitions) == (0, 1)
+    assert res.solution.status == "optimal"
     assert hs.solve(model, rules, engine="heuristic").metrics.fallback > 0
-    part = {res.problem.names[v]: p for v, p in enumerate(res.solution.part_of)}
-    assert part["shape"] != part["expand"]     # the value rule, between two placed folds
+    assert "expand" in res.problem.names and "shape" not in res.problem.names
+    objectives = res.solution.stats["folds"]["objectives"]
+    assert [1, 2, 4096] in objectives and [0, 2, 16] in objectives   # folded; both placed
 
     out = tmp_path / "out"
     run = cli("solve", model, rules, "-o", str(out), "-q", "--work-limit", "2.5")
     assert run.returncode == 0, run.stderr
     manifest = json.loads((out / "partition.json").read_text())
     names = onnx.load(model).graph.node
-    assert sorted(names[g].name for g in manifest["unfolded"]) == ["expand", "shape"]
-    assert manifest["folded"] == []
+    assert [names[g].name for g in manifest["unfolded"]] == ["expand"]
+    assert [names[g].name for g in manifest["folded"]] == ["shape"]
     checked = cli("check", model, rules, "--affinity", str(out / "partition.json"),
                   "--no-export", "-e", "heuristic", "--json", "-q")
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -59,7 +59,7 @@ def test_run_imports_nothing_of_export():
 def test_result_is_a_record_and_its_outputs_come_from_export(tmp_path):
     fields = [f.name for f in dataclasses.fields(Result)]
     assert fields == ["model_graph", "rules", "problem", "solution", "metrics", "seconds",
-                      "warnings", "explanation", "instance", "single_device"]
+                      "warnings", "explanation", "instance", "single_device", "measured"]
     result = hetero_solve.solve("examples/resnet_like.onnx", "rules/npu-static.yaml",
                                 engine="heuristic")
     assert not any(hasattr(result, name) for name in ("write", "manifest", "affinity"))

@@ -167,6 +167,9 @@ def test_profile_measures_both_runtimes(capsys, tmp_path):
     assert "OV_CPU" in stdout and "ORT_CPU" in stdout and f"written: {out}" in err
     profile = read_profile(out, mg)
     assert list(profile.devices) == ["OV_CPU", "ORT_CPU"]
+    # the settings both runtimes ran with, as run will apply them
+    assert profile.execution["threads"] == 1 and profile.execution["spinning"] == "stop"
+    assert profile.execution["onnxruntime"]["session.force_spinning_stop"] == "1"
     for name, d in profile.devices.items():
         assert d.runtime == {"OV_CPU": "openvino:CPU",
                              "ORT_CPU": "onnxruntime:CPUExecutionProvider"}[name]
@@ -222,3 +225,45 @@ def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(capsys, tmp_path, mon
     code, _, err = cli(capsys, QDQ, rules, "-o", out, "--dim", "batch=1")
     assert code == 130 and err.strip() == "hetero-solve: interrupted"
     assert list(tmp_path.iterdir()) == [rules]
+
+
+# -- fused kernels: the time goes to the node that does the arithmetic --------------------------
+
+CORPUS_PROFILED = ["resnet-tiny-legacy", "mobilenetv2-tiny-legacy", "resnet-tiny-qdq",
+                   "rapidocr-cls", "bert-tiny-legacy", "t5-tiny-legacy",
+                   "whisper-encoder-tiny-legacy", "qwen2-kv-tiny-legacy", "silero-vad-v6-fw"]
+
+
+@needs_openvino
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", CORPUS_PROFILED)
+def test_no_convolution_or_product_gets_no_time_while_its_partners_do(name):
+    """Issue 36 item 2: OpenVINO names a fused layer after a partner (a ``Mul`` after the
+    ``MatMul`` it scales) and onnxruntime after its first node; every convolution and matrix
+    product with arithmetic gets time on both runtimes, and most of its kernel's."""
+    import warnings
+    import hetero_solve as hs
+    from corpus import truth as C
+    from hetero_solve.profiles.attribute import HEAVY_OPS
+    from hetero_solve.profiles.measure import measure, plan
+    from hetero_solve.roofline import node_flops
+    entry = C.load_corpus()[name]
+    path = C.model_file(name, entry)
+    rules = hs.load_rules(TWO)
+    mg = load_model(str(path), dims=dict(entry.get("dims") or {}),
+                    shapes={k: list(v) for k, v in (entry.get("shapes") or {}).items()} or None,
+                    rule_dims=rules.dims)
+    ranges = {k: tuple(v) for k, v in (entry.get("ranges") or {}).items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        profile = measure(mg, str(path), plan(rules.devices).targets, warmup=1, repeats=2,
+                          ranges=ranges)
+    folded = set(mg.folded)
+    heavy = [v for v, op in enumerate(mg.op_types)
+             if op in HEAVY_OPS and v not in folded and node_flops(mg, v) > 0]
+    assert heavy
+    for device, d in profile.devices.items():
+        zero = [mg.names[v] for v in heavy if d.node_seconds[mg.names[v]] <= 0]
+        assert not zero, (device, zero[:5], d.spread)
+        assert set(d.shares) == {"measured", "fused", "spread"}
+        assert sum(d.shares.values()) == pytest.approx(1.0, abs=1e-6)

@@ -30,3 +30,26 @@ def test_an_unknown_backend_is_named_with_the_known_ones():
     with pytest.raises(ValueError, match="unknown backend 'tvm'.*onnxruntime"):
         load_backend("tvm")
     assert "onnxruntime" in BACKENDS and "openvino" in BACKENDS
+
+
+def test_execution_settings_and_spinning_entries():
+    import pytest as _pytest
+    from hetero_solve.run.backend import (RunOptions, execution_differences,
+                                          ort_spinning_entries)
+    from hetero_solve.run.onnxruntime import session_options
+    assert ort_spinning_entries("stop") == {"session.force_spinning_stop": "1"}
+    assert ort_spinning_entries("off") == {"session.intra_op.allow_spinning": "0"}
+    assert ort_spinning_entries("on") == {}
+    with _pytest.raises(ValueError, match="spinning 'fast'"):
+        ort_spinning_entries("fast")
+    opts = session_options(RunOptions())
+    assert opts.get_session_config_entry("session.force_spinning_stop") == "1"
+    opts = session_options(RunOptions(spinning="off", intra_op_threads=1))
+    assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert opts.intra_op_num_threads == 1
+    a = RunOptions(intra_op_threads=1).execution()
+    assert RunOptions.of_execution(a, profile=True) == RunOptions(intra_op_threads=1,
+                                                                  profile=True)
+    assert RunOptions.of_execution(None) == RunOptions()
+    assert execution_differences(a, RunOptions().execution()) == [("threads", 1, 0)]
+    assert execution_differences(None, RunOptions().execution()) == []

@@ -41,3 +41,79 @@ def test_an_answer_over_both_runtimes_runs_each_part_on_its_own(tmp_path):
     assert [p.device for p in sess.last_run] == devices
     # backend="onnxruntime" still runs every part on onnxruntime
     assert {p.location[0] for p in hs.Session(out, backend="onnxruntime").parts} == {"onnxruntime"}
+
+
+# -- execution settings: what the times were measured with is what runs -----------------------
+
+def _answer_with_execution(tmp_path, execution: dict):
+    """An answer over both runtimes priced with a profile that records ``execution``."""
+    from hetero_solve.model import load_model
+    from hetero_solve.times import DeviceProfile, Profile, model_info
+    model = EXAMPLES / "resnet_like.onnx"
+    mg = load_model(str(model), dims={"batch": 1})
+    times = {n: (1e-4 if n.startswith("layer2") else 1e-3) for n in mg.names}
+    other = {n: (1e-3 if n.startswith("layer2") else 1e-4) for n in mg.names}
+    profile = Profile(model_info(mg, model),
+                      {"OV_CPU": DeviceProfile(other, part_cost=1e-6),
+                       "ORT_CPU": DeviceProfile(times, part_cost=1e-6)},
+                      execution=execution)
+    rules = yaml.safe_load(TWO.read_text())
+    rules["affinity"] = {"layer2/*": "ORT_CPU"}          # a split over both runtimes
+    result = hs.solve(model, rules, dims={"batch": 1}, costs=profile, engine="heuristic",
+                      objective=hs.Objective(order=("latency",)))
+    return write_result(result, tmp_path / "out"), model
+
+
+def test_an_answer_records_and_runs_with_its_profiles_execution_settings(tmp_path):
+    from hetero_solve.run.backend import RunOptions
+    recorded = RunOptions(intra_op_threads=1).execution()
+    out, _ = _answer_with_execution(tmp_path, recorded)
+    manifest = yaml.safe_load((out / "partition.json").read_text())
+    assert manifest["execution"] == recorded
+    sess = hs.Session(out)
+    assert sess.options.intra_op_threads == 1 and sess.options.spinning == "stop"
+    assert not sess.warnings
+    devices = [p.location[0] for p in sess.parts]
+    assert {"openvino", "onnxruntime"} <= set(devices)
+    for runner in sess.parts:
+        if runner.location[0] == "onnxruntime":
+            opts = runner.session.get_session_options()
+            assert opts.intra_op_num_threads == 1
+            assert opts.get_session_config_entry("session.force_spinning_stop") == "1"
+        else:
+            assert str(runner.compiled.get_property("PERFORMANCE_HINT")) == "LATENCY"
+            assert int(runner.compiled.get_property("NUM_STREAMS")) == 1
+            assert runner.compiled.get_property("INFERENCE_NUM_THREADS") == 1
+
+
+def test_a_run_with_other_settings_than_the_profiles_is_one_warning_naming_both(tmp_path):
+    from hetero_solve.errors import HeteroSolveWarning
+    from hetero_solve.run.backend import RunOptions
+    out, _ = _answer_with_execution(tmp_path, RunOptions(intra_op_threads=1).execution())
+    with pytest.warns(HeteroSolveWarning) as caught:
+        sess = hs.Session(out, options=RunOptions(intra_op_threads=2, spinning="on"))
+    lines = [str(w.message) for w in caught if "measured with" in str(w.message)]
+    assert len(lines) == 1 and sess.warnings == lines
+    assert "threads 1, spinning stop" in lines[0] and "threads 2, spinning on" in lines[0]
+    # run(threads=...) overrides the answer's, with the same warning; without it, none
+    with pytest.warns(HeteroSolveWarning, match="threads 1; this run uses threads 2"):
+        r = hs.run(out, threads=2)
+    assert r.settings["execution"]["threads"] == 2
+    import warnings as w
+    with w.catch_warnings():
+        w.simplefilter("error", HeteroSolveWarning)
+        assert hs.run(out).settings["execution"]["threads"] == 1
+
+
+def test_an_answer_without_a_profile_records_no_settings_and_warns_of_none(tmp_path):
+    import warnings as w
+    from hetero_solve.errors import HeteroSolveWarning
+    from hetero_solve.run.backend import RunOptions
+    result = hs.solve(EXAMPLES / "resnet_like.onnx", TWO, dims={"batch": 1},
+                      engine="heuristic")
+    out = write_result(result, tmp_path / "out")
+    assert "execution" not in yaml.safe_load((out / "partition.json").read_text())
+    with w.catch_warnings():
+        w.simplefilter("error", HeteroSolveWarning)
+        sess = hs.Session(out, options=RunOptions(intra_op_threads=1))
+    assert sess.options.intra_op_threads == 1

@@ -45,6 +45,19 @@ def test_written_and_read_back(mg, tmp_path):
     assert back.node_time("CPU", mg.names[2]) == pytest.approx(3e-6)
     assert back.node_time("GPU", mg.names[2]) is None
     assert [f.name for f in tmp_path.iterdir()] == ["p.json"]   # no temporary left
+    assert back.execution is None and "execution" not in json.loads(
+        (tmp_path / "p.json").read_text())
+
+
+def test_the_execution_settings_are_written_and_read_back(mg, tmp_path):
+    from hetero_solve.run.backend import RunOptions
+    p = a_profile(mg)
+    p.execution = RunOptions(intra_op_threads=2, spinning="off").execution()
+    write_profile(p, tmp_path / "p.json")
+    back = read_profile(tmp_path / "p.json", mg)
+    assert back.execution == p.execution
+    assert RunOptions.of_execution(back.execution) == RunOptions(intra_op_threads=2,
+                                                                 spinning="off")
 
 
 def test_a_symbolic_dim_matches_any_measured_value(mg, tmp_path):
@@ -77,6 +90,7 @@ def first_node(d):
     (lambda d: d.pop("format"), "not a hetero-solve profile"),
     (lambda d: d.update(version=9), "version 9"),
     (lambda d: d.pop("model"), "model: missing"),
+    (lambda d: d.update(execution=[1]), "execution: expected a mapping of execution settings"),
 ])
 def test_bad_values_are_one_line(mg, tmp_path, change, says):
     path = edit(mg, tmp_path, change)
