@@ -407,8 +407,11 @@ def explain_text(ex: dict, limit: int = 40) -> list[str]:
 
 def memory_text(mem: dict, limit: int = 40) -> list[str]:
     """The memory section in words (from the dict alone)."""
+    own = mem.get("fallback_bound_own_choice")
     lines = [f"memory: {mem['fallback']} node(s) off their preferred device; at least "
-             f"{mem['fallback_bound']} must be (no valid partition keeps more on them)."]
+             f"{mem['fallback_bound']} must be (no valid partition keeps more on them"
+             + (f" under any fold choice; {own} with the answer's, as below" if own else "")
+             + ")."]
     for d in mem["devices"]:
         line = (f"  {d['device']} ({d['instances']} x {format_bytes(d['memory'])}): the "
                 f"{d['preferred_nodes']} node(s) that prefer it need {format_bytes(d['need'])} "
@@ -445,10 +448,17 @@ FOLD_PROOFS = {
 }
 
 
-def with_folds(ex: dict, proven: bool, lower_bound: int) -> dict:
+def with_folds(ex: dict, proven: bool, lower_bound: int,
+               fallback_bound: int | None = None) -> dict:
     """``ex`` for an answer that chose among optional folds: ``lower_bound`` is the bound over
-    every fold choice, and ``folds`` says whether the answer is proven over all of them."""
+    every fold choice (``fallback_bound`` the fallback's, when known), and ``folds`` says
+    whether the answer is proven over all of them."""
     ex = dict(ex)
+    mem = ex.get("memory")
+    if mem and fallback_bound is not None and fallback_bound < mem.get("fallback_bound", 0):
+        # the memory section's figures are the answer's own fold choice's: say which is which
+        ex["memory"] = {**mem, "fallback_bound": fallback_bound,
+                        "fallback_bound_own_choice": mem["fallback_bound"]}
     if lower_bound < ex["lower_bound"]:     # the answer's own problem showed more
         ex.pop("structural_bound", None)
     ex["lower_bound"] = lower_bound

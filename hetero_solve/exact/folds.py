@@ -367,7 +367,8 @@ def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, bud
     sol.stats.setdefault("folds", {}).update(
         proven=proven, relaxed_objective=None if r is None else list(objective_key(rel, r)))
     if sol.stats.get("explain"):
-        sol.stats["explain"] = with_folds(sol.stats["explain"], proven, lb)
+        sol.stats["explain"] = with_folds(sol.stats["explain"], proven, lb,
+                                          (bounds or {}).get("fallback"))
     return sol
 
 
