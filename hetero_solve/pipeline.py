@@ -26,7 +26,7 @@ from .compile import compile_problem, missing_dims, missing_dims_ahead
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .exact import lower_bound, refine as exact_refine, refine_with_folds
-from .exact.explain import answer_claims, explain_text
+from .exact.explain import answer_claims, explain_text, explain_time
 from .exact.folds import relaxed
 from .fitting.bounds import memory_bounds
 from .fitting.devices import device_sets
@@ -423,8 +423,10 @@ def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -
     if alone > found or (alone == found and sol.num_parts == 1):
         return sol
     # a tie keeps the one part (and what was proven of the tied value)
-    return dataclasses.replace(single.solution, lower_bound=sol.lower_bound,
-                               stats=dict(sol.stats),
+    stats = dict(sol.stats)
+    if "time" in stats.get("explain", {}):     # where the time goes: this answer's
+        stats["explain"] = {**stats["explain"], "time": explain_time(problem, single.solution)}
+    return dataclasses.replace(single.solution, lower_bound=sol.lower_bound, stats=stats,
                                status=sol.status if alone == found else "feasible")
 
 

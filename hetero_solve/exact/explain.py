@@ -27,6 +27,9 @@ what its instances hold (and by how much that overflows), which nodes no part on
 the answer, what fills it (its largest constants and boundary tensors); and the nodes moved,
 each with its reason.
 
+Under a cost objective, ``time`` (:func:`explain_time`) says where the answer's time goes, part
+by part, and which chain of parts is critical.
+
 The dict goes into ``partition.json`` as ``"explain"``; ``text`` is what ``hetero-solve explain``
 prints.
 """
@@ -34,9 +37,10 @@ prints.
 from __future__ import annotations
 
 from ..measures import part_memories
+from ..measures.costs import critical_chain, latency_by_part
 from ..problem import Problem
 from ..solution import Solution
-from ..units import format_bytes
+from ..units import format_bytes, format_seconds, instance_label
 from ..fitting.bounds import MemoryBounds, memory_bounds
 from ..fitting.floors import binding_devices, min_part_memory
 from .analysis import device_sets, shared_devices
@@ -403,8 +407,11 @@ def explain_text(ex: dict, limit: int = 40) -> list[str]:
 
 def memory_text(mem: dict, limit: int = 40) -> list[str]:
     """The memory section in words (from the dict alone)."""
+    own = mem.get("fallback_bound_own_choice")
     lines = [f"memory: {mem['fallback']} node(s) off their preferred device; at least "
-             f"{mem['fallback_bound']} must be (no valid partition keeps more on them)."]
+             f"{mem['fallback_bound']} must be (no valid partition keeps more on them"
+             + (f" under any fold choice; {own} with the answer's, as below" if own else "")
+             + ")."]
     for d in mem["devices"]:
         line = (f"  {d['device']} ({d['instances']} x {format_bytes(d['memory'])}): the "
                 f"{d['preferred_nodes']} node(s) that prefer it need {format_bytes(d['need'])} "
@@ -441,10 +448,17 @@ FOLD_PROOFS = {
 }
 
 
-def with_folds(ex: dict, proven: bool, lower_bound: int) -> dict:
+def with_folds(ex: dict, proven: bool, lower_bound: int,
+               fallback_bound: int | None = None) -> dict:
     """``ex`` for an answer that chose among optional folds: ``lower_bound`` is the bound over
-    every fold choice, and ``folds`` says whether the answer is proven over all of them."""
+    every fold choice (``fallback_bound`` the fallback's, when known), and ``folds`` says
+    whether the answer is proven over all of them."""
     ex = dict(ex)
+    mem = ex.get("memory")
+    if mem and fallback_bound is not None and fallback_bound < mem.get("fallback_bound", 0):
+        # the memory section's figures are the answer's own fold choice's: say which is which
+        ex["memory"] = {**mem, "fallback_bound": fallback_bound,
+                        "fallback_bound_own_choice": mem["fallback_bound"]}
     if lower_bound < ex["lower_bound"]:     # the answer's own problem showed more
         ex.pop("structural_bound", None)
     ex["lower_bound"] = lower_bound
@@ -456,6 +470,36 @@ def with_folds(ex: dict, proven: bool, lower_bound: int) -> dict:
         ex["proof"] = None
     ex["text"] = explain_text(ex)
     return ex
+
+
+def explain_time(problem: Problem, solution: Solution) -> dict:
+    """Where an answer's time goes (the ``time`` entry of the explanation under a cost
+    objective, docs/costs.md): per part its device instance, nodes, ``compute``, ``fixed``
+    cost and ``transfer`` (:func:`~hetero_solve.measures.costs.latency_by_part`), and the
+    critical chain of parts (:func:`~hetero_solve.measures.costs.critical_chain`), in the cost
+    model's time unit."""
+    sol = solution
+    spread = latency_by_part(problem, sol.part_of, sol.part_device)
+    sizes = [len(nodes) for nodes in sol.parts()]
+    parts = [{"id": k, "device": instance_label(problem.devices[d].name, sol.part_instance[k],
+                                                problem.devices[d].instances),
+              "nodes": sizes[k], **spread[k]} for k, d in enumerate(sol.part_device)]
+    chain, seconds = critical_chain(problem, sol.part_of, sol.part_device)
+    return {"parts": parts, "critical_chain": {"parts": chain, "seconds": seconds},
+            "one_after_another": sum(sum(s.values()) for s in spread)}
+
+
+def time_text(section: dict) -> list[str]:
+    """:func:`explain_time`'s entry in words (what ``hetero-solve explain`` prints)."""
+    lines = [f"  part {row['id']} on {row['device']}: {row['nodes']} node(s): compute "
+             f"{format_seconds(row['compute'])}, fixed cost {format_seconds(row['fixed'])}, "
+             f"transfers {format_seconds(row['transfer'])}" for row in section["parts"]]
+    chain = section["critical_chain"]
+    if len(section["parts"]) > 1:
+        lines.append(f"critical chain: part {' -> '.join(map(str, chain['parts']))}: "
+                     f"{format_seconds(chain['seconds'])} (parts run one after another: "
+                     f"{format_seconds(section['one_after_another'])})")
+    return lines
 
 
 def with_memory_parts(ex: dict, lower_bound: int) -> dict:

@@ -204,6 +204,12 @@ def relaxed(problem: Problem) -> Problem:
     * what its readers are charged for ``f``'s inputs (the inputs themselves when plain),
       when ``c`` is at least as large as all of that (``Transpose(W)`` beside the ``Gather``
       reading ``W``);
+    * the output or the shared input (``Shape(W)`` with ``W`` also read by a node): when ``f``
+      has one plain input ``W``, no other option reads ``W`` or ``c``, and ``c`` is smaller,
+      ``W`` is split into ``W^`` (as large as ``c``) and the rest: ``W``'s readers read both,
+      ``c``'s readers ``W^``.  A part holding a reader of ``c`` holds ``c`` (folded, or as a
+      tensor from ``f``'s part) or ``W`` (``f`` with it), so at least ``W^``; one that also
+      reads ``W`` holds ``W`` whole, ``W^`` and the rest;
     * otherwise a constant of its own (``c~``, one per option) as large as the least of
       ``f``'s outputs and of what ``f``'s inputs cost that nothing else reads (each a plain
       constant's bytes, or the same least for an option's single output); nothing when that
@@ -222,6 +228,10 @@ def relaxed(problem: Problem) -> Problem:
     readers = _readers(problem, out_of)
     least = _least(opts, out_of, cb, readers)
     repl: dict[int, tuple[int, ...]] = {}
+    option_reads: dict[int, int] = {}
+    for o in opts:
+        for x in o.const_inputs:
+            option_reads[x] = option_reads.get(x, 0) + 1
     for k, o in enumerate(opts):       # graph order: an option's inputs are replaced first
         plain = all(c not in out_of for c in o.const_inputs)
         inputs = sum(cb[c] for c in o.const_inputs)
@@ -235,6 +245,14 @@ def relaxed(problem: Problem) -> Problem:
                 repl[c] = (c,)
             elif cb[c] >= sum(cb[y] for y in held):
                 repl[c] = held
+            elif _shared_input(o, c, out_of, option_reads, readers, cb, repl):
+                w = o.const_inputs[0]
+                part = len(names)              # W^: as large as c, read with W and with c
+                names.append(problem.const_names[w] + "^")
+                cb.append(cb[c])
+                cb[w] -= cb[c]
+                repl[w] = (part, w)
+                repl[c] = (part,)
             elif min(min(cb[x] for x in o.outputs), least[k]) > 0:
                 if own_id is None:
                     own_id = len(names)
@@ -253,6 +271,18 @@ def relaxed(problem: Problem) -> Problem:
     if problem.arrays is not None:
         out.arrays = problem_arrays(out)
     return out
+
+
+def _shared_input(o, c: int, out_of: dict[int, int], option_reads: dict[int, int],
+                  readers: dict[int, int], cb: list[int], repl: dict) -> bool:
+    """Does :func:`relaxed`'s "output or shared input" case apply to option ``o``'s single
+    output ``c``: one plain input ``W``, read by ``o`` alone among the options and by some
+    node, not split yet, larger than ``c``; ``c`` read by no option?"""
+    if len(o.outputs) != 1 or len(o.const_inputs) != 1:
+        return False
+    w = o.const_inputs[0]
+    return (w not in out_of and option_reads.get(w, 0) == 1 and readers.get(w, 0) > 1
+            and w not in repl and option_reads.get(c, 0) == 0 and 0 < cb[c] < cb[w])
 
 
 def _readers(problem: Problem, out_of: dict[int, int]) -> dict[int, int]:
@@ -337,7 +367,8 @@ def over_every_choice(problem: Problem, answered: Problem, sol: Solution, *, bud
     sol.stats.setdefault("folds", {}).update(
         proven=proven, relaxed_objective=None if r is None else list(objective_key(rel, r)))
     if sol.stats.get("explain"):
-        sol.stats["explain"] = with_folds(sol.stats["explain"], proven, lb)
+        sol.stats["explain"] = with_folds(sol.stats["explain"], proven, lb,
+                                          (bounds or {}).get("fallback"))
     return sol
 
 

@@ -160,3 +160,73 @@ def test_a_studys_exact_rows_are_certified_over_every_fold_choice(seed):
     if best[0] == key[0]:
         assert sol.lower_bound <= best[1]
     assert sol.stats.get("bounds", {}).get("fallback", 0) <= best[0]
+
+
+def shared_input_problem(seed: int):
+    """3-6 placed nodes on an ACC (memory-limited) and a CPU; a constant ``W`` read by some
+    nodes and by one option ``f`` (``Shape(W)``-like: its output ``c`` smaller than ``W``),
+    ``c`` read by other nodes: the relaxation's "output or shared input" case."""
+    import random
+    rng = random.Random(seed * 7919 + 11)
+    n = rng.randint(3, 6)
+    edges = [(u, v) for v in range(1, n) for u in range(v) if rng.random() < 0.4]
+    acc = Device("ACC", memory=rng.choice([20, 28, 36]), instances=rng.choice([1, 2]),
+                 enforce_values=rng.random() < 0.5)
+    allowed = [[0, 1] if rng.random() < 0.85 else [1] for _ in range(n)]
+    p = make_problem(n, edges, allowed, [acc, "CPU"],
+                     tensor_bytes=[rng.choice([2, 4, 8]) for _ in range(n)],
+                     const_bytes=[rng.choice([0, 0, 4]) for _ in range(n)])
+    w_bytes, c_bytes = rng.choice([10, 14, 18]), rng.choice([2, 4, 6])
+    W, c = len(p.const_names), len(p.const_names) + 1
+    p.const_names += ["W", "c"]
+    p.const_bytes += [w_bytes, c_bytes]
+    w_readers = [v for v in range(n) if rng.random() < 0.4] or [0]
+    c_readers = [v for v in range(n) if rng.random() < 0.5] or [n - 1]
+    for v in w_readers:
+        p.node_consts[v].append(W)
+    value = []
+    for v in c_readers:
+        p.node_consts[v].append(c)
+        if rng.random() < 0.4:
+            value.append(v)
+    p.fold_options = [FoldOption(100, "f", "Shape", (0, 1) if rng.random() < 0.8 else (1,),
+                                 (W,), (c,), value_readers=tuple(value))]
+    return p
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_the_output_or_the_shared_input_bounds_every_choice(seed):
+    """Issue 37 item 2: ``Shape(W)`` with ``W`` also read by nodes: the relaxation charges
+    ``c``'s readers a part of ``W`` (never more than any fold choice holds), and the answer
+    is never worse than brute force over both choices, optimal only where that agrees."""
+    p = shared_input_problem(seed)
+    rel = relaxed(p)
+    assert any(name.endswith("^") for name in rel.const_names)   # the case applies
+    best = None
+    for ks in choices(p):
+        q, _ = unfold(p, ks)
+        s = brute_force(q)
+        if s is None:
+            continue
+        r = restrict(p, q, s)
+        assert validate(rel, r) == [], f"seed {seed}: choice {ks} not an answer of the relaxation"
+        assert all(a <= b for a, b in zip(objective_key(rel, r), objective_key(q, s)))
+        key = objective_key(q, s)
+        best = key if best is None or key < best else best
+    if best is not None:       # the solver-free fallback bound over every choice
+        from hetero_solve.fitting.bounds import memory_bounds
+        from hetero_solve.fitting.devices import device_sets
+        assert memory_bounds(rel, device_sets(rel, fixed=False)).fallback <= best[0]
+    try:
+        q, sol = refine_with_folds(p, initial_solution(p, budget=Budget.of(work_limit=1)),
+                                   budget=Budget.of(work_limit=1))
+    except InfeasibleError:
+        assert best is None
+        return
+    key = objective_key(q, sol)
+    assert key == best
+    if sol.status == "optimal":
+        assert key == best
+    if best[0] == key[0]:
+        assert sol.lower_bound <= best[1]
+    assert sol.stats.get("bounds", {}).get("fallback", 0) <= best[0]
