@@ -317,11 +317,10 @@ def timed(session: Session, feeds: Mapping[str, Any], warmup: int, repeats: int,
     return statistics.median(seconds)
 
 
-def session_seconds(folder: Path, parts: Sequence[tuple[str, tuple, tuple]], device: str,
-                    runtime: Mapping, feeds: Mapping[str, Any], warmup: int, repeats: int,
-                    options: RunOptions) -> float:
-    """:func:`timed` for a ``Session`` over ``parts`` (file in ``folder``, inputs, outputs;
-    run in order, all on ``device`` with the rule file's ``runtime``)."""
+def tiny_session(folder: Path, parts: Sequence[tuple[str, tuple, tuple]], device: str,
+                 runtime: Mapping, options: RunOptions) -> tuple[Session, list[str]]:
+    """A ``Session`` over ``parts`` (file in ``folder``, inputs, outputs; run in order, all
+    on ``device`` with the rule file's ``runtime``) and its graph inputs."""
     made = {o for _, _, outs in parts for o in outs}
     manifest = {"partitions": [{"id": k, "device": device, "file": file, "inputs": list(ins),
                                 "outputs": list(outs)}
@@ -332,7 +331,7 @@ def session_seconds(folder: Path, parts: Sequence[tuple[str, tuple, tuple]], dev
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         session = Session(folder, manifest=manifest, options=options)
-    return timed(session, {x: feeds[x] for x in manifest["graph_inputs"]}, warmup, repeats)
+    return session, manifest["graph_inputs"]
 
 
 #: Calls of the one- and two-part sessions whose medians give the per-part cost.
@@ -346,13 +345,18 @@ def part_cost(tiny: Path, device: str, runtime: Mapping, options: RunOptions
     and what each further tensor in and out of a part costs (half of what a part passing two
     tensors takes more than one passing one)."""
     x = {"x": np.ones(1, np.float32), "x2": np.ones(1, np.float32)}
-    one = session_seconds(tiny, [("a.onnx", ("x",), ("y",))], device, runtime, x, 10,
-                          PART_REPEATS, options)
-    two = session_seconds(tiny, [("a.onnx", ("x",), ("y",)), ("b.onnx", ("y",), ("z",))],
-                          device, runtime, x, 10, PART_REPEATS, options)
-    wide = session_seconds(tiny, [("c.onnx", ("x", "x2"), ("y", "y2"))], device, runtime, x,
-                           10, PART_REPEATS, options)
-    return max(two - one, 0.0), max((wide - one) / 2, 0.0)
+    shapes = [[("a.onnx", ("x",), ("y",))],
+              [("a.onnx", ("x",), ("y",)), ("b.onnx", ("y",), ("z",))],
+              [("c.onnx", ("x", "x2"), ("y", "y2"))]]
+    sessions = []
+    for parts in shapes:
+        session, inputs = tiny_session(tiny, parts, device, runtime, options)
+        sessions.append((session, {k: x[k] for k in inputs}))
+    # paired rounds (one call of each in turn): a drift of the machine hits all three alike
+    one, two, wide = interleaved(sessions, 10, PART_REPEATS)
+    added = statistics.median(b - a for a, b in zip(one, two))
+    further = statistics.median(c - a for a, c in zip(one, wide)) / 2
+    return max(added, 0.0), max(further, 0.0)
 
 
 def _tiny_parts(folder: str, dynamic: bool) -> Path:
