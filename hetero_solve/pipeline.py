@@ -395,13 +395,27 @@ def replace_answer(result: Result, sol: Solution) -> Result:
 def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -> Solution:
     """``sol``, or the whole model on the best single device when the objective has a cost
     term and ranks that better or equal (docs/costs.md: an answer is never predicted slower
-    than the obvious one; a tie keeps one part).  The kept answer has ``sol``'s bounds and
-    records."""
+    than the obvious one; a tie keeps one part), or, under a latency objective priced with a
+    measured profile, when ``sol`` is predicted faster by less than the profile's noise
+    (``problem.info.noise``: then its latency is no longer claimed proven).  The kept answer
+    has ``sol``'s bounds and records."""
     if single is None or not problem.objective.uses_costs():
         return sol
     key = problem.objective.key
-    alone = key(evaluate(problem, single.solution).as_dict())
+    values = evaluate(problem, single.solution).as_dict()
+    alone = key(values)
     found = key(evaluate(problem, sol).as_dict())
+    if alone > found and problem.info.noise > 0 and "latency" in problem.objective.terms() \
+            and sol.part_device != single.solution.part_device:
+        # a measured profile: a predicted gain within the noise of a run is not one
+        shaded = dict(values, latency=values["latency"] * (1 - problem.info.noise))
+        if key(shaded) <= found:
+            stats = dict(sol.stats)
+            stats["proven"] = [t for t in stats.get("proven", []) if t not in
+                               ("latency", "throughput")]
+            stats["within_noise"] = round(problem.info.noise, 4)
+            return dataclasses.replace(single.solution, lower_bound=sol.lower_bound,
+                                       stats=stats, status="feasible")
     if alone > found or (alone == found and sol.num_parts == 1):
         return sol
     # a tie keeps the one part (and what was proven of the tied value)
