@@ -35,15 +35,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
-
-from pysat.solvers import Solver
+from typing import TYPE_CHECKING, Callable
 
 from ..budget import CLAUSES_PER_SECOND, Budget
 from ..interrupt import run_stoppable
 from ..solution import Solution
 from .cpsat import EngineResult, stage_value
 from .encoding import Encoding, decode, hint_values
+
+if TYPE_CHECKING:
+    from pysat.solvers import Solver
 
 CONFLICTS_PER_SECOND = 10000   # about what Glucose does here on mid-sized models
 PROPAGATIONS_PER_SECOND = 20_000_000   # ... and propagations (Glucose: 10-50 million a second)
@@ -161,14 +162,15 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
           hint: Solution | None = None, budget: Budget | None = None, seed: int = 0,
           progress: Callable[[str], None] | None = None, label: str = "sat") -> EngineResult:
     """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]`` (module doc)
-    within ``budget`` (default: 10 deterministic seconds, no clock), which is charged the
+    within ``budget`` (default: :meth:`~hetero_solve.budget.Budget.default`), which is charged the
     build and the search."""
-    budget = budget if budget is not None else Budget(10.0)
+    budget = budget if budget is not None else Budget.default()
     if budget.out_of_time():        # nothing is built past the deadline
         return EngineResult(None, None, None, False, stats={"skipped": "time limit"})
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
     say = progress or (lambda _m: None)
+    from pysat.solvers import Solver    # the solver imported when used
     solver = Solver(name="g4")
     cnf = _CNF(enc, solver)
     only_parts = set(weights) == {"partitions"}
