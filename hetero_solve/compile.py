@@ -117,6 +117,8 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     problem.costs = _costs(mg, rules, problem, measured)
     if measured is not None and measured.execution:
         problem.info.execution = dict(measured.execution)
+    if measured is not None and measured.noise and problem.costs is not None:
+        problem.info.noise = max(measured.noise.get(d.name, 0.0) for d in rules.devices)
     problem.arrays = problem_arrays(problem)   # large models are measured with numpy
     return problem
 

@@ -208,6 +208,14 @@ def restore_interrupts(previous) -> None:
                       if previous is _interrupted_while_importing else previous)
 
 
+def interrupt_taken() -> bool:
+    """The command took its Ctrl-C (:func:`take_interrupts`).  The ``KeyboardInterrupt`` may
+    surface as another exception: one raised inside a native module's import (a lazy ``import
+    onnxruntime``) comes out as ``ImportError: initialization failed``; ``main()`` reports
+    whatever follows a taken Ctrl-C as the interruption it is."""
+    return _taken
+
+
 def exit_interrupted(say: Callable[[], None]) -> None:
     """End the command after Ctrl-C: no further SIGINT, ``say()`` (the one line), then exit
     code 130.  The command's process ends at once after flushing (``os._exit``): an
@@ -231,4 +239,5 @@ def exit_interrupted(say: Callable[[], None]) -> None:
 
 
 __all__ = ["run_stoppable", "interrupts_deferred", "guard_imports", "release_imports",
-           "take_interrupts", "restore_interrupts", "exit_interrupted", "INTERRUPTED"]
+           "take_interrupts", "restore_interrupts", "interrupt_taken", "exit_interrupted",
+           "INTERRUPTED"]

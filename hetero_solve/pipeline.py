@@ -26,7 +26,7 @@ from .compile import compile_problem, missing_dims, missing_dims_ahead
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
 from .exact import lower_bound, refine as exact_refine, refine_with_folds
-from .exact.explain import answer_claims, explain_text
+from .exact.explain import answer_claims, explain_text, explain_time
 from .exact.folds import relaxed
 from .fitting.bounds import memory_bounds
 from .fitting.devices import device_sets
@@ -399,18 +399,34 @@ def replace_answer(result: Result, sol: Solution) -> Result:
 def never_slower(problem: Problem, sol: Solution, single: SingleDevice | None) -> Solution:
     """``sol``, or the whole model on the best single device when the objective has a cost
     term and ranks that better or equal (docs/costs.md: an answer is never predicted slower
-    than the obvious one; a tie keeps one part).  The kept answer has ``sol``'s bounds and
-    records."""
+    than the obvious one; a tie keeps one part), or, under a latency objective priced with a
+    measured profile, when ``sol`` is predicted faster by less than the profile's noise
+    (``problem.info.noise``: then its latency is no longer claimed proven).  The kept answer
+    has ``sol``'s bounds and records."""
     if single is None or not problem.objective.uses_costs():
         return sol
     key = problem.objective.key
-    alone = key(evaluate(problem, single.solution).as_dict())
+    values = evaluate(problem, single.solution).as_dict()
+    alone = key(values)
     found = key(evaluate(problem, sol).as_dict())
+    if alone > found and problem.info.noise > 0 and "latency" in problem.objective.terms() \
+            and sol.part_device != single.solution.part_device:
+        # a measured profile: a predicted gain within the noise of a run is not one
+        shaded = dict(values, latency=values["latency"] * (1 - problem.info.noise))
+        if key(shaded) <= found:
+            stats = dict(sol.stats)
+            stats["proven"] = [t for t in stats.get("proven", []) if t not in
+                               ("latency", "throughput")]
+            stats["within_noise"] = round(problem.info.noise, 4)
+            return dataclasses.replace(single.solution, lower_bound=sol.lower_bound,
+                                       stats=stats, status="feasible")
     if alone > found or (alone == found and sol.num_parts == 1):
         return sol
     # a tie keeps the one part (and what was proven of the tied value)
-    return dataclasses.replace(single.solution, lower_bound=sol.lower_bound,
-                               stats=dict(sol.stats),
+    stats = dict(sol.stats)
+    if "time" in stats.get("explain", {}):     # where the time goes: this answer's
+        stats["explain"] = {**stats["explain"], "time": explain_time(problem, single.solution)}
+    return dataclasses.replace(single.solution, lower_bound=sol.lower_bound, stats=stats,
                                status=sol.status if alone == found else "feasible")
 
 

@@ -270,6 +270,11 @@ class ProblemInfo:
     execution : dict or None
         The execution settings the measured times were taken with (a profile's), which
         ``partition.json`` records and ``run`` applies; ``None`` without a profile.
+    noise : float
+        How far a measured device's whole-model run moves, relative (a profile's largest
+        ``DeviceProfile.noise``): a split is kept over the best single device only when
+        predicted faster by more than this (:func:`hetero_solve.pipeline.never_slower`);
+        0 without a profile.
     """
 
     folded: list[int] = field(default_factory=list)
@@ -281,6 +286,7 @@ class ProblemInfo:
     format: str | None = None
     open_sizes: list[str] = field(default_factory=list)
     execution: dict | None = None
+    noise: float = 0.0
 
 
 @dataclass

@@ -1,10 +1,6 @@
 """What if a device took (or refused) an op: the answer before and after, each after a real
 re-solve (:func:`~hetero_solve.pipeline.vary`), and the refused op types ranked by what
 supporting them would save (docs/costs.md, "What if").
-
-Also the critical chain of an answer: the longest chain of part times through the parts'
-dependency graph (what the latency would be if parts that do not depend on each other ran at
-the same time; ``run`` runs them one after another).
 """
 
 from __future__ import annotations
@@ -13,7 +9,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from .measures.costs import latency_by_part
 from .pipeline import Prepared, Result, solve_prepared, vary
 from .rules.change import Change
 from .rules.conditions import SupportChecker, op_refusal
@@ -21,7 +16,7 @@ from .rules.ops import rule_op_name
 
 Progress = Callable[[str], None]
 
-__all__ = ["Outcome", "outcome", "what_if", "refused_changes", "rank_changes", "critical_chain"]
+__all__ = ["Outcome", "outcome", "what_if", "refused_changes", "rank_changes"]
 
 
 @dataclass(frozen=True)
@@ -126,43 +121,3 @@ def rank_changes(prepared: Prepared, before: Outcome, *, top: int = 5, engine: s
             _resolve(varied, engine=engine, time_limit=time_limit, seed=seed))))
     ranked.sort(key=lambda r: (r.after.key, str(r.change)))
     return ranked[:top], len(ranked)
-
-
-def critical_chain(result: Result) -> tuple[list[int], float]:
-    """The parts of the longest chain of part times (compute, fixed cost, transfers) through
-    the parts' dependency graph, and its time in seconds; ``([], 0.0)`` without a cost model.
-
-    Parts that no chain connects could run at the same time on different devices; the chain
-    is then a lower bound on one inference (``run`` runs parts one after another: the latency
-    is every part's time added up)."""
-    p, sol = result.problem, result.solution
-    if p.costs is None or not sol.part_device:
-        return [], 0.0
-    times = [sum(row.values()) for row in latency_by_part(p, sol.part_of, sol.part_device)]
-    k = len(times)
-    after: list[set[int]] = [set() for _ in range(k)]
-    for u, succ in enumerate(p.succ):
-        for v in succ:
-            if sol.part_of[u] != sol.part_of[v]:
-                after[sol.part_of[u]].add(sol.part_of[v])
-    indegree = [0] * k
-    for q in range(k):
-        for r in after[q]:
-            indegree[r] += 1
-    order = [q for q in range(k) if indegree[q] == 0]
-    for q in order:                      # Kahn's order: the parts' DAG
-        for r in sorted(after[q]):
-            indegree[r] -= 1
-            if indegree[r] == 0:
-                order.append(r)
-    best = list(times)
-    came = [-1] * k
-    for q in order:
-        for r in after[q]:
-            if best[q] + times[r] > best[r]:
-                best[r], came[r] = best[q] + times[r], q
-    end = max(range(k), key=lambda q: (best[q], -q))
-    chain = [end]
-    while came[chain[-1]] >= 0:
-        chain.append(came[chain[-1]])
-    return chain[::-1], best[end]

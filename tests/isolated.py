@@ -135,3 +135,40 @@ def console_script(argv: list[str], *, cwd: str | os.PathLike | None = None,
 
 def can_drop_privileges() -> bool:
     return hasattr(os, "setuid") and os.geteuid() == 0
+
+
+def in_child(fn, *args, timeout: float = 120.0, **kwargs):
+    """``fn(*args, **kwargs)`` in a forked child, its return value (picklable) back: for a test
+    whose library leaves process-wide state behind (Dask's event-loop threads, which keep
+    :func:`hetero_solve.model.parallel.fork_pays` false for every later test).  An exception in
+    the child fails the caller with the child's traceback."""
+    import pickle
+    from support.tiers import note_child
+    note_child()
+    read, write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            payload = ("ok", fn(*args, **kwargs))
+        except BaseException:  # noqa: BLE001 -- reported to the parent
+            payload = ("error", traceback.format_exc())
+        try:
+            data = pickle.dumps(payload)
+        except Exception:  # noqa: BLE001
+            data = pickle.dumps(("error", traceback.format_exc()))
+        with os.fdopen(write, "wb") as f:
+            f.write(data)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    code = _wait(pid, timeout)
+    if code == HANG:
+        raise AssertionError(f"{fn.__name__} still ran after {timeout} s in its child")
+    kind, value = pickle.loads(data) if data else ("error", f"the child died: exit {code}")
+    if kind == "error":
+        raise AssertionError(f"in the child:\n{value}")
+    return value

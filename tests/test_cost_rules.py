@@ -406,7 +406,8 @@ def test_explain_under_a_latency_objective_says_where_the_time_goes(tmp_path):
     out = _cli("explain", model, rules, "--objective", "latency", "--work-limit", "1", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert [p["device"] for p in data["parts"]] == ["NPU", "CPU", "NPU"]
+    assert [p["device"] for p in data["time"]["parts"]] == ["NPU", "CPU", "NPU"]
+    assert data["parts"] == 3 and data["status"] and data["objective_spec"]
     assert data["single_device"]["device"] == "CPU"
     assert data["objective"]["latency"] < data["single_device"]["latency"]
 

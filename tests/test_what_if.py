@@ -25,7 +25,8 @@ import hetero_solve as hs
 from hetero_solve.pipeline import prepare, solve_prepared, vary
 from hetero_solve.problem import Objective
 from hetero_solve.rules.change import Change, apply_change, parse_change
-from hetero_solve.what_if import critical_chain, outcome, rank_changes, refused_changes
+from hetero_solve.measures.costs import critical_chain
+from hetero_solve.what_if import outcome, rank_changes, refused_changes
 
 C = 4
 
@@ -159,10 +160,11 @@ def test_apply_change_is_what_the_edited_file_loads_as():
 def test_the_critical_chain_of_a_chain_of_parts_is_every_part():
     r = hs.solve(_model(), _rules(True), objective=Objective(order=("fallback", "latency")),
                  time_limit=5)
-    chain, seconds = critical_chain(r)
+    chain, seconds = critical_chain(r.problem, r.solution.part_of, r.solution.part_device)
     assert chain == list(range(r.metrics.partitions)) and len(chain) == 6
     assert seconds == pytest.approx(r.metrics.latency)
-    assert critical_chain(hs.solve(_model(), _rules(), time_limit=5)) == ([], 0.0)
+    assert r.explanation["time"]["critical_chain"] == {"parts": chain, "seconds": seconds}
+    assert "time" not in hs.solve(_model(), _rules(), time_limit=5).explanation
 
 
 # -- the command line --------------------------------------------------------------------------
@@ -199,7 +201,7 @@ def test_explain_what_if_and_rank_on_the_command_line(files, tmp_path):
     assert [b["change"] for b in best] == ["NPU+=Pad", "NPU+=Softmax"]
     assert best[0]["saves"]["latency"] == pytest.approx(
         w["before"]["latency"] - again.metrics.latency)
-    assert data["critical_chain"]["parts"] == list(range(6))
+    assert data["time"]["critical_chain"]["parts"] == list(range(6))
     text = _cli("explain", model, rules, "--objective", "fallback,latency", "-t", "5",
                 "--what-if", "NPU+=Pad", "--rank", "1")
     assert text.returncode == 0, text.stderr

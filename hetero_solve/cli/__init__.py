@@ -20,7 +20,8 @@ from typer.core import TyperGroup
 
 from ..errors import HeteroSolveError, one_line
 from ..filekind import content_kind, looks_like_json
-from ..interrupt import exit_interrupted, release_imports, restore_interrupts, take_interrupts
+from ..interrupt import (exit_interrupted, interrupt_taken, release_imports, restore_interrupts,
+                         take_interrupts)
 from .common import err_console
 
 
@@ -189,6 +190,8 @@ def _interrupted(debug: bool) -> None:
 
 
 def _internal(e: BaseException, debug: bool) -> None:
+    if interrupt_taken():   # the Ctrl-C, surfacing as another error (a native module's import)
+        _interrupted(debug)
     kind = type(e).__name__
     what = one_line(e, 300) or "(no message)"
     hint = "" if debug else " (run again with --debug for the traceback)"

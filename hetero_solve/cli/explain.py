@@ -9,12 +9,11 @@ from typing import List, Optional
 import typer
 
 from ..engines import ENGINES, EXACT_ENGINES
-from ..exact.explain import explain_text
-from ..measures.costs import latency_by_part
-from ..units import format_seconds, instance_label
+from ..exact.explain import claims_text, explain_text, time_text
+from ..units import format_seconds
 from ..pipeline import prepare, solve, solve_prepared
 from ..rules.change import parse_change
-from ..what_if import critical_chain, outcome, rank_changes, what_if
+from ..what_if import outcome, rank_changes, what_if
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
                      limits, objective_option, out_console, parse_dims, parse_objective,
@@ -95,10 +94,6 @@ def explain_command(
                 result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
                                time_limit=time_limit, work_limit=work_limit, seed=seed,
                                progress=say, objective=goal, costs=costs)
-    if result.problem.objective.uses_costs():
-        warned.show(result.warnings)
-        _explain_time(result, as_json, varied)
-        return
     ex = result.explanation
     if ex is None:
         raise UsageError("no explanation: the exact solver is not available in this build")
@@ -106,17 +101,34 @@ def explain_command(
     said = [entry.text() for entry in missing]   # printed below, not as warnings
     warned.show(result.warnings, skip=said)
     if as_json:
-        data = {**ex, "missing_dims": [dataclasses.asdict(m) for m in missing]} if missing else ex
-        print_json({**data, **varied} if varied else data)
+        print_json(_as_json(result, ex, varied))
         return
-    m, sol = result.metrics, result.solution
-    out_console.print(f"{Path(result.model_graph.path).name}: {m.partitions} part(s), "
-                      f"status {sol.status}, lower bound {sol.lower_bound}", markup=False)
-    for line in said:
-        out_console.print(line, markup=False, soft_wrap=True)
-    for line in explain_text(ex, limit):
+    m, sol, p = result.metrics, result.solution, result.problem
+    head = f"{Path(result.model_graph.path).name}: {m.partitions} part(s), status {sol.status}"
+    if "time" in ex:
+        out_console.print(f"{head}, objective {p.objective.describe()}", markup=False)
+        claimed = [claims_text(ex["claims"]) + "."] if ex.get("claims") else []
+        lines = [*said, *claimed, predicted_line(result), *time_text(ex["time"])]
+    else:
+        out_console.print(f"{head}, lower bound {sol.lower_bound}", markup=False)
+        lines = [*said, *explain_text(ex, limit)]
+    for line in lines:
         out_console.print(line, markup=False, soft_wrap=True)
     _print_what_if(varied)
+
+
+def _as_json(result, ex: dict, varied: dict | None) -> dict:
+    """``explain --json``: the answer's status and objective, then the explanation as
+    ``partition.json``'s ``explain`` holds it (under a cost objective with ``time``: where the
+    time goes), the dims without a value, and the what-if answers when asked."""
+    p, m = result.problem, result.metrics
+    head = {"status": result.solution.status, "objective": m.as_dict(),
+            "objective_spec": p.objective.describe()}
+    if result.single_device is not None:
+        head["single_device"] = result.single_device.as_dict(p)
+    missing = p.info.missing_dims
+    tail = {"missing_dims": [dataclasses.asdict(e) for e in missing]} if missing else {}
+    return {**head, **ex, **tail, **(varied or {})}
 
 
 def _what_if(prepared, result, changes, rank, *, engine, time_limit, work_limit,
@@ -171,38 +183,3 @@ def _print_what_if(varied: dict | None) -> None:
                          f"{_outcome_text(row['after'])}")
     for line in lines:
         out_console.print(line, markup=False, soft_wrap=True)
-
-
-def _explain_time(result, as_json: bool, varied: dict | None = None) -> None:
-    """Under a cost objective: the predicted time, the best single device's, and where the
-    time goes part by part (compute, fixed cost, transfers; docs/costs.md), and the critical
-    chain (:func:`~hetero_solve.what_if.critical_chain`)."""
-    p, sol, m = result.problem, result.solution, result.metrics
-    spread = latency_by_part(p, sol.part_of, sol.part_device)
-    sizes = [len(nodes) for nodes in sol.parts()]
-    parts = [{"id": k, "device": instance_label(p.devices[d].name, sol.part_instance[k],
-                                                p.devices[d].instances),
-              "nodes": sizes[k], **spread[k]} for k, d in enumerate(sol.part_device)]
-    chain, chain_time = critical_chain(result)
-    if as_json:
-        single = result.single_device
-        print_json({"status": sol.status, "objective": m.as_dict(),
-                    "objective_spec": p.objective.describe(),
-                    "single_device": None if single is None else single.as_dict(p),
-                    "parts": parts, "critical_chain": {"parts": chain, "seconds": chain_time},
-                    **(varied or {})})
-        return
-    out_console.print(f"{Path(result.model_graph.path).name}: {m.partitions} part(s), status "
-                      f"{sol.status}, objective {p.objective.describe()}", markup=False)
-    out_console.print(predicted_line(result), markup=False, soft_wrap=True)
-    for row in parts:
-        out_console.print(f"  part {row['id']} on {row['device']}: {row['nodes']} node(s): "
-                          f"compute {format_seconds(row['compute'])}, fixed cost "
-                          f"{format_seconds(row['fixed'])}, transfers "
-                          f"{format_seconds(row['transfer'])}", markup=False, soft_wrap=True)
-    if len(parts) > 1:
-        out_console.print(f"critical chain: part {' -> '.join(map(str, chain))}: "
-                          f"{format_seconds(chain_time)} (parts run one after another: "
-                          f"{format_seconds(sum(sum(s.values()) for s in spread))})",
-                          markup=False, soft_wrap=True)
-    _print_what_if(varied)

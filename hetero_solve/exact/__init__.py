@@ -11,10 +11,11 @@
 How it is built (docs/ARCHITECTURE.md, "Exact refinement"): :class:`.search.Search` is the
 shared context (budget, best answer so far, device sets and bounds computed once); one module
 per stage in :mod:`.stages` (``fallback``, ``partitions``, ``transfer``, ``weighted``,
-``costs``), each
-returning a :class:`.search.StageRecord` of what it tried, proved and found; :mod:`.runner`
-chooses the engines and solves a stage's model with them; :mod:`.report` derives the status,
-the bounds and the explanation from the records.
+``costs``), run by one loop, each given its :class:`.search.Task` (weights, caps, its child of
+the budget) and returning a :class:`.search.StageRecord` of what it tried, proved and found;
+:mod:`.runner` is the one model runner (one protocol for the ordinal and the slot model, one
+size guard, the neighbourhood search, the engines); :mod:`.report` derives the status, the
+bounds and the explanation from the records.
 
 For each stage, cheapest first: a lower bound that the answer already meets (no solver at all,
 :mod:`.bounds`); for the number of parts when memory cannot bind, the exact search over device

@@ -35,6 +35,7 @@ def stage_term(model, name: str) -> Term:
     if name == "transfer":
         pairs = [(p.tensor_bytes[t], model.enter(t, j)) for t, u in enumerate(p.tensor_producer)
                  if u >= 0 and p.tensor_bytes[t] for j in range(model.K)]
+        pairs = [(c, x) for c, x in pairs if x is not model._zero]   # outside every window
         return Term([c for c, _ in pairs], [x for _, x in pairs], False)
     if name == "latency":
         return _latency(model)
@@ -43,7 +44,10 @@ def stage_term(model, name: str) -> Term:
     raise ValueError(f"unknown objective term {name!r}")
 
 def _add(model, term: Term, t: float, var) -> None:
-    """``term += t * var``, scaled; one coefficient per variable."""
+    """``term += t * var``, scaled; one coefficient per variable (none for a slot outside
+    every window: the constant 0)."""
+    if var is model._zero:
+        return
     c = scaled(model, t)
     if c:
         k = term.where.get(var.Index())
@@ -81,11 +85,14 @@ def _latency(model) -> Term:
                 if cross is None:
                     cross = m.NewBoolVar("")
                     for j in range(K):
-                        m.AddImplication(model.enter(t, j), cross)
+                        if model.may_enter(t, j):
+                            m.AddImplication(model.enter(t, j), cross)
                 out = m.NewBoolVar("")
                 m.Add(out >= cross + model.dv(u, d) - 1)
                 _add(model, term, tau, out)
             for j in range(K):                          # read in by each part on d
+                if not model.may_enter(t, j):
+                    continue
                 on_d = [x for g, x in model.b[j].items() if model.G[g][0] == d]
                 lit = m.NewBoolVar("")
                 m.Add(lit >= model.enter(t, j) + sum(on_d) - 1)
@@ -118,8 +125,11 @@ def _stage_loads(model, top) -> tuple[int, int]:
 def sent(model, t: int, j: int):
     """A literal bounded from below: tensor ``t`` is made in slot ``j`` and read in another
     (graph outputs aside: the transfer out of :mod:`hetero_solve.measures.costs`)."""
+    u = model.p.tensor_producer[t]
+    if not model.free(u, j):
+        return model.zero
+
     def build(lit):
-        u = model.p.tensor_producer[t]
         for r in model.p.tensor_consumers[t]:
             model.m.Add(lit >= model.x[u][j] - model.x[r][j])
     return model.literal(("sent", t, j), build)

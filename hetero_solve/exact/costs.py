@@ -37,11 +37,16 @@ are built afterwards (any assignment is the instances of an acyclic partition).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
+from ..budget import Budget
 from ..fitting.floors import binding_devices, slot_items
+from ..nodemap import NodeMap
 from ..problem import COST_TERMS, Problem
 from ..solution import Solution, normalize
-from .cost_terms import TOTAL_BITS, stage_term
+from . import cpsat
+from .cpsat import EngineResult
+from .cost_terms import TOTAL_BITS, Term, stage_term
 
 MAX_SLOTS = 64          # K = n up to here (complete); beyond, a bounded search
 
@@ -62,9 +67,13 @@ class CostModelCP:
     """The CP-SAT model of module doc for one problem and ``K`` slots (``K = 0``: no slots,
     instance assignment only)."""
 
-    def __init__(self, problem: Problem, K: int):
+    def __init__(self, problem: Problem, K: int, window: tuple[list[int], list[int]] | None = None):
         from ortools.sat.python import cp_model
         self.p, self.K, self.m = problem, K, cp_model.CpModel()
+        # each node's slots: lo[v] .. hi[v] (all of them, or a neighbourhood: :class:`Slots`)
+        self.lo, self.hi = window if window is not None else ([0] * problem.n,
+                                                              [K - 1] * problem.n)
+        self._zero = None
         self.c = problem.costs
         self.scale = choose_scale(problem)
         # Contiguous stages: a slot is a device instance, so a slot needs only a device (the
@@ -74,10 +83,48 @@ class CostModelCP:
         self.G = ([(d, 0) for d in range(len(problem.devices))] if self.stages else
                   [(d, i) for d, dev in enumerate(problem.devices) for i in range(dev.instances)])
         self.lits: dict = {}     # derived literals made once, by key (enter, leave, sent)
+        self.objective, self.timed, self.rounded = None, False, 0   # (:meth:`minimize`)
         self._nodes()
         if K:
             self._slots()
         self._memory()
+
+    # -- the protocol of the runner's models (.runner) ---------------------------------------
+    @staticmethod
+    def estimate(problem: Problem, K: int, width: float | None = None) -> int:
+        """About how many literals the model of ``problem`` with ``K`` slots makes (each node
+        free in ``width`` of them on average: all by default)."""
+        G = sum(d.instances for d in problem.devices)
+        k = max(K, 1) if width is None else max(width, 1)
+        edges = sum(len(s) for s in problem.succ)
+        return problem.n * (G + 2 * k) + edges * k + len(problem.tensor_bytes) * k * (2 + G)
+
+    def term(self, name: str) -> Term:
+        """One objective term as an expression of the model (:mod:`.cost_terms`)."""
+        return stage_term(self, name)
+
+    def cap(self, name: str, value: int) -> None:
+        """``term <= value`` (a counting term of an earlier stage)."""
+        x = self.term(name)
+        self.m.Add(sum(a * v for a, v in zip(x.coefs, x.variables)) <= value)
+
+    def minimize(self, weights: dict[str, int]) -> None:
+        """Minimise ``Σ weight * term`` (:func:`cost_objective`); :meth:`cap_objective` caps
+        it afterwards, ``timed`` and ``rounded`` say how it was scaled."""
+        self.objective, self.timed, self.rounded = cost_objective(self, weights)
+        self.m.Minimize(self.objective)
+
+    def cap_objective(self, value: int) -> None:
+        """The last objective at most ``value`` (model units) from now on."""
+        self.m.Add(self.objective <= value)
+
+    def hint(self, sol: Solution) -> bool:
+        """:func:`hint`."""
+        return hint(self, sol)
+
+    def decode(self, solver) -> Solution:
+        """:func:`answer`."""
+        return answer(self, solver)
 
     # -- variables and structure -----------------------------------------------------------
     def _nodes(self) -> None:
@@ -108,21 +155,37 @@ class CostModelCP:
         if not self.K:
             self._break_symmetry()
 
+    @property
+    def zero(self):
+        """The constant 0 (a slot outside a node's window), made when first needed."""
+        if self._zero is None:
+            self._zero = self.m.NewConstant(0)
+        return self._zero
+
+    def free(self, v: int, j: int) -> bool:
+        """Node ``v`` may be in slot ``j`` (inside its window)."""
+        return self.lo[v] <= j <= self.hi[v]
+
     def dv(self, v: int, d: int):
         """Node ``v`` on device ``d``: an expression (0 or 1)."""
         return sum(x for g, x in self.ni[v].items() if self.G[g][0] == d)
 
     def _slots(self) -> None:
         p, m, K = self.p, self.m, self.K
-        one = m.NewConstant(1)
+        one = self.one = m.NewConstant(1)
         self.ge = [None] * p.n
         self.x = [None] * p.n
         for v in range(p.n):
-            ge = self.ge[v] = [one] + [m.NewBoolVar("") for _ in range(K - 1)]
-            for j in range(1, K - 1):
+            lo, hi = self.lo[v], self.hi[v]
+            ge = self.ge[v] = [one] + [one if j <= lo else self.zero if j > hi else
+                                       m.NewBoolVar("") for j in range(1, K)]
+            for j in range(max(1, lo + 1), min(K - 1, hi)):
                 m.AddImplication(ge[j + 1], ge[j])
             xs = []
             for j in range(K):
+                if not lo <= j <= hi:
+                    xs.append(self.zero)
+                    continue
                 xj = m.NewBoolVar("")
                 m.Add(xj == ge[j] - (ge[j + 1] if j + 1 < K else 0))
                 xs.append(xj)
@@ -130,16 +193,16 @@ class CostModelCP:
         for u in range(p.n):
             for v in p.succ[u]:
                 for j in range(1, K):
-                    m.AddImplication(self.ge[u][j], self.ge[v][j])
+                    self._imply(self.ge[u][j], self.ge[v][j])
         self.b = [{g: m.NewBoolVar("") for g in range(len(self.G))} for _ in range(K)]
         self.used = [m.NewBoolVar("") for _ in range(K)]
         for j in range(K):
             m.Add(sum(self.b[j].values()) == self.used[j])
-            m.Add(sum(self.x[v][j] for v in range(p.n)) >= self.used[j])
+            m.Add(sum(self.x[v][j] for v in range(p.n) if self.free(v, j)) >= self.used[j])
             if j + 1 < K:
                 m.AddImplication(self.used[j + 1], self.used[j])
         for v in range(p.n):
-            for j in range(K):
+            for j in range(self.lo[v], self.hi[v] + 1):
                 m.AddBoolOr([self.x[v][j].Not()] + [self.b[j][g] for g in self.ni[v]])
                 for g, lit in self.ni[v].items():
                     m.AddBoolOr([self.x[v][j].Not(), self.b[j][g].Not(), lit])
@@ -157,9 +220,11 @@ class CostModelCP:
             on = m.NewBoolVar("")
             m.Add(sum(self.ni[v][g] for g in enforcing) == on)
             for u in us:
-                m.AddImplication(self.ge[u][K - 1], on.Not()) if K else None
+                if K and self.ge[u][K - 1] is not self._zero:
+                    m.AddImplication(self.ge[u][K - 1], on.Not())
                 for j in range(K - 1):
-                    m.AddBoolOr([self.ge[u][j].Not(), self.ge[v][j + 1], on.Not()])
+                    if self.ge[u][j] is not self._zero and self.ge[v][j + 1] is not self.one:
+                        m.AddBoolOr([self.ge[u][j].Not(), self.ge[v][j + 1], on.Not()])
 
     def _break_symmetry(self) -> None:
         """Without slots, identical instances of a device are interchangeable: number them
@@ -201,6 +266,8 @@ class CostModelCP:
         for j in range(K):     # the items of floors.slot_items, each once per slot
             lits: dict = {}
             for v in range(p.n):
+                if not self.free(v, j):
+                    continue
                 for kind, i, nbytes in items[v]:
                     if not nbytes:
                         continue
@@ -212,7 +279,8 @@ class CostModelCP:
                         m.AddImplication(self.x[v][j], lits[key])
                     elif key not in lits:
                         lits[key] = self.enter(i, j) if kind == "in" else self.leave(i, j)
-                        terms[j].append((nbytes, lits[key]))
+                        if lits[key] is not self._zero:
+                            terms[j].append((nbytes, lits[key]))
         for d in limited:
             cap = p.devices[d].memory
             for g, (dd, _) in enumerate(self.G):
@@ -229,21 +297,34 @@ class CostModelCP:
                 else:
                     m.Add(sum(loads) <= cap)
 
+    def may_enter(self, t: int, j: int) -> bool:
+        """Some reader of tensor ``t`` may be in slot ``j`` (or it has none): :meth:`enter`
+        is a literal, not the constant 0."""
+        consumers = self.p.tensor_consumers[t]
+        return not consumers or any(self.free(c, j) for c in consumers)
+
     def enter(self, t: int, j: int):
         """A literal bounded from below: tensor ``t`` is read in slot ``j`` and made elsewhere
-        (or is a graph input)."""
+        (or is a graph input); :attr:`zero` when no reader may be in slot ``j``."""
+        if not self.may_enter(t, j):
+            return self.zero
+        readers = [c for c in self.p.tensor_consumers[t] if self.free(c, j)]
+
         def build(lit):
             u = self.p.tensor_producer[t]
-            for c in self.p.tensor_consumers[t]:
+            for c in readers:
                 self.m.Add(lit >= self.x[c][j] - (self.x[u][j] if u >= 0 else 0))
         return self.literal(("in", t, j), build)
 
     def leave(self, t: int, j: int):
         """A literal bounded from below: tensor ``t`` is made in slot ``j`` and read elsewhere
-        (or is a graph output)."""
+        (or is a graph output); :attr:`zero` when its producer may not be in slot ``j``."""
+        u = self.p.tensor_producer[t]
+        if u >= 0 and not self.free(u, j):
+            return self.zero
+
         def build(lit):
             p, m = self.p, self.m
-            u = p.tensor_producer[t]
             if u >= 0:
                 for c in p.tensor_consumers[t]:
                     m.Add(lit >= self.x[u][j] - self.x[c][j])
@@ -252,6 +333,17 @@ class CostModelCP:
             else:
                 m.Add(lit == 0)
         return self.literal(("out", t, j), build)
+
+    def _imply(self, a, b) -> None:
+        """``a -> b``, either side possibly a constant of a window."""
+        if a is self._zero or b is self.one:
+            return
+        if b is self._zero:
+            self.m.Add(a == 0)
+        elif a is self.one:
+            self.m.Add(b == 1)
+        else:
+            self.m.AddImplication(a, b)
 
     def literal(self, key: tuple, build):
         """The derived literal ``key``, made (and bounded by ``build(lit)``) the first time."""
@@ -282,7 +374,8 @@ def hint(model, sol: Solution) -> bool:
                 m.AddHint(lit, g == here)
         if model.K:
             for j in range(1, model.K):
-                m.AddHint(model.ge[v][j], q >= j)
+                if model.free(v, j) and j > model.lo[v]:
+                    m.AddHint(model.ge[v][j], q >= j)
     for j in range(model.K):
         here = g_of[(sol.part_device[j], sol.part_instance[j])] if j < sol.num_parts else -1
         for g, lit in model.b[j].items():
@@ -363,3 +456,92 @@ def simple_bound(problem: Problem, term: str) -> float | None:
         return sum(cheapest) + min((c.part_cost[d] for d in used), default=0.0)
     slots = sum(d.instances for d in problem.devices)
     return max(max(cheapest, default=0.0), sum(cheapest) / slots)
+
+
+LITERALS_PER_SECOND = 10_000   # literals built per deterministic second (charged to the budget)
+
+
+@dataclass
+class Slots:
+    """The plan of the slot model (:class:`CostModelCP`) the cost stages share, for the
+    runner (:mod:`.runner`): ``problem`` (colocation groups merged for contiguous stages:
+    ``nmap`` maps it back), ``K`` slots (``complete``: enough for every answer), the counting
+    terms of the stages before it capped (``caps``).  Built once, by the first stage that runs
+    it; each stage then minimises its term on it and caps it for the next."""
+
+    problem: Problem
+    nmap: NodeMap | None
+    K: int
+    complete: bool
+    caps: dict[str, int] = field(default_factory=dict)
+    engines: tuple[str, ...] = ("cpsat",)
+    model: CostModelCP | None = None
+    tried: bool = False             # a stage asked for the model (built or refused)
+    window: tuple[list[int], list[int]] | None = None   # each node's slots, when narrowed
+    restricted: bool = False        # a neighbourhood: improves, proves nothing
+
+    def size(self, terms=()) -> int:
+        if self.window is None:
+            return CostModelCP.estimate(self.problem, self.K)
+        lo, hi = self.window
+        width = sum(h - low + 1 for low, h in zip(lo, hi)) / max(1, self.problem.n)
+        return CostModelCP.estimate(self.problem, self.K, width)
+
+    def near(self, hint: Solution | None, terms, limit: int) -> tuple[Slots, int] | None:
+        """The model shared by the stages narrowed to a neighbourhood of ``hint``: each node
+        within ``delta`` slots of its part (the widest that fits ``limit``).  It narrows
+        itself, so every later stage searches the same neighbourhood, and proves nothing."""
+        n, K = self.problem.n, self.K
+        if hint is None or not K or len(hint.part_of) != n:
+            return None
+        sol = normalize(self.problem, hint)
+        if sol.num_parts > K:
+            return None
+        for delta in (16, 8, 4, 2, 1):
+            self.window = ([max(0, q - delta) for q in sol.part_of],
+                           [min(K - 1, q + delta) for q in sol.part_of])
+            if self.size() <= limit:
+                self.restricted = True
+                return self, delta
+        self.window = None
+        return None
+
+    def build(self, terms, budget: Budget) -> CostModelCP:
+        """The model, its build charged to ``budget``, the earlier stages' caps on it."""
+        model = CostModelCP(self.problem, self.K, self.window)
+        budget.charge(self.size() / LITERALS_PER_SECOND)
+        for term, cap in self.caps.items():
+            model.cap(term, cap)
+        self.model = model
+        return model
+
+    def run(self, engine: str, model: CostModelCP, weights, caps, hint, budget: Budget, ctx,
+            label: str) -> EngineResult:
+        """CP-SAT on the model: ``weights`` minimised, from ``hint`` (on :attr:`problem`).
+        ``value`` and ``bound`` are in model units (times scaled: :attr:`CostModelCP.scale`
+        when :attr:`CostModelCP.timed`)."""
+        from ortools.sat.python import cp_model
+        model.minimize(weights)
+        if hint is not None:
+            model.hint(hint)
+        solver = cp_model.CpSolver()
+        prm = solver.parameters
+        prm.random_seed, prm.num_workers = ctx.seed, max(1, ctx.workers)
+        if ctx.workers > 1:
+            prm.interleave_search = True
+        # cpsat.run: deterministic work within the budget and its deadline, CP-SAT's own SIGINT
+        # handler off, and the presolve that certifies wrong optima off (or-tools#5293: on
+        # ResNet-50's contiguous stages it proved 4477.7 where 124.35 is feasible)
+        status, stats = cpsat.run(solver, model.m, budget)      # charged there
+        stats = {"status": solver.StatusName(status), **stats}
+        if status == cp_model.INFEASIBLE:
+            return EngineResult(None, None, None, False, infeasible=True, stats=stats)
+        bound = solver.BestObjectiveBound()
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return EngineResult(model.decode(solver), round(solver.ObjectiveValue()), bound,
+                                status == cp_model.OPTIMAL, stats=stats)
+        return EngineResult(None, None, bound, False, stats=stats)
+
+    def entry(self, engine: str) -> dict:
+        return {"engine": f"{engine} (costs)", "slots": self.K}
+

@@ -27,6 +27,9 @@ what its instances hold (and by how much that overflows), which nodes no part on
 the answer, what fills it (its largest constants and boundary tensors); and the nodes moved,
 each with its reason.
 
+Under a cost objective, ``time`` (:func:`explain_time`) says where the answer's time goes, part
+by part, and which chain of parts is critical.
+
 The dict goes into ``partition.json`` as ``"explain"``; ``text`` is what ``hetero-solve explain``
 prints.
 """
@@ -34,9 +37,10 @@ prints.
 from __future__ import annotations
 
 from ..measures import part_memories
+from ..measures.costs import critical_chain, latency_by_part
 from ..problem import Problem
 from ..solution import Solution
-from ..units import format_bytes
+from ..units import format_bytes, format_seconds, instance_label
 from ..fitting.bounds import MemoryBounds, memory_bounds
 from ..fitting.floors import binding_devices, min_part_memory
 from .analysis import device_sets, shared_devices
@@ -466,6 +470,36 @@ def with_folds(ex: dict, proven: bool, lower_bound: int,
         ex["proof"] = None
     ex["text"] = explain_text(ex)
     return ex
+
+
+def explain_time(problem: Problem, solution: Solution) -> dict:
+    """Where an answer's time goes (the ``time`` entry of the explanation under a cost
+    objective, docs/costs.md): per part its device instance, nodes, ``compute``, ``fixed``
+    cost and ``transfer`` (:func:`~hetero_solve.measures.costs.latency_by_part`), and the
+    critical chain of parts (:func:`~hetero_solve.measures.costs.critical_chain`), in the cost
+    model's time unit."""
+    sol = solution
+    spread = latency_by_part(problem, sol.part_of, sol.part_device)
+    sizes = [len(nodes) for nodes in sol.parts()]
+    parts = [{"id": k, "device": instance_label(problem.devices[d].name, sol.part_instance[k],
+                                                problem.devices[d].instances),
+              "nodes": sizes[k], **spread[k]} for k, d in enumerate(sol.part_device)]
+    chain, seconds = critical_chain(problem, sol.part_of, sol.part_device)
+    return {"parts": parts, "critical_chain": {"parts": chain, "seconds": seconds},
+            "one_after_another": sum(sum(s.values()) for s in spread)}
+
+
+def time_text(section: dict) -> list[str]:
+    """:func:`explain_time`'s entry in words (what ``hetero-solve explain`` prints)."""
+    lines = [f"  part {row['id']} on {row['device']}: {row['nodes']} node(s): compute "
+             f"{format_seconds(row['compute'])}, fixed cost {format_seconds(row['fixed'])}, "
+             f"transfers {format_seconds(row['transfer'])}" for row in section["parts"]]
+    chain = section["critical_chain"]
+    if len(section["parts"]) > 1:
+        lines.append(f"critical chain: part {' -> '.join(map(str, chain['parts']))}: "
+                     f"{format_seconds(chain['seconds'])} (parts run one after another: "
+                     f"{format_seconds(section['one_after_another'])})")
+    return lines
 
 
 def with_memory_parts(ex: dict, lower_bound: int) -> dict:

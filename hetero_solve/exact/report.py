@@ -2,11 +2,12 @@
 records alone (docs/exact.md, "What it returns").
 
 * ``status`` is ``"optimal"`` when every stage's record says its term is proven;
-* ``lower_bound`` (on the parts) is the best ``parts_bound`` of the records, or the bound of
+* ``lower_bound`` (on the parts) is the best ``bound`` of the partitions records, or the bound of
   :mod:`.bounds` in the device sets every answer as good on the earlier terms may use, never
   above the answer's parts (equal to them when ``partitions`` is proven);
 * ``stats["explain"]`` is :func:`.explain.explain` on the device sets and bounds behind that
-  bound, with how the parts were proven.
+  bound, with how the parts were proven; under a cost objective, with where the time goes
+  (:func:`.explain.explain_time`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import replace
 
 from ..problem import COST_TERMS
 from ..solution import Solution
-from .explain import explain
+from .explain import explain, explain_time
 from .search import PartsView, Search, StageRecord
 
 
@@ -29,10 +30,10 @@ def report(ctx: Search, records: list[StageRecord]) -> Solution:
         sol.stats["heuristic_partitions"] = ctx.heuristic_parts
         return sol
     proven = {r.stage: r.proven for r in records}
-    view = next((r.parts_view for r in records if r.parts_view is not None), None) \
+    view = next((r.view for r in records if r.view is not None), None) \
         or _default_view(ctx, proven)
     bv = view.bounds
-    lb = max(max((r.parts_bound for r in records), default=0), bv.lb if bv is not None else 1)
+    lb = max(_bound(records, "partitions"), bv.lb if bv is not None else 1)
     lb = min(lb, sol.num_parts)
     if ctx.p.objective.lexicographic and proven.get("partitions"):
         lb = sol.num_parts
@@ -57,6 +58,8 @@ def report(ctx: Search, records: list[StageRecord]) -> Solution:
                                    proof=_proof(ctx, records, proven, view),
                                    fixed=view.fixed, solution=sol, memory=mb,
                                    memory_sets=ctx.sets(fixed=False)[0], lower_bound=lb)
+    if ctx.p.costs is not None and ctx.p.objective.uses_costs():
+        out.stats["explain"]["time"] = explain_time(ctx.p, sol)
     return out
 
 
@@ -86,7 +89,7 @@ def _proof(ctx: Search, records: list[StageRecord], proven: dict[str, bool],
     if ctx.p.objective.lexicographic:
         if not proven.get("partitions"):
             return None
-        return next(r.parts_proof for r in records if r.stage == "partitions")
+        return next(r.method for r in records if r.stage == "partitions")
     return "weighted" if proven.get("weighted") else None
 
 
@@ -105,8 +108,7 @@ def _solver_stats(ctx: Search, records: list[StageRecord], proven: dict[str, boo
     }
     if ctx.sets(fixed=False)[1]:       # memory can bind: fallback has a bound of its own
         fallback = ctx.metrics()["fallback"]
-        fb = fallback if proven.get("fallback") else \
-            max((r.fallback_bound for r in records), default=0)
+        fb = fallback if proven.get("fallback") else _bound(records, "fallback")
         out["bounds"]["fallback"] = min(fb, fallback)
     return out
 
@@ -114,6 +116,13 @@ def _solver_stats(ctx: Search, records: list[StageRecord], proven: dict[str, boo
 def _cost_stats(ctx: Search, records: list[StageRecord]) -> dict:
     """What the cost stages proved (``partition.json``'s ``lower_bound`` of each cost term, or
     of the weighted sum under ``"weighted"``) and in which unit."""
-    return {"cost_bounds": {r.stage: r.bound for r in records if r.bound is not None},
-            "cost_resolution": {r.stage: r.resolution for r in records if r.bound is not None},
+    slots = [r for r in records if r.model == "slots" and r.bound is not None]
+    return {"cost_bounds": {r.stage: r.bound for r in slots},
+            "cost_resolution": {r.stage: r.resolution for r in slots},
             "cost_unit": ctx.p.costs.unit}
+
+
+def _bound(records: list[StageRecord], term: str) -> int:
+    """The best bound the ordinal stages of ``term`` proved (0: none)."""
+    return max((r.bound for r in records
+                if r.stage == term and r.model != "slots" and r.bound is not None), default=0)

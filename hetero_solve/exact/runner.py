@@ -1,34 +1,68 @@
-"""The engine runner: which engine each stage uses, in one place, and one stage model solved
-by them in turn (docs/exact.md, "Stages").
+"""The model runner: one stage model, built once it is known to fit the budget, solved by its
+engines in turn (docs/exact.md, "Stages").
 
-:func:`engines` and :func:`transfer_engines` say which engines run and in which order;
-:func:`solve` builds the stage's :class:`.encoding.Encoding` (or, when the full model is too
-large for the budget, a neighbourhood of the best answer: an improvement, never a proof) and
-runs them, warm-starting each from the best answer so far; :func:`window_search` is the
-large-neighbourhood search by windows of parts.  Every run gets a part of the
-:class:`.search.Search` budget (:meth:`~hetero_solve.budget.Budget.allot`), charges its work to
-it, and is noted in the stage's ``runs``.
+Both CP models answer one protocol.  A *plan* says, before anything is built, how large the
+model will be (``size``), which neighbourhood of an answer would fit a smaller limit
+(``near``), which engines solve it (``engines``), and builds it (``build``); the model built
+states an objective term (``term``), caps an earlier one (``cap``), takes an answer as a hint
+(``hint``) and reads an answer back (``decode``):
+
+* :class:`Ordinal`: the ordinal model in order encoding (:class:`.encoding.Encoding`), built
+  for one stage and solved by CP-SAT (:mod:`.cpsat`) and Glucose (:mod:`.sat`);
+* :class:`.costs.Slots`: the slot model with device instances and times
+  (:class:`.costs.CostModelCP`), built once and shared by every stage from the first cost term
+  on, solved by CP-SAT.
+
+:func:`solve` is the one runner: the one size guard (:func:`size_limit`: a model larger than
+the stage's budget builds is not built), then, when the model is too large, a neighbourhood of
+the best answer (an improvement, never a proof), then the engines, each warm-started from the
+best answer so far, each on a child of the stage's :class:`~hetero_solve.budget.Budget`
+(what it spends, the stage spends), each noted in the stage's ``runs``.
+:func:`engines` and :func:`transfer_engines` say which engines run, in which order;
+:func:`window_search` is the large-neighbourhood search by windows of parts.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Protocol
 
-from ..budget import CLAUSES_PER_SECOND
+from ..budget import CLAUSES_PER_SECOND, Budget
 from ..problem import Problem
 from ..solution import Solution
 from . import cpsat, sat
 from .bounds import Bounds
+from .cpsat import EngineResult
 from .encoding import Encoding
 from .reductions import Reduced
 from .search import Search
 
 MAX_VARIABLES = 200_000    # larger models are not built (the stage stays unproven): on this
-VARIABLES_PER_SECOND = 10_000   # machine they spent tens of seconds per deterministic second,
-                                # and building one costs wall time no budget accounts for
+MIN_VARIABLES = 20_000     # machine they spent tens of seconds per deterministic second, and
+VARIABLES_PER_SECOND = 10_000   # building one costs wall time no budget accounts for
 NEIGHBOURHOOD_VARIABLES = 60_000   # size of the improvement model when the full one is too big
 WINDOW_NODES = 160         # nodes freed per window of the window search (about)
 WINDOW_SECONDS = 0.5       # deterministic seconds per window at most
+
+
+class Plan(Protocol):
+    """What the runner asks of a model before and while it is built (module doc)."""
+
+    engines: tuple[str, ...]
+    model: object | None            # a model built earlier and shared (else None)
+    restricted: bool                # a neighbourhood: it improves, it proves nothing
+
+    def size(self, terms: tuple[str, ...]) -> int: ...
+
+    def near(self, hint: Solution | None, terms: tuple[str, ...],
+             limit: int) -> tuple[Plan, int] | None: ...
+
+    def build(self, terms: tuple[str, ...], budget: Budget): ...
+
+    def run(self, engine: str, model, weights: dict[str, int], caps: dict[str, int],
+            hint: Solution | None, budget: Budget, ctx: Search, label: str) -> EngineResult: ...
+
+    def entry(self, engine: str) -> dict: ...
 
 
 def engines(engine: str, stage: str = "partitions") -> tuple[str, ...]:
@@ -48,11 +82,16 @@ def transfer_engines(engine: str, mem) -> tuple[str, ...]:
     return engines(engine, "transfer")
 
 
-def model_size(prob: Problem, K: int, bounds: Bounds, weights, caps, mem) -> int:
-    """About how many variables the encoding will have (before building it)."""
+def size_limit(budget: Budget) -> int:
+    """The one size guard: the most variables a model built for ``budget`` may have."""
+    return int(min(MAX_VARIABLES, max(MIN_VARIABLES, VARIABLES_PER_SECOND * budget.left())))
+
+
+def model_size(prob: Problem, K: int, bounds: Bounds, terms, mem) -> int:
+    """About how many variables the ordinal encoding will have (before building it)."""
     order = sum(max(0, K - 1 - bounds.bottom[v] - bounds.top[v]) for v in range(prob.n))
     size = order + K * len(prob.devices)
-    if "transfer" in weights or "transfer" in caps:
+    if "transfer" in terms:
         size += order                   # one crossing literal per tensor and slot, about
     if mem:
         items = sum(len(prob.node_consts[v]) + len(prob.node_inputs[v])
@@ -61,107 +100,137 @@ def model_size(prob: Problem, K: int, bounds: Bounds, weights, caps, mem) -> int
     return size
 
 
-def neighbourhood(prob: Problem, K: int, bounds: Bounds, hint: Solution | None, weights, caps,
-                  mem, limit: int) -> tuple[Bounds, int] | None:
-    """Windows narrowed to ``delta`` slots either side of the best answer's part of each
-    node (the widest that fits ``limit``): a large-neighbourhood search around it, which
-    can improve the answer (its hint is inside) but proves nothing."""
-    if hint is None or len(hint.part_of) != prob.n:
+@dataclass
+class Ordinal:
+    """The plan of the ordinal model (:class:`.encoding.Encoding`) of one stage: ``K`` slots,
+    each node's window from ``bounds``, the memory of the devices ``mem``."""
+
+    problem: Problem
+    R: list[tuple[int, ...]]
+    K: int
+    bounds: Bounds
+    mem: tuple[int, ...] | list[int]
+    engines: tuple[str, ...]
+    model: object | None = None
+    restricted: bool = False
+
+    def size(self, terms) -> int:
+        return model_size(self.problem, self.K, self.bounds, terms, self.mem)
+
+    def near(self, hint: Solution | None, terms, limit: int) -> tuple[Ordinal, int] | None:
+        """Windows narrowed to ``delta`` slots either side of ``hint``'s part of each node
+        (the widest that fits ``limit``): a large-neighbourhood search around it, which can
+        improve the answer (its hint is inside) but proves nothing; CP-SAT alone."""
+        if hint is None or len(hint.part_of) != self.problem.n:
+            return None
+        p, K, b = hint.part_of, self.K, self.bounds
+        for delta in (16, 8, 4, 2, 1):
+            top = [max(b.top[v], p[v] - delta) for v in range(self.problem.n)]
+            bottom = [max(b.bottom[v], K - 1 - p[v] - delta) for v in range(self.problem.n)]
+            if any(t > K - 1 - bo for t, bo in zip(top, bottom)):
+                return None     # the answer is outside the proven windows: not expected
+            plan = replace(self, bounds=replace(b, top=top, bottom=bottom), restricted=True,
+                           engines=("cpsat",) if "cpsat" in self.engines else self.engines)
+            if plan.size(terms) <= limit:
+                return plan, delta
         return None
-    p = hint.part_of
-    for delta in (16, 8, 4, 2, 1):
-        top = [max(bounds.top[v], p[v] - delta) for v in range(prob.n)]
-        bottom = [max(bounds.bottom[v], K - 1 - p[v] - delta) for v in range(prob.n)]
-        if any(t > K - 1 - b for t, b in zip(top, bottom)):
-            return None     # the answer is outside the proven windows: not expected
-        near = replace(bounds, top=top, bottom=bottom)
-        if model_size(prob, K, near, weights, caps, mem) <= limit:
-            return near, delta
-    return None
+
+    def build(self, terms, budget: Budget) -> Encoding:
+        """The encoding (its build is charged by the engine that solves it)."""
+        return Encoding(self.problem, self.R, self.K, self.bounds, terms=terms,
+                        memory_devices=tuple(self.mem))
+
+    def run(self, engine: str, model: Encoding, weights, caps, hint, budget: Budget,
+            ctx: Search, label: str) -> EngineResult | None:
+        if engine == "sat":     # its adder networks are built in Python: the budget pays
+            cost = sat.build_cost(model, weights, caps) / CLAUSES_PER_SECOND
+            if cost >= budget.left() / 2:
+                return EngineResult(None, None, None, False, stats={
+                    "skipped": f"building it would cost {cost:.2f} of the "
+                               f"{budget.left():.2f} deterministic s left"})
+            return sat.solve(model, weights, caps=caps, hint=hint,
+                             budget=budget.allot(budget.left() - cost), seed=ctx.seed,
+                             progress=ctx.say, label=f"{label} (sat)")
+        return cpsat.solve(model, weights, caps=caps, hint=hint, budget=budget, seed=ctx.seed,
+                           progress=ctx.say, label=f"{label} (cpsat)", workers=ctx.workers)
+
+    def entry(self, engine: str) -> dict:
+        return {"engine": engine}
 
 
-def solve(ctx: Search, runs: list[dict], prob: Problem, R, K: int, bounds: Bounds,
-          weights: dict[str, int], caps: dict[str, int], hint: Solution | None, mem,
-          budget: float, label: str, names: tuple[str, ...]) -> cpsat.EngineResult | None:
-    """Minimise ``weights`` under ``caps`` with ``K`` slots, trying the engines ``names`` in
-    turn within ``budget`` deterministic seconds.  ``None`` when nothing ran (the guard, or a
-    model too large with no neighbourhood); else the best solution found, the best bound, and
-    whether it is proven optimal (never within a neighbourhood)."""
+def solve(ctx: Search, runs: list[dict], plan: Plan, weights: dict[str, int],
+          caps: dict[str, int], hint: Solution | None, budget: Budget,
+          label: str) -> EngineResult | None:
+    """Minimise ``weights`` under ``caps`` on the model of ``plan`` within ``budget`` (a child
+    of the stage's), trying its engines in turn.  ``None`` when nothing ran (the deadline, or
+    a model too large with no neighbourhood); else the best solution found, the best bound,
+    and whether it is proven optimal (never within a neighbourhood)."""
     if ctx.guard():
         runs.append({"engine": "none", "skipped": "time limit"})
         return None
-    size = model_size(prob, K, bounds, weights, caps, mem)
-    limit = min(MAX_VARIABLES, max(20_000, VARIABLES_PER_SECOND * budget))
-    restricted = False
-    if size > limit:
-        near = neighbourhood(prob, K, bounds, hint, weights, caps, mem,
-                             min(limit, NEIGHBOURHOOD_VARIABLES))
-        if near is None:
-            ctx.say(f"{label}: model too large (about {size:,} variables), skipped")
-            runs.append({"engine": "none", "skipped": f"about {size:,} variables"})
-            return None
-        bounds, delta = near
-        restricted = True
-        budget /= 2         # an improvement step only: leave time for the next stages
-        names = ("cpsat",) if "cpsat" in names else names
-        ctx.say(f"{label}: the full model is too large (about {size:,} variables); "
-                f"improving within {delta} slot(s) of the best answer, no proof")
-        runs.append({"engine": "neighbourhood", "slots": delta, "full_size": size})
-    if ctx.guard():         # no model is built past the deadline
-        runs.append({"engine": "none", "skipped": "time limit"})
-        return None
     terms = tuple(sorted(set(weights) | set(caps)))
-    enc = Encoding(prob, R, K, bounds, terms=terms, memory_devices=tuple(mem))
-    best, bound, proven = _run_engines(ctx, runs, enc, weights, caps, hint, budget, label,
-                                       names)
-    if restricted:      # optimal within the neighbourhood only: no proof, no bound
+    model = plan.model
+    if model is None:
+        size, limit = plan.size(terms), size_limit(budget)
+        if size > limit:
+            near = plan.near(hint, terms, min(limit, NEIGHBOURHOOD_VARIABLES))
+            if near is None:
+                ctx.say(f"{label}: model too large (about {size:,} variables), skipped")
+                runs.append({"engine": "none", "skipped": f"about {size:,} variables"})
+                return None
+            plan, delta = near
+            ctx.say(f"{label}: the full model is too large (about {size:,} variables); "
+                    f"improving within {delta} slot(s) of the best answer, no proof")
+            runs.append({"engine": "neighbourhood", "slots": delta, "full_size": size})
+        if ctx.guard():         # no model is built past the deadline
+            runs.append({"engine": "none", "skipped": "time limit"})
+            return None
+        model = plan.build(terms, budget)
+    if plan.restricted:
+        budget = budget.split(2)   # an improvement step only: leave time for the next stages
+    best, bound, proven, infeasible = _run_engines(ctx, runs, plan, model, weights, caps, hint,
+                                                   budget, label)
+    if plan.restricted:     # optimal within the neighbourhood only: no proof, no bound
         bound, proven = None, False
+    last = {"engine": runs[-1].get("engine")} if runs else {}
     if best is None:
-        return cpsat.EngineResult(None, None, bound, False)
-    return cpsat.EngineResult(best.solution, best.value, bound, proven,
-                              stats={"engine": runs[-1].get("engine")})
+        return EngineResult(None, None, bound, False, infeasible=infeasible, stats=last)
+    return EngineResult(best.solution, best.value, bound, proven, stats=last)
 
 
-def _run_engines(ctx: Search, runs: list[dict], enc: Encoding, weights, caps, hint, budget,
-                 label: str, names: tuple[str, ...]):
-    """The engine loop of :func:`solve`: each engine gets two thirds of what is left (the
-    last one all of it), starts from the best solution so far, and the loop stops at a
-    proof.  Returns (best result or None, best bound or None, proven)."""
-    best: cpsat.EngineResult | None = None
+def _run_engines(ctx: Search, runs: list[dict], plan: Plan, model, weights, caps, hint,
+                 budget: Budget, label: str):
+    """The engine loop of :func:`solve`: each engine gets two thirds of what the stage has
+    left (the last one all of it), starts from the best solution so far, and the loop stops
+    at a proof.  Returns (best result or None, best bound or None, proven, whether the model
+    was proven infeasible)."""
+    best: EngineResult | None = None
     bound = None
-    spent0 = ctx.spent
+    names = plan.engines
     for i, name in enumerate(names):
         if ctx.guard():
             break
-        rest = max(0.0, budget - (ctx.spent - spent0))
+        rest = budget.left()
         if i > 0 and rest < 0.01:
             break       # the stage's budget is spent (deterministically)
-        b = rest * 2 / 3 if i < len(names) - 1 else rest   # CP-SAT first, SAT closes gaps
-        if name == "sat":   # its adder networks are built in Python: the budget pays
-            cost = sat.build_cost(enc, weights, caps) / CLAUSES_PER_SECOND
-            if cost >= b / 2:
-                runs.append({"engine": name, "skipped": f"building it would cost "
-                             f"{cost:.2f} of the {b:.2f} deterministic s left"})
-                continue
-            b -= cost
-        ctx.say(f"{label}: {name} on {enc.problem.n} node(s), {enc.K} slot(s), "
-                f"{enc.nv:,} variables")
-        mod = cpsat if name == "cpsat" else sat
-        kw = {"workers": ctx.workers} if name == "cpsat" else {}
+        share = budget.allot(rest * 2 / 3 if i < len(names) - 1 else rest)
+        ctx.say(f"{label}: {name} on {_describe(model)}")
         start = best.solution if best is not None and best.solution is not None else hint
         try:
-            r = mod.solve(enc, weights, caps=caps, hint=start, budget=ctx.allot(b),
-                          seed=ctx.seed, progress=ctx.say, label=f"{label} ({name})", **kw)
+            r = plan.run(name, model, weights, caps, start, share, ctx, label)
         except ValueError as e:     # e.g. negative byte counts from an unknown dim
-            runs.append({"engine": name, "skipped": str(e)})
+            runs.append({**plan.entry(name), "skipped": str(e)})
+            continue
+        if "skipped" in r.stats:
+            runs.append({**plan.entry(name), "skipped": r.stats["skipped"]})
             continue
         r.stats["engine"] = name
-        runs.append({"engine": name, **{
+        runs.append({**plan.entry(name), **{
             k: r.stats[k] for k in ("status", "variables", "wall", "deterministic_time",
                                     "conflicts") if k in r.stats}})
-        if r.infeasible:   # the best answer fits the model: this would be a modelling bug
+        if r.infeasible:
             runs[-1]["model_infeasible"] = True
-            break
+            return best, bound, False, True
         if r.bound is not None:
             bound = r.bound if bound is None else max(bound, r.bound)
         if r.solution is not None and (best is None or best.solution is None
@@ -169,12 +238,17 @@ def _run_engines(ctx: Search, runs: list[dict], enc: Encoding, weights, caps, hi
             best = r
         if r.optimal:
             runs[-1]["proved"] = True
-            return best, bound, True
-    return best, bound, False
+            return best, bound, True, False
+    return best, bound, False, False
 
 
-def take(ctx: Search, runs: list[dict], r: cpsat.EngineResult | None,
-         red: Reduced | None) -> None:
+def _describe(model) -> str:
+    if isinstance(model, Encoding):
+        return f"{model.problem.n} node(s), {model.K} slot(s), {model.nv:,} variables"
+    return f"{model.p.n} node(s), {model.K} slot(s)"
+
+
+def take(ctx: Search, runs: list[dict], r: EngineResult | None, red: Reduced | None) -> None:
     """Accept an engine's solution (expanded from units to nodes)."""
     if r is None or r.solution is None:
         return
@@ -185,15 +259,14 @@ def take(ctx: Search, runs: list[dict], r: cpsat.EngineResult | None,
 
 
 def window_search(ctx: Search, runs: list[dict], R, mem, bounds: Bounds, term: str,
-                  caps: dict[str, int], budget: float) -> None:
+                  caps: dict[str, int], budget: Budget) -> None:
     """Large-neighbourhood search by windows of consecutive parts of the best answer: the
     nodes of parts ``a .. b`` may move to any slot in ``a .. b`` and any device they may
     use, every other node keeps its part; CP-SAT minimises ``term`` under ``caps``.  The
-    windows slide over the answer (half overlapping) until the budget is spent.  Improves,
+    windows slide over the answer (half overlapping) until ``budget`` is spent.  Improves,
     never proves."""
-    spent0 = ctx.spent
     k = 0
-    while ctx.spent - spent0 < budget and not ctx.guard():
+    while budget.left() > 0 and not ctx.guard():
         best = ctx.best
         K = best.num_parts
         width = max(2, min(K, int(WINDOW_NODES / max(1.0, ctx.p.n / max(1, K)))))
@@ -206,9 +279,8 @@ def window_search(ctx: Search, runs: list[dict], R, mem, bounds: Bounds, term: s
             continue
         terms = tuple(sorted({term} | set(caps)))
         enc = Encoding(ctx.p, R, K, near, terms=terms, memory_devices=tuple(mem))
-        left = budget - (ctx.spent - spent0)
         r = cpsat.solve(enc, {term: 1}, caps=caps, hint=best,
-                        budget=ctx.allot(min(WINDOW_SECONDS, left)), seed=ctx.seed)
+                        budget=budget.allot(WINDOW_SECONDS), seed=ctx.seed)
         before = ctx.metrics()[term]
         kept = ctx.accept(r.solution, "exact-window", runs) if r.solution is not None else False
         runs.append({"engine": "window", "slots": [starts[k], min(K - 1, starts[k] + width - 1)],

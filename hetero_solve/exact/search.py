@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..budget import Budget, Steps
 from ..problem import Problem
-from ..solution import Solution, evaluate, normalize, objective_key
+from ..solution import Solution, evaluate, normalize, objective_key, objective_term
 from ..validate import validate
 from ..fitting.bounds import MemoryBounds, memory_bounds
 from ..fitting.floors import binding_devices
@@ -28,6 +28,7 @@ from .bounds import Bounds, lower_bounds
 FULL_K_NODES = 100         # up to this many nodes, stages that may need more parts use K = n
 STAGE_WEIGHT = {"fallback": 1, "partitions": 2, "transfer": 1}   # shares of the time budget
 MEMORY_STAGE_WEIGHT = {"fallback": 2, "partitions": 2, "transfer": 1}   # ... when memory binds
+TRANSFER_SHARE = 1 / 3     # at most this share of the work budget goes to the transfer stage
 
 #: Up to this many nodes the report's bounds cost milliseconds: computed even past the
 #: deadline (a true lower bound beats "1"); above, they wait for no deadline.
@@ -49,42 +50,43 @@ class PartsView:
 
 @dataclass
 class StageRecord:
-    """What one stage tried, proved and found (docs/exact.md, "Stages").
+    """What one stage tried, proved and found (docs/exact.md, "Stages"), the same for every
+    term.
 
     ``proven``: the stage's term is optimal (for a lexicographic objective, given that every
     earlier term is); ``method``: how it was settled (``"bound"``, ``"relaxation"``,
     ``"sequence"``, an engine's name, ``"unproven"``, ``"skipped"``); ``before``/``after``:
     the term's value on the best answer before and after the stage (``after`` is ``None`` when
-    no valid answer exists yet: then the stage caps nothing).  The proofs it adds:
-    ``parts_bound`` (a lower bound on the parts of every answer as good on the earlier terms,
-    0 for none), ``fallback_bound`` (no answer as good on the earlier terms has less
-    fallback), ``parts_view`` (the device sets and bounds the parts bound was computed in),
-    ``parts_proof`` (how the number of parts was proven), ``units`` (nodes after contracting
-    chains, when it did); for any term, ``bound`` (a true lower bound on the term among the
-    answers as good on the earlier terms; ``None``: none known) and ``resolution`` (how much
-    rounding the model that proved it can hide: the cost stages' times are scaled to integers).
+    no valid answer exists yet: then the stage caps nothing).  ``bound``: a true lower bound
+    on the term among the answers as good on the earlier terms (``None``: none known);
+    ``resolution``: how much rounding the model that proved it can hide (times are scaled to
+    integers on the slot model); ``view``: the device sets and bounds the bound was computed
+    in, when the explanation reads them; ``model``: ``"slots"`` when the stage ran on the slot
+    model (:mod:`..costs`); ``units``: nodes after contracting chains, when it did.
     ``runs``: one JSON-able entry per solver run or construction, in order."""
 
     stage: str
     proven: bool = False
     method: str = ""
-    before: int | None = None
-    after: int | None = None
+    before: float | None = None
+    after: float | None = None
     seconds: float = 0.0
     runs: list[dict] = field(default_factory=list)
-    parts_bound: int = 0
-    fallback_bound: int = 0
-    parts_view: PartsView | None = None
-    parts_proof: str | None = None
-    units: int | None = None
     bound: float | None = None
     resolution: float = 0.0
+    view: PartsView | None = None
+    model: str = ""
+    units: int | None = None
     listed: bool = True            # False: no valid answer yet after it (it capped nothing)
 
     def settle(self, proven: bool, method: str) -> StageRecord:
         """Say how the stage ended (returns the record, for ``return rec.settle(...)``)."""
         self.proven, self.method = proven, method
         return self
+
+    def raise_bound(self, bound: float) -> None:
+        """Keep the larger of the two lower bounds."""
+        self.bound = bound if self.bound is None else max(self.bound, bound)
 
     def as_dict(self) -> dict:
         """The entry of ``stats["stages"]`` (``partition.json``'s ``solver.stages``)."""
@@ -95,6 +97,20 @@ class StageRecord:
         if self.bound is not None:
             out |= {"bound": self.bound, "resolution": self.resolution}
         return out | {"runs": self.runs}
+
+
+@dataclass
+class Task:
+    """What the loop asks of one stage: minimise ``weights`` (``{term: 1}``, or a weighted
+    objective's integer weights; ``label`` names the stage) within ``budget`` (a child of the
+    refinement's: what it spends, the refinement spends), the earlier terms capped (``caps``);
+    ``earlier_proven``: every earlier term is proven."""
+
+    label: str
+    weights: dict[str, int]
+    budget: Budget
+    caps: dict[str, int]
+    earlier_proven: bool
 
 
 @dataclass
@@ -114,6 +130,7 @@ class Search:
     best_key: tuple
     work: float                    # deterministic seconds for every stage (at the start)
     t0: float = field(default_factory=time.perf_counter)
+    slots: object = None           # the slot model the cost stages share (.stages.costs)
     _sets: dict = field(default_factory=dict)
     _bounds: dict = field(default_factory=dict)
     _memory_bounds: MemoryBounds | None = None
@@ -149,6 +166,10 @@ class Search:
     def metrics(self, sol: Solution | None = None) -> dict[str, int]:
         return evaluate(self.p, sol or self.best).as_dict()
 
+    def value(self, weights: dict[str, int]) -> float:
+        """A stage's objective, ``Σ weight * term``, on the best answer (exact, not scaled)."""
+        return sum(w * objective_term(self.p, self.best, t) for t, w in weights.items())
+
     def accept(self, sol: Solution | None, algorithm: str, runs: list[dict]) -> bool:
         """Keep ``sol`` when it is valid and strictly better under the objective (a rejected
         invalid one is noted in ``runs``: a bug in a model must never reach the user)."""
@@ -177,34 +198,30 @@ class Search:
         """No work of this call was cut by the clock."""
         return self.budget.deterministic
 
-    def share(self, stages_left: int) -> float:
-        """This stage's share of the budget left (deterministic seconds): the number of
-        parts gets twice the share of the other terms."""
+    def stage_budget(self, label: str, stages_left: int) -> Budget:
+        """The budget of the stage ``label`` with ``stages_left`` stages left (it included): a
+        child of the refinement's with the stage's share of what is left (the number of parts
+        twice the other terms' share, fallback too when memory binds); transfer, a
+        tie-breaker, at most :data:`TRANSFER_SHARE` of the refinement's work."""
         order = list(self.p.objective.order) if self.p.objective.lexicographic else ["weighted"]
         rest = order[len(order) - stages_left:]
         weight = MEMORY_STAGE_WEIGHT if self.sets(fixed=False)[1] else STAGE_WEIGHT
         w = [weight.get(t, 1) for t in rest]
-        return self.budget.share(w[0], max(1, sum(w)))
-
-    def allot(self, work: float) -> Budget:
-        """A child of the budget with at most ``work`` deterministic seconds (one run's)."""
+        work = self.budget.share(w[0], max(1, sum(w)))
+        if label == "transfer":
+            work = min(work, self.work * TRANSFER_SHARE)
         return self.budget.allot(work)
 
-    def charge(self, stats: dict) -> None:
-        """Count a run's deterministic work (its solver's and its build's) against the
-        budget, and whether the clock stopped it (an engine given :meth:`allot` charges
-        its own)."""
-        self.budget.charge_run(stats)
-
-    def counted(self, build, *args, **kw):
+    @staticmethod
+    def counted(within: Budget, build, *args, **kw):
         """``build(*args, **kw)`` (:func:`~hetero_solve.fitting.realize.realize`,
-        :func:`~hetero_solve.fitting.realize.fit_by_runs`) with its
-        steps counted against the budget (:class:`~hetero_solve.budget.Steps`)."""
+        :func:`~hetero_solve.fitting.realize.fit_by_runs`) with its steps counted against
+        ``within`` (:class:`~hetero_solve.budget.Steps`)."""
         steps = Steps()
         try:
             return build(*args, steps=steps, **kw)
         finally:
-            self.budget.charge(steps.seconds)
+            within.charge(steps.seconds)
 
     def guard(self) -> bool:
         """True when the deadline has passed (:meth:`~hetero_solve.budget.Budget.out_of_time`):

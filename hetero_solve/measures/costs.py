@@ -13,6 +13,8 @@ device, a fixed cost per part, each device's link to host memory) and a partitio
   tensor it makes that another instance reads, once) and in (each tensor it reads that
   another instance makes, once); time per sample is the largest load.  This is Tarnawski et
   al.'s accelerator load (NeurIPS 2020) when the CPU has no link.
+* :func:`latency_by_part`: where the latency goes, part by part; :func:`critical_chain`: the
+  longest chain of part times through the parts' dependency graph.
 
 >>> from hetero_solve.costs import CostModel, Link
 >>> from hetero_solve.problem import make_problem
@@ -28,6 +30,9 @@ device, a fixed cost per part, each device's link to host memory) and a partitio
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
+
+from .definitions import quotient_edges
+from .order import part_order
 
 if TYPE_CHECKING:
     from ..costs import CostModel
@@ -137,3 +142,40 @@ def time_per_sample(problem: "Problem", part_of: Sequence[int], part_device: Seq
                     part_instance: Sequence[int]) -> float:
     """Throughput's term: the largest instance load (0 without nodes)."""
     return max(instance_loads(problem, part_of, part_device, part_instance).values(), default=0.0)
+
+
+def critical_chain(problem: "Problem", part_of: Sequence[int],
+                   part_device: Sequence[int]) -> tuple[list[int], float]:
+    """The parts of the longest chain of part times (:func:`latency_by_part`'s compute, fixed
+    cost and transfers) through the parts' dependency graph, in order, and its time.
+
+    Parts that no chain connects could run at the same time on different devices; the chain
+    is then a lower bound on one inference (``run`` runs parts one after another: the latency
+    is every part's time added up).
+
+    >>> from hetero_solve.costs import CostModel
+    >>> from hetero_solve.problem import make_problem
+    >>> p = make_problem(3, [(0, 2), (1, 2)], [[0], [0], [0]])
+    >>> p.costs = CostModel(node_time=[[1.0], [3.0], [2.0]], part_cost=[0.0], links=[None])
+    >>> critical_chain(p, [0, 1, 2], [0, 0, 0])
+    ([1, 2], 5.0)
+    """
+    k = len(part_device)
+    if not k:
+        return [], 0.0
+    times = [sum(row.values()) for row in latency_by_part(problem, part_of, part_device)]
+    edges = quotient_edges(problem, part_of)
+    after: list[list[int]] = [[] for _ in range(k)]
+    for a, b in sorted(edges):
+        after[a].append(b)
+    best = list(times)
+    came = [-1] * k
+    for q in part_order(problem, part_of, k, edges=edges) or range(k):
+        for r in after[q]:
+            if best[q] + times[r] > best[r]:
+                best[r], came[r] = best[q] + times[r], q
+    end = max(range(k), key=lambda q: (best[q], -q))
+    chain = [end]
+    while came[chain[-1]] >= 0:
+        chain.append(came[chain[-1]])
+    return chain[::-1], best[end]

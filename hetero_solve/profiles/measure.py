@@ -172,26 +172,115 @@ def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repea
                 session = Session(out, options=options)
             given = {x: feeds[x] for x in manifest["graph_inputs"] if x in feeds}
             found.append((t, runtime, recs, floor, session, given))
-        walls = interleaved([(session, given) for _, _, _, _, session, given in found],
-                            warmup, repeats,
-                            [lambda t=t: tick(t.device, 1) for t, *_ in found])
-        for (t, runtime, recs, floor, _, _), wall in zip(found, walls):
+        runs = interleaved([(session, given) for _, _, _, _, session, given in found],
+                           warmup, repeats,
+                           [lambda t=t: tick(t.device, 1) for t, *_ in found])
+        for k, ((t, runtime, recs, floor, session, given), times) in enumerate(zip(found,
+                                                                                    runs)):
+            wall = statistics.median(times)
+            q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 \
+                else [wall, wall, wall]
             cost, per_tensor = part_cost(tiny, t.device, runtime, options)
             cost = min(cost, wall)
+            link = boundary_link(mg, t.device, runtime, Path(tmp) / f"cut{k}", session, given,
+                                 options, warmup, repeats, cost, per_tensor)
             tick(t.device, 1)
             a = attribute(mg, recs, wall - cost, measured=f"{wall * 1e3:.3f} ms",
                           floor=floor)
             devices[t.device] = DeviceProfile(
                 a.node_seconds, part_cost=cost, runtime=t.label, repeats=repeats,
                 warmup=warmup, total_seconds=wall, attributed=a.attributed, spread=a.spread,
-                tensor_cost=per_tensor, shares=a.shares)
+                tensor_cost=per_tensor, shares=a.shares, link=link,
+                total_spread=[q[0], q[2]])
     return Profile(model_info(mg, model), devices, execution=options.execution())
 
 
+#: A probe cut crosses at most this many tensors (the boundary cost per byte is measured
+#: where few tensors carry many bytes).
+PROBE_TENSORS = 2
+
+
+def probe_cut(mg, problem) -> tuple[int, int, int] | None:
+    """Where to cut the model in two to measure what a boundary costs: ``(k, tensors,
+    bytes)`` with the nodes ``0..k`` (in the problem's topological order) in the first part,
+    the cut crossing the most bytes among those crossing at most :data:`PROBE_TENSORS`
+    tensors, between a tenth and nine tenths of the nodes; ``None`` when there is none."""
+    n = problem.n
+    if n < 4:
+        return None
+    delta_bytes = [0] * (n + 1)
+    delta_count = [0] * (n + 1)
+    for t, u in enumerate(problem.tensor_producer):
+        if u < 0 or not problem.tensor_consumers[t]:
+            continue
+        last = max(problem.tensor_consumers[t])
+        if last > u:     # crosses every cut k with u <= k < last
+            delta_bytes[u] += problem.tensor_bytes[t]
+            delta_bytes[last] -= problem.tensor_bytes[t]
+            delta_count[u] += 1
+            delta_count[last] -= 1
+    best = None
+    nbytes = count = 0
+    for k in range(n - 1):
+        nbytes += delta_bytes[k]
+        count += delta_count[k]
+        if not (n // 10 <= k <= n - 1 - n // 10) or not 0 < count <= PROBE_TENSORS:
+            continue
+        if best is None or nbytes > best[2]:
+            best = (k, count, nbytes)
+    return best
+
+
+def boundary_link(mg, device: str, runtime: Mapping, folder: Path, whole: Session,
+                  feeds: Mapping[str, Any], options: RunOptions, warmup: int, repeats: int,
+                  part_cost: float, tensor_cost: float) -> dict | None:
+    """What a tensor crossing a cut costs on ``device`` each way (docs/costs.md, "Boundary
+    costs"): the model cut in two where few tensors carry many bytes (:func:`probe_cut`), both
+    parts on the device, against the model in one part (``whole``), in paired rounds; what the
+    cut adds beyond a part's cost, less ``tensor_cost`` per tensor and side, is shared per
+    byte over both sides (the producing part writes each crossing tensor out, the reading part
+    takes it in: a layout reorder, a copy, the fusion lost across the cut).  ``{"latency":
+    tensor_cost, "bandwidth": bytes per second, or None when the cut added nothing}``;
+    ``None`` when the model has no such cut."""
+    from ..pipeline import replace_answer
+    from ..solution import Solution
+    from ..export.writer import write_result
+    rules = {"version": 1, "devices": [{"name": device, "ops": {"supported": "all"},
+                                        "value_inputs": "ignore", "runtime": dict(runtime)}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = solve(mg, rules, engine="heuristic")
+        cut = probe_cut(mg, result.problem)
+        if cut is None:
+            return None
+        k, tensors, nbytes = cut
+        sol = Solution(part_of=[0 if v <= k else 1 for v in range(result.problem.n)],
+                       part_device=[0, 0], part_instance=[0, 0], algorithm="probe cut",
+                       status="feasible")
+        try:
+            split = replace_answer(result, sol)
+        except HeteroSolveError:
+            return None
+        out = write_result(split, folder, annotated=False, dots=False)
+        session = Session(out, options=options)
+    paired = []
+    for r in range(warmup + repeats):
+        times = []
+        for s in ((whole, session) if r % 2 == 0 else (session, whole)):
+            t0 = time.perf_counter()
+            s.run(None, feeds)
+            times.append(time.perf_counter() - t0)
+        if r >= warmup:
+            paired.append(times[1] - times[0] if r % 2 == 0 else times[0] - times[1])
+    added = statistics.median(paired) - part_cost - 2 * tensors * tensor_cost
+    bandwidth = 2 * nbytes / added if added > 0 and nbytes > 0 else None
+    return {"latency": tensor_cost, "bandwidth": bandwidth}
+
+
 def interleaved(sessions: Sequence[tuple[Session, Mapping[str, Any]]], warmup: int,
-                repeats: int, ticks: Sequence[Callable[[], None]] = ()) -> list[float]:
-    """The median seconds of ``repeats`` calls of each ``session.run(None, feeds)``, taken
-    in rounds (each session once per round, in turn) after ``warmup`` rounds."""
+                repeats: int, ticks: Sequence[Callable[[], None]] = ()) -> list[list[float]]:
+    """The seconds of ``repeats`` calls of each ``session.run(None, feeds)``, taken in
+    rounds (each session once per round, in turn) after ``warmup`` rounds."""
     seconds: list[list[float]] = [[] for _ in sessions]
     for k in range(warmup + repeats):
         for j, (session, feeds) in enumerate(sessions):
@@ -201,7 +290,7 @@ def interleaved(sessions: Sequence[tuple[Session, Mapping[str, Any]]], warmup: i
                 seconds[j].append(time.perf_counter() - t0)
             if j < len(ticks):
                 ticks[j]()
-    return [statistics.median(s) for s in seconds]
+    return seconds
 
 
 def one_part(mg, device: str, runtime: Mapping, folder: Path) -> Path:
@@ -228,11 +317,10 @@ def timed(session: Session, feeds: Mapping[str, Any], warmup: int, repeats: int,
     return statistics.median(seconds)
 
 
-def session_seconds(folder: Path, parts: Sequence[tuple[str, tuple, tuple]], device: str,
-                    runtime: Mapping, feeds: Mapping[str, Any], warmup: int, repeats: int,
-                    options: RunOptions) -> float:
-    """:func:`timed` for a ``Session`` over ``parts`` (file in ``folder``, inputs, outputs;
-    run in order, all on ``device`` with the rule file's ``runtime``)."""
+def tiny_session(folder: Path, parts: Sequence[tuple[str, tuple, tuple]], device: str,
+                 runtime: Mapping, options: RunOptions) -> tuple[Session, list[str]]:
+    """A ``Session`` over ``parts`` (file in ``folder``, inputs, outputs; run in order, all
+    on ``device`` with the rule file's ``runtime``) and its graph inputs."""
     made = {o for _, _, outs in parts for o in outs}
     manifest = {"partitions": [{"id": k, "device": device, "file": file, "inputs": list(ins),
                                 "outputs": list(outs)}
@@ -243,7 +331,7 @@ def session_seconds(folder: Path, parts: Sequence[tuple[str, tuple, tuple]], dev
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         session = Session(folder, manifest=manifest, options=options)
-    return timed(session, {x: feeds[x] for x in manifest["graph_inputs"]}, warmup, repeats)
+    return session, manifest["graph_inputs"]
 
 
 #: Calls of the one- and two-part sessions whose medians give the per-part cost.
@@ -257,13 +345,18 @@ def part_cost(tiny: Path, device: str, runtime: Mapping, options: RunOptions
     and what each further tensor in and out of a part costs (half of what a part passing two
     tensors takes more than one passing one)."""
     x = {"x": np.ones(1, np.float32), "x2": np.ones(1, np.float32)}
-    one = session_seconds(tiny, [("a.onnx", ("x",), ("y",))], device, runtime, x, 10,
-                          PART_REPEATS, options)
-    two = session_seconds(tiny, [("a.onnx", ("x",), ("y",)), ("b.onnx", ("y",), ("z",))],
-                          device, runtime, x, 10, PART_REPEATS, options)
-    wide = session_seconds(tiny, [("c.onnx", ("x", "x2"), ("y", "y2"))], device, runtime, x,
-                           10, PART_REPEATS, options)
-    return max(two - one, 0.0), max((wide - one) / 2, 0.0)
+    shapes = [[("a.onnx", ("x",), ("y",))],
+              [("a.onnx", ("x",), ("y",)), ("b.onnx", ("y",), ("z",))],
+              [("c.onnx", ("x", "x2"), ("y", "y2"))]]
+    sessions = []
+    for parts in shapes:
+        session, inputs = tiny_session(tiny, parts, device, runtime, options)
+        sessions.append((session, {k: x[k] for k in inputs}))
+    # paired rounds (one call of each in turn): a drift of the machine hits all three alike
+    one, two, wide = interleaved(sessions, 10, PART_REPEATS)
+    added = statistics.median(b - a for a, b in zip(one, two))
+    further = statistics.median(c - a for a, c in zip(one, wide)) / 2
+    return max(added, 0.0), max(further, 0.0)
 
 
 def _tiny_parts(folder: str, dynamic: bool) -> Path:
@@ -306,14 +399,14 @@ def import_file(mg, model: str, device: str, runtime: Mapping, path: str,
         recs, wall, runs = ort_profile.import_trace(mg, path, model, providers, optimization)
         a = attribute(mg, recs, wall, measured=f"model_run {wall * 1e3:.3f} ms"
                       if wall else "")
-        return DeviceProfile(a.node_seconds, part_cost=0.0,
+        return DeviceProfile(a.node_seconds, part_cost=None,
                              runtime=f"onnxruntime-trace:{Path(path).name}", repeats=runs,
                              total_seconds=wall, attributed=a.attributed, spread=a.spread,
                              shares=a.shares)
     if "layerName" in text:
         recs, runs = ov_profile.import_report(mg, path, model)
         a = attribute(mg, recs)
-        return DeviceProfile(a.node_seconds, part_cost=0.0,
+        return DeviceProfile(a.node_seconds, part_cost=None,
                              runtime=f"openvino-report:{Path(path).name}", repeats=runs,
                              total_seconds=None, attributed=a.attributed, spread=a.spread,
                              shares=a.shares)

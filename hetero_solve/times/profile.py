@@ -14,6 +14,8 @@ measured at); a rule file belongs to hardware.  ``hetero-solve profile`` writes 
   nothing on it, e.g. folded or fused away), ``.part_cost`` (seconds each part placed on the
   device costs beyond its nodes: the runtime's per-call overhead, with one input and one
   output), ``.tensor_cost`` (seconds per further tensor in or out of a part: a link's latency),
+  ``.link`` (what a tensor crossing a cut costs each way, per tensor and per byte: the
+  device's link in the cost model),
   ``.runtime`` (what measured it), ``.attributed`` (share of the measured time that went to named ONNX nodes) and
   ``.spread`` (how the rest was shared out);
 - ``Profile.execution``: the execution settings the times were measured with (threads,
@@ -89,8 +91,9 @@ class DeviceProfile:
     ----------
     node_seconds : dict of str to float
         ONNX node name -> seconds per run (median over the repeats).
-    part_cost : float
-        Seconds each part on this device costs beyond its nodes (call overhead).
+    part_cost : float or None
+        Seconds each part on this device costs beyond its nodes (call overhead); ``None``
+        when not measured (an imported profiler file): the rule file's ``part_cost`` applies.
     runtime : str
         What measured it: ``onnxruntime:<provider>``, ``openvino:<device>``, or the file
         imported (``onnxruntime-json:<file>``).
@@ -111,10 +114,19 @@ class DeviceProfile:
         given to the ONNX nodes the runtime names for them), ``fused`` (kernel times given
         to the convolution or matrix product they were fused onto) and ``spread`` (time no
         kernel names, shared out).  Empty when not known.
+    link : dict or None
+        What a tensor crossing between two parts costs on this device, each way:
+        ``{"latency": seconds per tensor, "bandwidth": bytes per second or None}`` (the
+        runtime's copy, layout reorder and lost fusion at a cut, measured on a cut of the
+        model itself: docs/costs.md, "Boundary costs"); it is the device's ``link`` in the
+        cost model.  ``None`` when not measured.
+    total_spread : list of float or None
+        The middle half ``[q1, q3]`` of the whole-model times ``total_seconds`` is the median
+        of: how far one run of the device moves (its noise).  ``None`` when not measured.
     """
 
     node_seconds: dict[str, float]
-    part_cost: float = 0.0
+    part_cost: float | None = 0.0
     runtime: str = ""
     repeats: int = 0
     warmup: int = 0
@@ -123,11 +135,23 @@ class DeviceProfile:
     spread: str = ""
     tensor_cost: float = 0.0
     shares: dict[str, float] = field(default_factory=dict)
+    link: dict | None = None
+    total_spread: list[float] | None = None
+
+    def noise(self) -> float:
+        """Half the middle half of the whole-model times, relative to their median (0 when
+        not measured)."""
+        if not self.total_spread or not self.total_seconds:
+            return 0.0
+        return max(self.total_spread[1] - self.total_spread[0], 0.0) / 2 / self.total_seconds
 
     def as_dict(self) -> dict:
         return {"runtime": self.runtime, "repeats": self.repeats, "warmup": self.warmup,
-                "part_cost": self.part_cost, "tensor_cost": self.tensor_cost,
+                **({"part_cost": self.part_cost} if self.part_cost is not None else {}),
+                "tensor_cost": self.tensor_cost,
+                **({"link": dict(self.link)} if self.link else {}),
                 "total_seconds": self.total_seconds,
+                **({"total_spread": list(self.total_spread)} if self.total_spread else {}),
                 "attributed": self.attributed, "spread": self.spread,
                 **({"shares": dict(self.shares)} if self.shares else {}),
                 "node_seconds": dict(self.node_seconds)}
@@ -283,7 +307,8 @@ def profile_of(data: Any, path: str = "profile") -> Profile:
         times = {str(n): _seconds(t, f"{key}.node_seconds.{n}", fail) for n, t in ns.items()}
         total = d.get("total_seconds")
         devices[str(name)] = DeviceProfile(
-            times, part_cost=_seconds(d.get("part_cost", 0.0), f"{key}.part_cost", fail),
+            times, part_cost=(None if d.get("part_cost", None) is None and "part_cost" not in d
+                              else _seconds(d.get("part_cost"), f"{key}.part_cost", fail)),
             runtime=str(d.get("runtime") or ""), repeats=_count(d, "repeats", key, fail),
             warmup=_count(d, "warmup", key, fail),
             total_seconds=None if total is None else _seconds(total, f"{key}.total_seconds",
@@ -291,7 +316,9 @@ def profile_of(data: Any, path: str = "profile") -> Profile:
             attributed=_share(d.get("attributed", 1.0), f"{key}.attributed", fail),
             spread=str(d.get("spread") or ""),
             tensor_cost=_seconds(d.get("tensor_cost", 0.0), f"{key}.tensor_cost", fail),
-            shares=_shares(d.get("shares"), f"{key}.shares", fail))
+            shares=_shares(d.get("shares"), f"{key}.shares", fail),
+            link=_link(d.get("link"), f"{key}.link", fail),
+            total_spread=_spread(d.get("total_spread"), f"{key}.total_spread", fail))
     execution = data.get("execution")
     if execution is not None and not isinstance(execution, dict):
         raise fail("execution", f"expected a mapping of execution settings, got "
@@ -315,6 +342,34 @@ def _seconds(value: Any, key: str, fail) -> float:
     if not math.isfinite(value) or value < 0:
         raise fail(key, f"expected seconds >= 0, got {value!r}")
     return float(value)
+
+
+def _spread(value: Any, key: str, fail) -> list[float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise fail(key, f"expected [first quartile, third quartile] in seconds, got {value!r}")
+    low, high = (_seconds(v, key, fail) for v in value)
+    if low > high:
+        raise fail(key, f"expected the first quartile <= the third, got {value!r}")
+    return [low, high]
+
+
+def _link(value: Any, key: str, fail) -> dict | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise fail(key, f"expected {{latency: seconds, bandwidth: bytes per second}}, got "
+                        f"{type(value).__name__}")
+    latency = _seconds(value.get("latency", 0.0), f"{key}.latency", fail)
+    bandwidth = value.get("bandwidth")
+    if bandwidth is not None:
+        if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or \
+                not math.isfinite(bandwidth) or bandwidth <= 0:
+            raise fail(f"{key}.bandwidth", f"expected bytes per second > 0 (or null), got "
+                                           f"{bandwidth!r}")
+        bandwidth = float(bandwidth)
+    return {"latency": latency, "bandwidth": bandwidth}
 
 
 def _shares(value: Any, key: str, fail) -> dict[str, float]:

@@ -6,9 +6,13 @@ profile, made into the problem's :class:`~hetero_solve.costs.CostModel` (docs/co
   (:mod:`hetero_solve.roofline`).  A quantized unit costs the sum of its members (each ONNX
   node counted once); a folded node or a ``Constant`` costs nothing (they are no part's).
 * A folded node an answer may place instead (``Problem.fold_options``) has its times ready
-  (``CostModel.option_time``) for the problem that places it.
+  (``CostModel.option_time``) for the problem that places it: the profile's or the
+  roofline's, else 0 (a profile need not time a node the runtime folds, whatever other keys,
+  ``memory`` say, make it an option).
 * A part's fixed cost is the profile's for the device where it has one, else the rule file's
-  ``part_cost``; a device's link to host memory is the rule file's ``link``.
+  ``part_cost`` (also where the profile's device has none: an imported profiler file);
+  a device's link is the profile's (what a tensor crossing a cut costs on it, measured on
+  the model: docs/costs.md, "Boundary costs"), else the rule file's ``link``.
 
 A problem has a cost model only when every node has a time on every device that may take
 it; otherwise :func:`cost_model` says which device and node lack one (what a cost objective
@@ -20,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..costs import CostModel
+from ..costs import CostModel, Link
 from ..errors import CostError
 from ..model.graph import ModelGraph
 from ..problem import Problem
@@ -39,6 +43,11 @@ class Measured:
     source: str = "<profile>"
     #: The execution settings the times were measured with (the profile's), or None.
     execution: Mapping[str, Any] | None = None
+    #: Per device name, what a tensor crossing a cut costs each way (the profile's ``link``).
+    links: Mapping[str, Link] = field(default_factory=dict)
+    #: Per device name, how far one whole-model run moves, relative (half its middle half
+    #: over its median): a predicted gain smaller than this is not one.
+    noise: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, profile: Any) -> "Measured":
@@ -48,7 +57,13 @@ class Measured:
             return profile
         devices = profile.devices
         return cls(times={name: dict(d.node_seconds) for name, d in devices.items()},
-                   part_cost={name: float(d.part_cost) for name, d in devices.items()},
+                   part_cost={name: float(d.part_cost) for name, d in devices.items()
+                              if d.part_cost is not None},
+                   links={name: Link(bandwidth=d.link.get("bandwidth"),
+                                     latency=float(d.link.get("latency") or 0.0))
+                          for name, d in devices.items() if getattr(d, "link", None)},
+                   noise={name: d.noise() for name, d in devices.items()
+                          if hasattr(d, "noise") and d.noise() > 0},
                    source=str(getattr(profile, "path", "") or "<profile>"),
                    execution=getattr(profile, "execution", None))
 
@@ -139,14 +154,17 @@ def cost_model(mg: ModelGraph, rules: Rules, problem: Problem,
     for o in problem.fold_options:
         row = [None] * len(devices)
         for d in o.allowed:
+            # a folded node a profile has no time for: the runtime folded it too (nothing)
             row[d] = time_of(o.graph_index, d)
             if row[d] is None:
-                return NoCosts(devices[d].name, d, o.name)
+                row[d] = 0.0
         option_time.append(row)
     part_cost = [float(measured.part_cost[d.name]) if measured and d.name in measured.part_cost
                  else d.part_cost for d in devices]
-    return CostModel(node_time=node_time, part_cost=part_cost,
-                     links=[d.link for d in devices], option_time=option_time or None)
+    links = [measured.links[d.name] if measured and d.name in measured.links else d.link
+             for d in devices]
+    return CostModel(node_time=node_time, part_cost=part_cost, links=links,
+                     option_time=option_time or None)
 
 
 def _check_devices(measured: Measured, rules: Rules, problem: Problem) -> None:

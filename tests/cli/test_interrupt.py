@@ -147,6 +147,28 @@ def test_sigint_during_the_imports_is_one_line(tmp_path):
     assert "not interrupted" not in r.stdout
 
 
+def test_sigint_inside_a_native_import_is_still_an_interruption(tmp_path):
+    """A Ctrl-C that lands while a native module initialises (the lazy ``import onnxruntime``
+    when the answer is written) comes out of the import as ``ImportError: initialization
+    failed``, not ``KeyboardInterrupt``: the command still reports the interruption it took,
+    one line and exit code 130, not an internal error.  (In a child: a real SIGINT.)"""
+    code = ("import os, signal, sys, time\n"
+            "sys.argv = ['hetero-solve', 'dims', 'm.onnx']\n"
+            "import hetero_solve.cli as cli\n"
+            "def app(**_kw):\n"
+            "    try:\n"
+            "        os.kill(os.getpid(), signal.SIGINT)\n"
+            "        time.sleep(5)\n"
+            "    except KeyboardInterrupt:\n"
+            "        raise ImportError('initialization failed') from None\n"
+            "cli.app = app\n"
+            "cli.main()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=HANG, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 130, r
+    assert r.stderr.strip().splitlines() == [INTERRUPTED]
+
+
 # -- every command, every stage; two signals at once (issue 31) ----------------------------------
 #
 # ``timeout -s INT`` signals the command and then its whole process group: two SIGINTs at once.

@@ -201,7 +201,12 @@ def test_explain_command():
     assert res.exit_code == 0, res.output
     assert "at least 7 part(s)" in res.output and "Erf" in res.output
     res = runner.invoke(app, ["explain", *TRANSFORMER, "--dim", "seq=16", "-q", "--json"])
-    assert res.exit_code == 0 and json.loads(res.output)["parts"] == 7
+    data = json.loads(res.output)
+    assert res.exit_code == 0 and data["parts"] == 7 and data["lower_bound"] == 7
+    # one shape for every objective: the answer's head, then partition.json's explanation
+    # (a cost objective adds "time": tests/test_cost_rules.py)
+    assert {"status", "objective", "objective_spec", "proof", "text"} <= set(data)
+    assert "time" not in data
     res = runner.invoke(app, ["explain", *TRANSFORMER, "-q", "--engine", "heuristic"])
     assert res.exit_code != 0
 

