@@ -275,7 +275,28 @@ def render(runs: list[dict]) -> str:
                     f"{r['measured_ms']:.3f} ({r['middle_half_ms'][0]:.3f}-"
                     f"{r['middle_half_ms'][1]:.3f})", f"{r['error']:+.1%}", cell]) + " |")
         lines.append("")
+    lines += ["## Reading these numbers", "", *NOTES]
     return "\n".join(lines) + "\n"
+
+
+#: What to keep in mind with every rendering (revise with the runs).
+NOTES = [
+    "- *latency / best single* divides by the faster of `ORT only` and `OV only` in each "
+    "round: for a latency answer that is the same one part as one of them (bert, qwen2, t5, "
+    "silero: the onnxruntime part), that minimum of two noisy figures alone puts the median "
+    "a little above 1 (1.00-1.04 here).",
+    "- `1-before-t0` runs with onnxruntime's threads spinning after each run (`--spinning "
+    "on`, onnxruntime's default and what main ran before issue 36), with the profile "
+    "already timing both runtimes alive; the other runs use `stop`.",
+    "- `latency` is what `solve` answers: it measures the answer against each single device "
+    "before answering (`--measure`, its default) and says what it kept; `predicted` is the "
+    "solver's answer as predicted (`--no-measure`), the one whose prediction error tells how "
+    "good the cost model is.",
+    "- A run of the same answer moves by a few per cent between rounds on this machine (the "
+    "middle half in brackets); a split is called faster than both runtimes only when its "
+    "paired ratio's middle half stays below 1, and a second run (`7-repeat`, `8-repeat`) "
+    "repeats it.",
+]
 
 
 def commit() -> str:

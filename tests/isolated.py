@@ -137,38 +137,52 @@ def can_drop_privileges() -> bool:
     return hasattr(os, "setuid") and os.geteuid() == 0
 
 
-def in_child(fn, *args, timeout: float = 120.0, **kwargs):
-    """``fn(*args, **kwargs)`` in a forked child, its return value (picklable) back: for a test
-    whose library leaves process-wide state behind (Dask's event-loop threads, which keep
-    :func:`hetero_solve.model.parallel.fork_pays` false for every later test).  An exception in
-    the child fails the caller with the child's traceback."""
-    import pickle
+def in_child(fn, *args, timeout: float = 180.0, **kwargs):
+    """``fn(*args, **kwargs)`` in a fresh interpreter (spawned, not forked), its return value
+    (picklable) back: for a test whose library leaves process-wide state behind (Dask's
+    event-loop threads, which keep :func:`hetero_solve.model.parallel.fork_pays` false for every
+    later test).  Spawned, because a fork of the suite's process copies the locks its native
+    thread pools (onnxruntime, OpenVINO's TBB, Dask's loops) hold at that instant: a forked
+    child started a Dask cluster and hung a CI run for its whole time limit.  ``fn`` must be
+    importable (a module-level function of a test module).  An exception in the child fails the
+    caller with the child's traceback; a child still running after ``timeout`` seconds is
+    killed and fails it too."""
+    import multiprocessing
     from support.tiers import note_child
     note_child()
-    read, write = os.pipe()
+    ctx = multiprocessing.get_context("spawn")
+    read, write = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_run_and_send, args=(write, fn, args, kwargs))
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
+    child.start()
+    write.close()
+    try:
+        if not read.poll(timeout):
+            raise AssertionError(f"{fn.__name__} still ran after {timeout} s in its child")
         try:
-            payload = ("ok", fn(*args, **kwargs))
-        except BaseException:  # noqa: BLE001 -- reported to the parent
-            payload = ("error", traceback.format_exc())
-        try:
-            data = pickle.dumps(payload)
-        except Exception:  # noqa: BLE001
-            data = pickle.dumps(("error", traceback.format_exc()))
-        with os.fdopen(write, "wb") as f:
-            f.write(data)
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as f:
-        data = f.read()
-    code = _wait(pid, timeout)
-    if code == HANG:
-        raise AssertionError(f"{fn.__name__} still ran after {timeout} s in its child")
-    kind, value = pickle.loads(data) if data else ("error", f"the child died: exit {code}")
+            kind, value = read.recv()
+        except EOFError:
+            child.join(10)
+            kind, value = "error", f"the child died: exit {child.exitcode}"
+    finally:
+        read.close()
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+            child.join()
     if kind == "error":
         raise AssertionError(f"in the child:\n{value}")
     return value
+
+
+def _run_and_send(conn, fn, args, kwargs) -> None:
+    try:
+        payload = ("ok", fn(*args, **kwargs))
+    except BaseException:  # noqa: BLE001 -- reported to the parent
+        payload = ("error", traceback.format_exc())
+    try:
+        conn.send(payload)
+    except Exception:  # noqa: BLE001 -- an unpicklable answer is the test's error
+        conn.send(("error", traceback.format_exc()))
+    conn.close()
