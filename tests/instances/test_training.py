@@ -122,18 +122,40 @@ def test_backward_to_forward_edge_is_refused():
         instance_problem(data, "x.json", THROUGHPUT, contiguous=True)
 
 
-# their DP (throughput-dp/dp.cpp, g++ -O3) on their public training graphs, full precision
-PUBLIC = [("throughput_bert_l-3_training.json", 65.30314912208605),
+# their DP (throughput-dp/dp.cpp, g++ -O3) on their public graphs, full precision; None: their
+# DP gives none (the two InceptionV3 graphs: its pairs of ideals outgrow this machine's memory)
+PUBLIC = [("throughput_bert_l-3_inference.json", 27.9185676799125),
+          ("throughput_bert_l-3_training.json", 65.30314912208605),
+          ("throughput_bert_l-6_inference.json", 29.57950580645155),
+          ("throughput_bert_l-6_training.json", 72.86496632241122),
+          ("throughput_bert_l-12_inference.json", 147.47798444934838),
+          ("throughput_bert_L-12_training.json", 437.9976378578455),
+          ("throughput_resnet50_inference.json", 124.34884977404485),
           ("throughput_resnet50_training.json", 255.19441645217384),
-          ("throughput_layers_bert24_training.json", 41.7458125)]
+          ("throughput_layers_bert24_inference.json", 17.78990625),
+          ("throughput_layers_bert24_training.json", 41.7458125),
+          ("throughput_layers_gnmt_inference.json", 32.910658203124996),
+          ("throughput_layers_gnmt_training.json", 107.0044140625),
+          ("throughput_layers_resnet50_inference.json", 33.774666015625),
+          ("throughput_layers_resnet50_training.json", 78.63181250000001),
+          ("throughput_layers_inceptionv3_inference.json", None),
+          ("throughput_layers_inceptionv3_training.json", None)]
 
 
 @pytest.mark.parametrize("name, dp", PUBLIC, ids=[n for n, _ in PUBLIC])
-def test_public_training_graph_equals_their_dp(name, dp):
+def test_public_graph_proven_equal_to_their_dp(name, dp):
+    """Every public graph proven within a deterministic minute (issue 38: the training graphs
+    were claimed optimal at 1.9-99x their DP's optimum, BERT-12 training was left at 12x and
+    InceptionV3 training unproven): equal to their DP where it gives a value."""
     result = solve_instance(DATA / name, "throughput", contiguous=True, work_limit=60)
     assert validate(result.problem, result.solution) == []
     assert result.solution.status == "optimal"
-    assert result.metrics.throughput == pytest.approx(dp, rel=1e-9)
+    bound = result.solution.stats["cost_bounds"]["throughput"]
+    assert bound <= result.metrics.throughput
+    if dp is not None:
+        assert result.metrics.throughput == pytest.approx(dp, rel=1e-9)
+    else:       # no reference: the proof itself, to the solver's resolution
+        assert result.metrics.throughput - bound <= 1e-6 * result.metrics.throughput
 
 
 def test_public_training_graph_non_contiguous_starts_from_the_stages():
