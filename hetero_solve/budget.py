@@ -51,9 +51,13 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 #: Deterministic seconds of work per second of ``--time-limit`` (docs/exact.md, "Determinism").
 WORK_PER_SECOND = 0.5
+#: The one library default (a call given no limit): deterministic seconds of work, no clock
+#: (what ``--time-limit 10``, the command's default, gives on a quiet machine).
+DEFAULT_WORK = 5.0
 #: Conversions into deterministic seconds (module doc).
 RUN_STEPS_PER_SECOND = 400_000
 BUILD_ITEMS_PER_SECOND = 100_000
@@ -79,6 +83,50 @@ class _Flags:
     def __init__(self) -> None:
         self.deterministic = True
         self.stopped_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The limit of one command or library call as the user gave it: ``time`` (``--time-limit``,
+    wall-clock seconds) or ``work`` (``--work-limit``, deterministic seconds), one of them;
+    checked when made, so a bad limit fails before any work.  :meth:`start` makes it the
+    call's one :class:`Budget` when the model is prepared (the clock starts then).
+
+    >>> Limit.of(time_limit=5).start().work, Limit.of().work, str(Limit.of(work_limit=2.5))
+    (2.5, 5.0, '--work-limit 2.5')
+    """
+
+    time: float | None = None
+    work: float | None = None
+
+    @classmethod
+    def of(cls, time_limit: float | None = None, work_limit: float | None = None) -> Limit:
+        """From ``time_limit`` or ``work_limit`` (one, not both; neither: the one library
+        default, :data:`DEFAULT_WORK` deterministic seconds).
+
+        Raises
+        ------
+        ValueError
+            Both given, or a negative or NaN limit.
+        """
+        if time_limit is not None and work_limit is not None:
+            raise ValueError("give a time limit or a work limit, not both")
+        if time_limit is not None:
+            return cls(time=_checked("time_limit", time_limit, "seconds"))
+        if work_limit is not None:
+            return cls(work=_checked("work_limit", work_limit, "deterministic seconds"))
+        return cls(work=DEFAULT_WORK)
+
+    def start(self) -> Budget:
+        """The call's one budget: the clock (with a time limit) starts now."""
+        if self.time is not None:
+            return Budget(self.time * WORK_PER_SECOND, time.perf_counter() + self.time,
+                          time_limit=self.time, work_limit=self.time * WORK_PER_SECOND)
+        return Budget(self.work, None, work_limit=self.work)
+
+    def __str__(self) -> str:
+        return f"--time-limit {self.time:g}" if self.time is not None else \
+            f"--work-limit {self.work:g}"
 
 
 class Budget:
@@ -117,22 +165,30 @@ class Budget:
     def of(cls, time_limit: float | None = None, work_limit: float | None = None) -> Budget:
         """The budget of one command or library call, from ``--time-limit`` (seconds, a
         wall-clock promise; work ``WORK_PER_SECOND`` x it) or ``--work-limit``
-        (deterministic seconds, no clock).  Give one, not both; neither: 10 s.  The clock
-        starts now: make it when the model is prepared.
+        (deterministic seconds, no clock).  Give one, not both; neither: the one library
+        default (:meth:`default`, deterministic).  The clock starts now: make it when the
+        model is prepared (:meth:`Limit.start`).
 
         Raises
         ------
         ValueError
             Both given, or a negative or NaN limit.
         """
-        if time_limit is not None and work_limit is not None:
-            raise ValueError("give a time limit or a work limit, not both")
-        if work_limit is not None:
-            w = _checked("work_limit", work_limit, "deterministic seconds")
-            return cls(w, None, work_limit=w)
-        t = _checked("time_limit", 10.0 if time_limit is None else time_limit, "seconds")
-        return cls(t * WORK_PER_SECOND, time.perf_counter() + t, time_limit=t,
-                   work_limit=t * WORK_PER_SECOND)
+        return Limit.of(time_limit, work_limit).start()
+
+    @classmethod
+    def default(cls) -> Budget:
+        """The one library default: :data:`DEFAULT_WORK` deterministic seconds, no clock (the
+        same answer at any load)."""
+        return Limit.of().start()
+
+    @property
+    def root(self) -> Budget:
+        """The call's budget this one is part of (itself when it is the call's)."""
+        b = self
+        while b.parent is not None:
+            b = b.parent
+        return b
 
     def allot(self, work: float) -> Budget:
         """A child budget of at most ``work`` deterministic seconds (and at most what this one
@@ -262,6 +318,6 @@ def _checked(name: str, value: float, unit: str) -> float:
     return min(v, MAX_LIMIT)
 
 
-__all__ = ["Budget", "Steps", "WORK_PER_SECOND", "RUN_STEPS_PER_SECOND",
+__all__ = ["Budget", "Limit", "Steps", "DEFAULT_WORK", "WORK_PER_SECOND", "RUN_STEPS_PER_SECOND",
            "BUILD_ITEMS_PER_SECOND", "RELAXED_ITEMS_PER_SECOND", "CLAUSES_PER_SECOND",
            "MAX_LIMIT", "MIN_WORK", "TIME_LIMIT", "TIME_WARNING"]

@@ -22,7 +22,7 @@ from .algorithms.greedy import PackingFailed, heuristic
 from .algorithms.islands import cost_islands
 from .algorithms.single import SingleDevice, best_single_device
 from .algorithms.stages import pipeline_stages
-from .budget import RUN_STEPS_PER_SECOND, Budget
+from .budget import RUN_STEPS_PER_SECOND, Budget, Limit
 from .compile import compile_problem, missing_dims, missing_dims_ahead
 from .engines import check_engine
 from .errors import InfeasibleError, ValidationError, warn
@@ -241,14 +241,15 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
         ``heuristic``: the greedy answer with its lower bound; ``cpsat`` or ``sat``: exact
         refinement within the limit; ``auto``: the best available (CP-SAT).
     time_limit : float, optional
-        Wall-clock seconds from the model prepared to the answer ready (default 10 when
-        ``work_limit`` is not given): a promise.  Work inside it is counted
+        Wall-clock seconds from the model prepared to the answer ready: a promise.  Work inside it is counted
         deterministically (:class:`~hetero_solve.budget.Budget`), so on a quiet machine the
         same input gives the same answer; when the clock ends first the best answer so far
         is returned, ``solution.stats["deterministic"]`` is False and a warning says so.
     work_limit : float, optional
         Deterministic seconds of work instead, with no clock: the same answer on any
-        machine at any load (not with ``time_limit``).
+        machine at any load (not with ``time_limit``).  Neither: the one library default,
+        :data:`~hetero_solve.budget.DEFAULT_WORK` deterministic seconds (what ``-t 10``, the
+        command's default, gives on a quiet machine).
     seed : int, default 0
         Solver seed: same input and seed, same answer.
     objective : Objective, optional
@@ -290,14 +291,15 @@ def solve(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     >>> r.metrics.partitions, r.solution.status                              # doctest: +SKIP
     (3, 'optimal')
     """
-    _checked(engine, time_limit, work_limit)
+    check_engine(engine)
+    limit = Limit.of(time_limit, work_limit)    # a bad limit fails before any work
     with paused_gc():
         # The checker (forked, lowest priority, on large models) is waited for at the end.
         prepared = prepare(model, rules, dims=dims, shapes=shapes, objective=objective,
                            progress=progress, defer_check=True, costs=costs)
         # the clock starts here: the model is prepared
-        result = _solve(prepared, engine=engine, budget=Budget.of(time_limit, work_limit),
-                        seed=seed, progress=progress)
+        result = _solve(prepared, engine=engine, budget=limit.start(), seed=seed,
+                        progress=progress)
     for message in result.warnings:
         warn(message)
     return result
@@ -311,20 +313,14 @@ def solve_prepared(prepared: Prepared, *, engine: str = "auto",
     optimum of the problem it compiled once).  ``prepared`` is not changed.  ``budget``:
     a :class:`~hetero_solve.budget.Budget` to draw on instead of the limits (``check``
     shares one between its two solves)."""
-    _checked(engine, time_limit, work_limit)
+    check_engine(engine)
     if budget is None:
-        budget = Budget.of(time_limit, work_limit)
+        budget = Limit.of(time_limit, work_limit).start()
     with paused_gc():
         result = _solve(prepared, engine=engine, budget=budget, seed=seed, progress=progress)
     for message in result.warnings:
         warn(message)
     return result
-
-
-def _checked(engine: str, time_limit: float | None, work_limit: float | None) -> None:
-    """Refuse an unknown engine, a negative limit or both limits, before any work."""
-    check_engine(engine)
-    Budget.of(time_limit, work_limit)
 
 
 def _solve(prepared: Prepared, *, engine: str, budget: Budget, seed: int,
@@ -460,7 +456,10 @@ def solve_problem(problem: Problem, start: Solution | None = None, *, engine: st
     say = progress or (lambda _msg: None)
     lap = lap or (lambda _name: None)
     if budget is None:
-        budget = Budget.of(work_limit=5.0)
+        budget = Budget.default()
+    watch = getattr(progress, "watch", None)    # a progress line that reads the budget
+    if watch is not None:
+        watch(budget.root)
     if start is None:
         say(SOLVE_STAGE)
         start = initial_solution(problem, engine=engine, budget=budget, seed=seed,
@@ -499,7 +498,7 @@ def initial_solution(problem: Problem, *, engine: str = "auto", budget: Budget |
         A node no device can hold (proven, named), or no partition found by either (the
         message says it is not a proof).
     """
-    budget = budget if budget is not None else Budget.of(work_limit=5.0)
+    budget = budget if budget is not None else Budget.default()
     try:
         sol = heuristic(problem)
     except PackingFailed as failure:

@@ -20,7 +20,7 @@ from typing import Callable, Mapping
 
 import onnx
 
-from .budget import Budget
+from .budget import Budget, Limit
 from .engines import check_engine
 from .export.writer import write_result
 from .errors import HeteroSolveError
@@ -134,12 +134,12 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
     check_engine(engine)
-    Budget.of(time_limit, work_limit)   # bad limits fail before any work
+    limit = Limit.of(time_limit, work_limit)    # a bad limit fails before any work
     say = progress or (lambda _msg: None)
     umap = read_affinity(affinity)
     prepared = prepare(model, rules, dims=dims, shapes=shapes, progress=say, objective=objective,
                        costs=costs)
-    budget = Budget.of(time_limit, work_limit)
+    budget = limit.start()          # the model is prepared: the clock starts
     mg, rule_set, base = prepared.model_graph, prepared.rules, prepared.problem
     warnings = list(base.info.warnings)
     say("validating the map")

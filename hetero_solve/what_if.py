@@ -9,6 +9,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from .budget import Budget
 from .pipeline import Prepared, Result, solve_prepared, vary
 from .rules.change import Change
 from .rules.conditions import SupportChecker, op_refusal
@@ -16,7 +17,7 @@ from .rules.ops import rule_op_name
 
 Progress = Callable[[str], None]
 
-__all__ = ["Outcome", "outcome", "what_if", "refused_changes", "rank_changes"]
+__all__ = ["Outcome", "outcome", "what_if", "refused_changes", "candidates", "rank_changes"]
 
 
 @dataclass(frozen=True)
@@ -47,23 +48,31 @@ def outcome(result: Result) -> Outcome:
                    tuple(p.objective.key(m.as_dict())))
 
 
-def _resolve(prepared: Prepared, *, engine: str, time_limit: float | None,
-             work_limit: float | None = None, seed: int) -> Result:
+def _resolve(prepared: Prepared, *, engine: str, budget: Budget, seed: int) -> Result:
     with warnings.catch_warnings():   # the answer's own warnings are the base solve's
         warnings.simplefilter("ignore")
-        return solve_prepared(prepared, engine=engine, time_limit=time_limit,
-                              work_limit=work_limit, seed=seed)
+        return solve_prepared(prepared, engine=engine, budget=budget, seed=seed)
 
 
 def what_if(prepared: Prepared, changes: Sequence[Change], *, engine: str = "auto",
-            time_limit: float | None = None, work_limit: float | None = None,
-            seed: int = 0) -> Result:
-    """The answer with every change of ``changes`` made, in order (a real re-solve, within
-    the limits :func:`~hetero_solve.pipeline.solve_prepared` takes)."""
+            budget: Budget | None = None, seed: int = 0) -> Result:
+    """The answer with every change of ``changes`` made, in order: a real re-solve within
+    ``budget`` (the call's, or a part of it: ``explain`` shares one between its solves;
+    default :meth:`~hetero_solve.budget.Budget.default`)."""
     for change in changes:
         prepared = vary(prepared, change)
-    return _resolve(prepared, engine=engine, time_limit=time_limit, work_limit=work_limit,
-                    seed=seed)
+    return _resolve(prepared, engine=engine, budget=budget or Budget.default(), seed=seed)
+
+
+def candidates(prepared: Prepared) -> list[tuple[Change, Prepared]]:
+    """The changes :func:`rank_changes` re-solves, each with the prepared problem it gives:
+    those of :func:`refused_changes` that change some node's devices."""
+    out = []
+    for change in refused_changes(prepared):
+        varied = vary(prepared, change)
+        if varied.problem is not prepared.problem:
+            out.append((change, varied))
+    return out
 
 
 def refused_changes(prepared: Prepared) -> list[Change]:
@@ -102,22 +111,25 @@ class Ranked:
 
 
 def rank_changes(prepared: Prepared, before: Outcome, *, top: int = 5, engine: str = "auto",
-                 time_limit: float = 1.0, seed: int = 0,
-                 progress: Progress | None = None) -> tuple[list[Ranked], int]:
-    """The refused op types (:func:`refused_changes`) ranked by the objective's key of the
-    answer supporting each gives, each from a real re-solve within ``time_limit`` seconds;
-    ties by the change's text.  Returns the best ``top`` and how many candidates there were
-    (a change no node's support depends on, such as one refused only for a static shape, is
-    not a candidate)."""
+                 budget: Budget | None = None, seed: int = 0,
+                 progress: Progress | None = None,
+                 changes: Sequence[tuple[Change, Prepared]] | None = None
+                 ) -> tuple[list[Ranked], int]:
+    """The refused op types ranked by the objective's key of the answer supporting each
+    gives, each from a real re-solve on an equal share of ``budget`` (what is left of it when
+    its turn comes: under a work limit the same ranking at any load; default
+    :meth:`~hetero_solve.budget.Budget.default`); ties by the change's text.  ``changes``:
+    :func:`candidates`, when the caller has them.  Returns the best ``top`` and how many
+    candidates there were (a change no node's support depends on, such as one refused only for
+    a static shape, is not a candidate)."""
     say = progress or (lambda _m: None)
-    changes = refused_changes(prepared)
+    budget = budget or Budget.default()
+    changes = list(candidates(prepared) if changes is None else changes)
     ranked = []
-    for k, change in enumerate(changes, 1):
-        say(f"what if {change} ({k}/{len(changes)})")
-        varied = vary(prepared, change)
-        if varied.problem is prepared.problem:
-            continue
-        ranked.append(Ranked(change, before, outcome(
-            _resolve(varied, engine=engine, time_limit=time_limit, seed=seed))))
+    for k, (change, varied) in enumerate(changes):
+        say(f"what if {change} ({k + 1}/{len(changes)})")
+        answer = _resolve(varied, engine=engine, budget=budget.split(len(changes) - k),
+                          seed=seed)
+        ranked.append(Ranked(change, before, outcome(answer)))
     ranked.sort(key=lambda r: (r.after.key, str(r.change)))
     return ranked[:top], len(ranked)

@@ -25,6 +25,7 @@ import hetero_solve as hs
 from hetero_solve.pipeline import prepare, solve_prepared, vary
 from hetero_solve.problem import Objective
 from hetero_solve.rules.change import Change, apply_change, parse_change
+from hetero_solve.budget import Budget
 from hetero_solve.measures.costs import critical_chain
 from hetero_solve.what_if import outcome, rank_changes, refused_changes
 
@@ -125,7 +126,7 @@ def test_ranking_puts_the_op_whose_support_saves_most_first():
     base = prepare(_model(), _rules())
     assert [str(c) for c in refused_changes(base)] == ["NPU+=Pad", "NPU+=Softmax"]
     before = outcome(solve_prepared(base, time_limit=5))
-    ranked, tried = rank_changes(base, before, top=5, time_limit=5)
+    ranked, tried = rank_changes(base, before, top=5, budget=Budget.of(work_limit=5))
     assert tried == 2
     assert [str(r.change) for r in ranked] == ["NPU+=Pad", "NPU+=Softmax"]
     assert [r.saves()["partitions"] for r in ranked] == [4, 1]
@@ -134,8 +135,21 @@ def test_ranking_puts_the_op_whose_support_saves_most_first():
     for r in ranked:
         edited = hs.solve(_model(), _edited(_rules(), "NPU", r.change.op), time_limit=5)
         assert r.after == outcome(edited)
-    assert [str(r.change) for r in rank_changes(base, before, top=1, time_limit=5)[0]] == [
-        "NPU+=Pad"]
+    assert [str(r.change) for r in rank_changes(base, before, top=1,
+                                                budget=Budget.of(work_limit=5))[0]] == ["NPU+=Pad"]
+
+
+def test_the_ranking_draws_on_one_work_budget_and_is_the_same_at_any_load():
+    """Every ranked re-solve takes an equal share of the one budget: under a work limit the
+    ranking and what it records do not depend on the clock, and the budget is spent once."""
+    base = prepare(_model(), _rules())
+    before = outcome(solve_prepared(base, work_limit=1))
+    budget = Budget.of(work_limit=1)
+    first = rank_changes(base, before, budget=budget)
+    assert budget.spent <= 1 and budget.deterministic
+    again = rank_changes(base, before, budget=Budget.of(work_limit=1))
+    assert [(str(r.change), r.after) for r in first[0]] == \
+        [(str(r.change), r.after) for r in again[0]]
 
 
 @pytest.mark.parametrize("text, words", [
@@ -185,7 +199,7 @@ def files(tmp_path):
 def test_explain_what_if_and_rank_on_the_command_line(files, tmp_path):
     model, rules = files
     out = _cli("explain", model, rules, "--objective", "fallback,latency", "-t", "5",
-               "--what-if", "NPU+=Pad", "--rank", "5", "--rank-time-limit", "5", "--json")
+               "--what-if", "NPU+=Pad", "--rank", "5", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     edited = tmp_path / "edited.yaml"

@@ -18,7 +18,6 @@ from rich.table import Table
 
 from ..errors import HeteroSolveError, HeteroSolveWarning
 from ..filekind import content_kind, looks_like_json
-from ..pipeline import SOLVE_STAGE
 from ..problem import Objective
 from ..rules.load import objective_from_text
 from ..units import format_seconds
@@ -280,29 +279,36 @@ def caught_warnings() -> Iterator[Warnings]:
 # -- progress ----------------------------------------------------------------------------------
 
 class _LiveLine:
-    """The live progress line: spinner, running clock, stage, and from the model prepared to
-    the answer ready the time used of ``--time-limit`` (none with ``--work-limit``: no clock).  Rendered by rich several times a second, so the clock
-    moves while a stage runs."""
+    """The live progress line: spinner, running clock, stage, and while the answer is
+    searched what the call's budget says (:meth:`watch`: the work spent of the limit's, and
+    with ``--time-limit`` the clock's seconds of it).  Rendered by rich several times a
+    second, so the clock moves while a stage runs.  Called with a message, it shows it."""
 
-    def __init__(self, time_limit: float | None):
+    def __init__(self):
         self.start = time.perf_counter()
-        self.time_limit = time_limit
         self.message = "starting"
-        self.budget_start: float | None = None
+        self.budget = None
         self.spinner = Spinner("dots", style="cyan")
 
-    def say(self, message: str) -> None:
-        if message.startswith(SOLVE_STAGE) and self.budget_start is None:
-            self.budget_start = time.perf_counter()
-        elif message.startswith(("validating", "writing")):
-            self.budget_start = None
+    def __call__(self, message: str) -> None:
+        if message.startswith(("validating", "writing")):
+            self.budget = None
         self.message = message
+
+    def watch(self, budget) -> None:
+        """Read ``budget`` (the call's :class:`~hetero_solve.budget.Budget`) from now on: the
+        pipeline hands it over when the answer's search starts."""
+        self.budget = budget
 
     def text(self) -> str:
         now = time.perf_counter()
         line = f"{now - self.start:6.1f}s  {self.message}"
-        if self.budget_start is not None and self.time_limit:
-            line += f"  [{now - self.budget_start:.1f}s of the {self.time_limit:g}s time limit]"
+        b = self.budget
+        if b is not None:
+            line += f"  [work {b.spent:.1f} of {b.work:g} s"
+            if b.time_limit:
+                line += f", {b.time_limit - max(0.0, b.wall_left()):.1f} of the {b.time_limit:g} s limit"
+            line += "]"
         return line
 
     def __rich__(self):
@@ -311,13 +317,12 @@ class _LiveLine:
 
 
 @contextmanager
-def progress_on_stderr(quiet: bool = False, verbose: bool = False,
-                       time_limit: float | None = None) -> Iterator[Say]:
+def progress_on_stderr(quiet: bool = False, verbose: bool = False) -> Iterator[Say]:
     """Yield a ``say(message)`` callback for progress.
 
-    On a terminal: one live line on stderr (spinner, running clock, the stage, and the exact
-    solver's time budget), erased when the work ends, so the next line is the result or the
-    one error line.  Not on a terminal (a pipe, a log file): silent, unless ``verbose``, which
+    On a terminal: one live line on stderr (spinner, running clock, the stage, and what the
+    call's budget says while the answer is searched), erased when the work ends, so the next
+    line is the result or the one error line.  Not on a terminal (a pipe, a log file): silent, unless ``verbose``, which
     prints one timestamped line per stage (also on a terminal).  ``quiet``: nothing at all."""
     if quiet:
         yield _silent
@@ -334,9 +339,9 @@ def progress_on_stderr(quiet: bool = False, verbose: bool = False,
         yield _silent
         return
     from rich.live import Live
-    line = _LiveLine(time_limit)
+    line = _LiveLine()
     with Live(line, console=err_console, transient=True, refresh_per_second=8):
-        yield line.say
+        yield line
 
 
 def _silent(_message: str) -> None:

@@ -13,7 +13,8 @@ from ..exact.explain import claims_text, explain_text, time_text
 from ..units import format_seconds
 from ..pipeline import prepare, solve, solve_prepared
 from ..rules.change import parse_change
-from ..what_if import outcome, rank_changes, what_if
+from ..budget import Limit
+from ..what_if import candidates, outcome, rank_changes, what_if
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
                      limits, objective_option, out_console, parse_dims, parse_objective,
@@ -51,10 +52,10 @@ def explain_command(
     rank: Optional[int] = typer.Option(
         None, "--rank", metavar="N", min=1,
         help="Rank the op types each device refuses (op list or ops.when condition) by what "
-             "supporting them would save, each from a real re-solve within --rank-time-limit; "
-             "show the best N (e.g. --rank 5).", show_default=False),
-    rank_time_limit: float = typer.Option(1.0, "--rank-time-limit", min=0,
-                                          help="Seconds of exact solving per ranked change."),
+             "supporting them would save, each from a real re-solve; show the best N (e.g. "
+             "--rank 5). Every solve of the command (the answer, --what-if, each ranked "
+             "change) draws an equal share of the one limit (-t or --work-limit: with "
+             "--work-limit the same ranking at any load).", show_default=False),
     quiet: bool = quiet_option(),
     verbose: bool = verbose_option(),
 ) -> None:
@@ -75,7 +76,7 @@ def explain_command(
     goal = parse_objective(objective)
     varied = None
     with caught_warnings() as warned:
-        with progress_on_stderr(quiet, verbose, time_limit) as say:
+        with progress_on_stderr(quiet, verbose) as say:
             if what_if_changes or rank:
                 prepared = prepare(model, rules, dims=dims, shapes=shapes, objective=goal,
                                    progress=say, costs=costs)
@@ -85,11 +86,9 @@ def explain_command(
                         changes.append(parse_change(text, prepared.rules))
                     except ValueError as e:
                         raise UsageError(f"--what-if {e}") from None
-                result = solve_prepared(prepared, engine=engine, time_limit=time_limit,
-                                        work_limit=work_limit, seed=seed, progress=say)
-                varied = _what_if(prepared, result, changes, rank, engine=engine,
-                                  time_limit=time_limit, work_limit=work_limit,
-                                  rank_time_limit=rank_time_limit, seed=seed, say=say)
+                result, varied = _what_if(prepared, changes, rank, engine=engine,
+                                          limit=Limit.of(time_limit, work_limit), seed=seed,
+                                          say=say)
             else:
                 result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
                                time_limit=time_limit, work_limit=work_limit, seed=seed,
@@ -131,24 +130,29 @@ def _as_json(result, ex: dict, varied: dict | None) -> dict:
     return {**head, **ex, **tail, **(varied or {})}
 
 
-def _what_if(prepared, result, changes, rank, *, engine, time_limit, work_limit,
-             rank_time_limit, seed, say) -> dict:
-    """The what-if answers (``--what-if``: before and after) and the ranking (``--rank``) as
-    ``explain --json`` gives them."""
+def _what_if(prepared, changes, rank, *, engine, limit: Limit, seed, say) -> tuple:
+    """The answer, and the what-if answers (``--what-if``: before and after) and the ranking
+    (``--rank``) as ``explain --json`` gives them: every solve an equal share of the one
+    budget, made once the model is prepared."""
+    ranked = candidates(prepared) if rank else []
+    budget = limit.start()                   # the model is prepared: the clock starts
+    solves = 1 + bool(changes) + len(ranked)
+    result = solve_prepared(prepared, engine=engine, budget=budget.split(solves), seed=seed,
+                            progress=say)
     before = outcome(result)
     out: dict = {}
     if changes:
         say(f"what if {', '.join(map(str, changes))}")
-        after = outcome(what_if(prepared, changes, engine=engine, time_limit=time_limit,
-                                work_limit=work_limit, seed=seed))
+        after = outcome(what_if(prepared, changes, engine=engine,
+                                budget=budget.split(solves - 1), seed=seed))
         out["what_if"] = {"changes": [str(c) for c in changes], "before": before.as_dict(),
                           "after": after.as_dict()}
     if rank:
-        ranked, tried = rank_changes(prepared, before, top=rank, engine=engine,
-                                     time_limit=rank_time_limit, seed=seed, progress=say)
-        out["ranking"] = {"candidates": tried, "time_limit": rank_time_limit,
-                          "before": before.as_dict(), "best": [r.as_dict() for r in ranked]}
-    return out
+        best, tried = rank_changes(prepared, before, top=rank, engine=engine, budget=budget,
+                                   seed=seed, progress=say, changes=ranked)
+        out["ranking"] = {"candidates": tried, "limit": str(limit),
+                          "before": before.as_dict(), "best": [r.as_dict() for r in best]}
+    return result, out
 
 
 def _outcome_text(o: dict) -> str:
@@ -170,7 +174,7 @@ def _print_what_if(varied: dict | None) -> None:
     if "ranking" in varied:
         r = varied["ranking"]
         lines.append(f"refused op types ranked by what supporting them saves ({r['candidates']} "
-                     f"candidate(s), each re-solved within {r['time_limit']:g} s; now "
+                     f"candidate(s), each re-solved on an equal share of {r['limit']}; now "
                      f"{_outcome_text(r['before'])}):")
         if not r["best"]:
             lines.append("  none: no device refuses an op type of this model for its op list "

@@ -70,7 +70,7 @@ def instance_command(
     target = check_target(path.with_suffix(".hetero") if out is None else out)
     replaced = bool(answer_files(target))
     with caught_warnings() as warned:
-        with progress_on_stderr(quiet, verbose, time_limit) as say:
+        with progress_on_stderr(quiet, verbose) as say:
             result = solve_instance(path, objective, contiguous=contiguous,
                                     time_limit=time_limit, work_limit=work_limit, seed=seed,
                                     engine=engine, progress=say)

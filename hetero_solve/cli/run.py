@@ -383,7 +383,7 @@ def check_command(
         if not no_export:   # refused before solving, not after
             target = check_target(model.with_name(model.stem + ".user.hetero") if out is None
                                   else out)
-        with progress_on_stderr(quiet, verbose, time_limit) as say:
+        with progress_on_stderr(quiet, verbose) as say:
             report = check_affinity(model, rules, affinity, dims=dims,
                                     shapes=parse_shapes(shape), split=split,
                                     engine=engine, time_limit=time_limit,

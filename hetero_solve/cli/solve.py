@@ -102,7 +102,7 @@ def solve_command(
         raise UsageError("--measure needs the profile the answer is priced with: --costs "
                          "PROFILE.json (hetero-solve profile MODEL RULES -o PROFILE.json)")
     with caught_warnings() as warned:
-        with progress_on_stderr(quiet, verbose, time_limit) as say:
+        with progress_on_stderr(quiet, verbose) as say:
             if costs is not None and measure is not False:
                 result = _solve_measured(model, rules, dims, shapes, engine, time_limit,
                                          work_limit, seed, say, goal, costs, measure)

@@ -134,7 +134,7 @@ def refine(problem: Problem, start: Solution | None, *, engine: str = "auto",
 
 def _budget(budget: Budget | None) -> Budget:
     """The budget to spend (the default when none is given)."""
-    return budget if budget is not None else Budget.of(work_limit=5.0)
+    return budget if budget is not None else Budget.default()
 
 
 def _refine(problem: Problem, start: Solution, R: list[tuple[int, ...]], engine: str,

@@ -281,7 +281,7 @@ def _solve(m, budget: Budget | None, seed: int):
     built = len(proto.variables) + len(proto.constraints)   # the model's build, counted
     # (its Python construction, split witnesses included, costs more per item than an
     # encoding's: RELAXED_ITEMS_PER_SECOND, measured)
-    budget = budget if budget is not None else Budget(5.0)
+    budget = budget if budget is not None else Budget.default()
     status, stats = run(solver, m, budget)
     build_time = round(built / RELAXED_ITEMS_PER_SECOND, 3)
     budget.charge(build_time)

@@ -161,9 +161,9 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
           hint: Solution | None = None, budget: Budget | None = None, seed: int = 0,
           progress: Callable[[str], None] | None = None, label: str = "sat") -> EngineResult:
     """Minimise ``sum weights[t] * term t`` subject to ``term t <= caps[t]`` (module doc)
-    within ``budget`` (default: 10 deterministic seconds, no clock), which is charged the
+    within ``budget`` (default: :meth:`~hetero_solve.budget.Budget.default`), which is charged the
     build and the search."""
-    budget = budget if budget is not None else Budget(10.0)
+    budget = budget if budget is not None else Budget.default()
     if budget.out_of_time():        # nothing is built past the deadline
         return EngineResult(None, None, None, False, stats={"skipped": "time limit"})
     if enc.infeasible:

@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..budget import Budget
+from ..budget import Limit
 from ..export.manifest import build_manifest
 from ..export.writer import MANIFEST, write_answer, write_json
 from ..pipeline import solve_problem
@@ -59,11 +59,11 @@ def solve_instance(path: str | os.PathLike, objective: str = "throughput", *,
     if objective not in OBJECTIVES:
         raise InstanceError(path, "", f"unknown objective {objective!r}: an instance is "
                                       f"solved for {' or '.join(OBJECTIVES)}")
-    Budget.of(time_limit, work_limit)   # bad limits fail before any work
+    limit = Limit.of(time_limit, work_limit)    # a bad limit fails before any work
     t0 = time.perf_counter()
     problem = load_instance(path, Objective(order=(objective,)), contiguous=contiguous)
     seconds = {"load": time.perf_counter() - t0}
-    budget = Budget.of(time_limit, work_limit)
+    budget = limit.start()          # the problem is read: the clock starts
     start = None
     if not contiguous and objective == "throughput" and engine != "heuristic":
         # contiguous stages are answers too, and proven fast: the free search starts there

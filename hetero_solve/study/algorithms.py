@@ -48,7 +48,7 @@ def _plain(fn: Callable[[Problem], Solution]) -> Runner:
 
 def _exact(engine: str) -> Runner:
     def run(problem: Problem, *, budget: Budget | None = None, seed: int = 0) -> Solution:
-        budget = budget if budget is not None else Budget.of()
+        budget = budget if budget is not None else Budget.default()
         start = heuristic(problem)
         # With optional folds the row answers the problem as compiled, and its status and
         # bound are certified over every fold choice, as solve's are (docs/exact.md,

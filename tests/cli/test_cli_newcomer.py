@@ -132,22 +132,33 @@ def test_progress_only_on_a_terminal_or_with_verbose(tmp_path):
     one_error_line(run(MODEL, bad, "-o", tmp_path / "c"))   # no progress line before it
 
 
-def test_the_live_line_clock_runs_and_shows_the_time_limit(monkeypatch):
+def test_the_live_line_clock_runs_and_reads_the_budget(monkeypatch):
+    """The line's clock moves within a stage; while the answer is searched it shows what the
+    call's one budget says (work spent of the limit's, the clock's seconds of -t), and
+    nothing of it once the answer is validated."""
+    from hetero_solve import budget as budget_module
+    from hetero_solve.budget import Limit
     from hetero_solve.cli import common
     now = [100.0]
     monkeypatch.setattr(common.time, "perf_counter", lambda: now[0])
-    line = common._LiveLine(time_limit=10)
-    line.say("greedy heuristic")
+    monkeypatch.setattr(budget_module.time, "perf_counter", lambda: now[0])
+    line = common._LiveLine()
+    line("loading the model")
     now[0] = 101.5
     first = line.text()
     now[0] = 103.0
     assert line.text() != first and "3.0s" in line.text()   # the clock moves within a stage
-    assert "3.0s of the 10s time limit" in line.text()   # from the model prepared
-    line.say("exact refinement (cpsat)")
+    assert "limit" not in line.text()                       # no budget yet: the model loads
+    budget = Limit.of(time_limit=10).start()               # the model is prepared
+    line.watch(budget)
+    line("exact refinement (cpsat)")
     now[0] = 105.5
-    assert "5.5s of the 10s time limit" in line.text()
-    line.say("validating")
-    assert "time limit" not in line.text()
+    budget.charge(1.25)
+    assert "work 1.2 of 5 s, 2.5 of the 10 s limit" in line.text()
+    line("validating")
+    assert "limit" not in line.text()
+    line.watch(Limit.of(work_limit=2).start())              # --work-limit: no clock to show
+    assert "work 0.0 of 2 s]" in line.text()
 
 
 # -- 9. --json, --version, instances, sizes, help, pipes ---------------------------------------
