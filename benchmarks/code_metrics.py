@@ -43,8 +43,14 @@ import networkx as nx
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "hetero_solve"
 #: Issue 22's "before" columns: the commit the issue was read at, and the session's start;
-#: then the commit issue 29 was read at.
-BEFORE = ("985ef8f", "6bdb9c4", "d14ead8")
+#: then the commits issues 29 and 35 were read at.
+BEFORE = ("985ef8f", "6bdb9c4", "d14ead8", "6594e74")
+#: Test-tier times, measured (not computed here): issue 35's after column states them below
+#: the table.
+TIERS = ("Test tiers at the after column (issue 35 item 1): `suite -q` (the fast tier) 1,717 "
+         "tests in 75 s at load about 2 (2 cores shared with other work); `pytest --full` "
+         "5,176 tests in 343 s at load about 2 (the run that wrote tests/durations.json, "
+         "42cdfb5).  Before issue 35: 4,538 tests, one tier, 669 s at load 4-6.")
 RESULT = ROOT / "benchmarks" / "results" / "code-metrics.md"
 
 
@@ -278,6 +284,8 @@ def measures(rev: str | None) -> dict:
         "pairs of modules importing each other": str(len(pairs)),
         "loops between packages (strongly connected groups of top-level packages, `TYPE_CHECKING` imports counted)":
             str(len(package_loops(g))),
+        "loops between packages at run time (`TYPE_CHECKING` imports left out)":
+            str(len(package_loops(import_graph(srcs, typing=False)))),
         "package imports inside functions": str(len(local_imports(srcs))),
         "duplicate blocks (`duplicates` pairs in `hetero_solve/`)": "n/a" if dup is None else str(dup),
         "private attributes used across modules": str(len(private_accesses(srcs))),
@@ -293,12 +301,13 @@ def write_table(after: str | None) -> str:
     head = subprocess.run(["git", "rev-parse", "--short", after or "HEAD"], cwd=ROOT,
                           capture_output=True, text=True).stdout.strip()
     cols.append((f"after ({label} at {head})", measures(after)))
-    L = ["# Code measures, before and after issues 22 and 29", "",
+    L = ["# Code measures, before and after issues 22, 29 and 35", "",
          "Made by `python benchmarks/code_metrics.py --write` (rerun it on the final tree: it "
          "rewrites this file, the before columns read from git, the after column from the "
          "working tree; `--after REV` for a commit instead).  "
          f"`{BEFORE[0]}`: the commit issue 22 was read at; `{BEFORE[1]}`: the start of the "
-         f"session that worked on it; `{BEFORE[2]}`: the commit issue 29 was read at.", "",
+         f"session that worked on it; `{BEFORE[2]}`, `{BEFORE[3]}`: the commits issues 29 "
+         "and 35 were read at.", "",
          "Lines of a function or class: from its `def`/`class` line to the end of its body "
          "(methods and nested functions are also counted on their own).  Import cycles: "
          "strongly connected groups of the module import graph (imports inside functions "
@@ -309,7 +318,7 @@ def write_table(after: str | None) -> str:
          "| --- |" + " ---: |" * len(cols)]
     for key in cols[0][1]:
         L.append(f"| {key} | " + " | ".join(m[key] for _, m in cols) + " |")
-    L += ["", "Issue 17's table (import cycles, private state): "
+    L += ["", TIERS, "", "Issue 17's table (import cycles, private state): "
           "[code-metrics-issue17.md](code-metrics-issue17.md)."]
     return "\n".join(L) + "\n"
 

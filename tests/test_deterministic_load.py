@@ -135,14 +135,15 @@ def _forbid_solvers(monkeypatch) -> None:
     import hetero_solve.exact as exact
     import hetero_solve.exact.cpsat as cpsat
     import hetero_solve.exact.folds as folds
-    import hetero_solve.exact.sat as sat
     import hetero_solve.exact.stages.fallback as fallback
     import hetero_solve.exact.stages.partitions as partitions
+    import pysat.solvers as pysat_solvers     # exact/sat imports its solver when used
 
     def forbidden(*_a, **_k):
         raise AssertionError("work ran after the deadline")
 
-    for module, name in ((cpsat, "run"), (sat, "Solver"), (fallback, "relaxed_fallback"),
+    for module, name in ((cpsat, "run"), (pysat_solvers, "Solver"),
+                         (fallback, "relaxed_fallback"),
                          (partitions.sequence, "search"), (exact, "unfold"),
                          (folds, "_relaxed_lower_bound"), (folds, "_relaxed_fallback_bound")):
         monkeypatch.setattr(module, name, forbidden)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import networkx as nx
-
 from ..nodemap import NodeMap, remap
 from ..problem import Problem
 from ..solution import Solution
@@ -24,6 +22,7 @@ from ..solution import Solution
 def _components(p: Problem) -> list[int]:
     """Node -> merged node: colocation groups, then strongly connected components of the
     graph of groups (numbered in a topological order)."""
+    import networkx as nx     # imported when used: it costs a tenth of a second at start-up
     group = list(range(p.n))
     for members in p.colocation:
         for v in members:

@@ -35,15 +35,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
-
-from pysat.solvers import Solver
+from typing import TYPE_CHECKING, Callable
 
 from ..budget import CLAUSES_PER_SECOND, Budget
 from ..interrupt import run_stoppable
 from ..solution import Solution
 from .cpsat import EngineResult, stage_value
 from .encoding import Encoding, decode, hint_values
+
+if TYPE_CHECKING:
+    from pysat.solvers import Solver
 
 CONFLICTS_PER_SECOND = 10000   # about what Glucose does here on mid-sized models
 PROPAGATIONS_PER_SECOND = 20_000_000   # ... and propagations (Glucose: 10-50 million a second)
@@ -169,6 +170,7 @@ def solve(enc: Encoding, weights: dict[str, int], *, caps: dict[str, int] | None
     if enc.infeasible:
         return EngineResult(None, None, None, False, infeasible=True)
     say = progress or (lambda _m: None)
+    from pysat.solvers import Solver    # the solver imported when used
     solver = Solver(name="g4")
     cnf = _CNF(enc, solver)
     only_parts = set(weights) == {"partitions"}

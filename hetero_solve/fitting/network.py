@@ -49,7 +49,6 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 import numpy as np
-from ortools.graph.python import max_flow
 
 from ..measures import MemoryTracker, part_memory
 from ..problem import Problem
@@ -148,6 +147,7 @@ class MemoryNetwork:
     def _make_flow(self, tails: list[int], heads: list[int], infinite: list[int]) -> None:
         """The OR-Tools network of these arcs (capacities set per solve; ``infinite`` arcs
         are never cut)."""
+        from ortools.graph.python import max_flow   # the solver imported when used
         self.flow = max_flow.SimpleMaxFlow()
         self.flow.add_arcs_with_capacity(np.array(tails, dtype=np.int32),
                                          np.array(heads, dtype=np.int32),
