@@ -13,7 +13,7 @@ import heapq
 
 from .contract import contract
 from .times.sources import Measured, NoCosts, cost_model
-from .errors import CostError, InfeasibleError, ModelError
+from .errors import CostError, InfeasibleError, ModelError, RuleError
 from .measures import problem_arrays
 from .model.graph import ModelGraph
 from .model.parallel import Forked, fork_pays
@@ -24,10 +24,10 @@ from .problem import (Device, FoldOption, MissingDims, NonStaticShape, Objective
                       ProblemInfo, Refusals)
 from .rules.conditions import SupportChecker
 from .rules.pins import resolve_pins
-from .rules.load import Rules
+from .rules.load import Rules, as_objective
 
 
-def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None = None,
+def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | str | None = None,
                     measured: Measured | None = None) -> Problem:
     """Compile a loaded model and a rule file into the problem every algorithm solves.
 
@@ -43,8 +43,10 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         The model as :func:`~hetero_solve.model.load_model` returns it.
     rules : Rules
         The rule file as :func:`~hetero_solve.rules.load_rules` returns it.
-    objective : Objective, optional
-        Overrides the rule file's objective.
+    objective : Objective, str, list or mapping, optional
+        Overrides the rule file's objective: an ``Objective``, or as the rule file's
+        ``objective`` key or the command's ``--objective`` write it (``"latency"``,
+        ``["fallback", "latency"]``, ``{"fallback": 1, "partitions": 20}``).
     measured : Measured, optional
         Measured node times (a profile); with the devices' rooflines they make
         ``problem.costs`` (:mod:`hetero_solve.times.sources`).
@@ -61,7 +63,7 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
         A node fits no device (names the node, its op and each device's reason), or is
         pinned to a device that refuses it.
     RuleError
-        A pin by exact name matches no node.
+        A pin by exact name matches no node, or ``objective`` is not an objective.
     CostError
         The objective has a cost term (``latency``, ``throughput``) and some node has no time
         on a device that may take it.
@@ -74,6 +76,11 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | None
     >>> p.n, [p.devices[d].name for d in p.allowed[p.names.index("4")]]
     (7, ['CPU'])
     """
+    if objective is not None and not isinstance(objective, Objective):
+        try:
+            objective = as_objective(objective)
+        except ValueError as e:
+            raise RuleError(f"objective={objective!r}", "", str(e)) from None
     placeable = mg.placeable()
     index = {g: v for v, g in enumerate(placeable)}
     names = [mg.names[i] for i in placeable]

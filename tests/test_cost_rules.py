@@ -224,6 +224,25 @@ def test_a_profile_alone_is_a_cost_source():
     assert p.costs.node_time == [[1.0, 3.0], [None, 1.0], [1.0, 3.0]]
 
 
+def test_the_library_takes_the_objective_as_the_command_and_the_rule_file_write_it():
+    """``hs.solve(..., objective="latency")`` (the text ``--objective`` takes), a list of
+    terms and a mapping of weights give the same answer as the ``Objective``; a misspelt term
+    is one line naming it (issue 39: a text raised AttributeError)."""
+    want = hs.solve(_chain_model(), _chain_rules(), objective=Objective(order=("latency",)))
+    for given in ("latency", ["latency"], ("latency",), {"latency": 1}):
+        r = hs.solve(_chain_model(), _chain_rules(), objective=given)
+        assert r.metrics.latency == pytest.approx(want.metrics.latency), given
+        assert (r.solution.part_of, r.solution.part_device) == \
+            (want.solution.part_of, want.solution.part_device), given
+    r = hs.solve(_chain_model(), _chain_rules(), objective="fallback=1,partitions=20")
+    assert (r.metrics.partitions, r.metrics.fallback) == (1, 2)     # 2 + 20 < 1 + 3 * 20
+    for wrong, words in (("latncy", "did you mean 'latency'"), (["speed"], "unknown term"),
+                         (3, "not int")):
+        with pytest.raises(RuleError, match=words) as e:
+            hs.solve(_chain_model(), _chain_rules(), objective=wrong)
+        assert "objective=" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_a_cost_objective_without_times_is_one_line_naming_what_would_give_them():
     rules = _chain_rules()
     for d in rules["devices"]:

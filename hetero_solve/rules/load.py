@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import onnx.defs
 
@@ -357,6 +357,35 @@ def objective_from_text(text: str) -> Objective:
             except ValueError:
                 raise ValueError(f"the weight of {name!r} is not a number: "
                                  f"{value.strip()!r}") from None
+    try:
+        return objective_of(RULE_FILE.keys["objective"].node.check(raw, "objective"))
+    except DefinitionError as e:
+        raise ValueError(e.reason) from None
+
+
+def as_objective(value: Any) -> Objective:
+    """An objective as a library caller gives it (``hetero_solve.solve(..., objective=...)``):
+    an :class:`~hetero_solve.problem.Objective`, a text as the command's ``--objective``
+    takes it (``"latency"``, ``"fallback,latency"``, ``"fallback=1,partitions=20"``), a list
+    of terms (an order) or a mapping term -> weight; checked as the rule file's ``objective``
+    key is.  Raises ``ValueError`` with the reason.
+
+    >>> as_objective(["fallback", "latency"]).order
+    ('fallback', 'latency')
+    >>> as_objective({"fallback": 1, "partitions": 20}).weights
+    {'fallback': 1, 'partitions': 20}
+    """
+    if isinstance(value, Objective):
+        return value
+    if isinstance(value, str):
+        return objective_from_text(value)
+    if isinstance(value, (list, tuple)):
+        raw: list | dict = list(value)
+    elif isinstance(value, Mapping):
+        raw = dict(value)
+    else:
+        raise ValueError(f"expected an Objective, a text such as 'latency', a list of terms or "
+                         f"a mapping of term to weight, not {type(value).__name__}")
     try:
         return objective_of(RULE_FILE.keys["objective"].node.check(raw, "objective"))
     except DefinitionError as e:

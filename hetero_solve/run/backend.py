@@ -17,6 +17,7 @@ provider is never copied between parts.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,6 +220,31 @@ def backend_of(part: PartSpec) -> str:
         else "onnxruntime"
 
 
+def part_backend(part: PartSpec, backend: str | Mapping[str, str] = "auto") -> str:
+    """The backend ``part`` runs on when a session is given ``backend`` (a name, or device
+    name -> name): ``auto`` (and a device a mapping does not name) is :func:`backend_of`."""
+    name = backend if isinstance(backend, str) else backend.get(part.device, "auto")
+    return backend_of(part) if name == "auto" else name
+
+
+def check_backend(backend: str | Mapping[str, str]) -> None:
+    """Refuse a backend name that is neither ``auto`` nor one of :data:`BACKENDS` (a mapping:
+    each of its values), before anything is loaded or drawn, naming the closest one.
+
+    Raises
+    ------
+    ValueError
+        With the name, the closest name and every choice.
+    """
+    choices = ("auto", *BACKENDS)
+    for name in ([backend] if isinstance(backend, str) else list(backend.values())):
+        if name not in choices:
+            close = difflib.get_close_matches(str(name), choices, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown backend {name!r}{hint}: expected one of "
+                             f"{', '.join(choices)}")
+
+
 def load_backend(name: str):
     """The ``load_part`` function of backend ``name`` (one of :data:`BACKENDS`).
 
@@ -229,8 +255,9 @@ def load_backend(name: str):
     ImportError
         Its runtime is not installed (the message says what to install).
     """
+    check_backend(name)
     if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
+        raise ValueError(f"backend {name!r} is chosen per part: ask part_backend() first")
     return importlib.import_module(BACKENDS[name]).load_part
 
 

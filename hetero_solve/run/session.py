@@ -9,6 +9,7 @@ one part to the next as the backend returned it when both run in the same place 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
@@ -18,9 +19,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import warn
+from ..units import instance_label
 from .device_map import parse_pairs, resolve_device_map
-from .backend import (NodeTime, PartRunner, RunOptions, TensorInfo, backend_of,
-                      execution_warning, load_backend)
+from .backend import (NodeTime, PartRunner, RunOptions, TensorInfo, check_backend,
+                      execution_warning, load_backend, part_backend)
 from .common import RunError, nbytes
 from .inputs import (RandomInputsError, check_dims, check_inputs, check_ranges, check_shapes,
                      describe_random, part_input_specs, random_inputs, with_shapes)
@@ -85,6 +87,10 @@ class Session:
         self.options = options or RunOptions.of_execution(
             recorded, profile=profile, **({"optimization": optimization} if optimization else {}))
         self.specs = part_specs(self.out_dir, self.manifest)
+        try:
+            check_backend(backend)
+        except ValueError as e:
+            raise RunError(str(e)) from None
         self.warnings: list[str] = []
         differ = execution_warning(str(self.out_dir / "partition.json"), recorded,
                                    self.options.execution())
@@ -110,8 +116,7 @@ class Session:
     # -- loading ----------------------------------------------------------------------------
 
     def _load(self, spec, backend) -> PartRunner:
-        name = backend if isinstance(backend, str) else backend.get(spec.device, "auto")
-        name = backend_of(spec) if name == "auto" else name
+        name = part_backend(spec, backend)
         try:
             load = load_backend(name)
         except ValueError as e:
@@ -142,13 +147,28 @@ class Session:
     # -- what InferenceSession offers ---------------------------------------------------------
 
     def get_inputs(self) -> list[TensorInfo]:
-        """The graph inputs the parts read, as the first part reading each declares them, in
-        the original model's order."""
+        """The graph inputs the parts read, in the original model's order, with the shapes
+        :meth:`run` accepts: each dimension the partition was built for (``partition.json``'s
+        ``dims`` and ``input_shapes``) as its size, the others as the first part reading the
+        input declares them (a name, or ``None``)."""
         declared: dict[str, TensorInfo] = {}
         for runner in [*self.parts, *([self._direct] if self._direct else [])]:
             for t in runner.inputs:
                 declared.setdefault(t.name, t)
-        return [declared[x] for x in self.manifest["graph_inputs"] if x in declared]
+        built = {spec.name: spec.shape for spec in self.input_specs()}
+        dims = self.manifest.get("dims") or {}
+        out = []
+        for x in self.manifest["graph_inputs"]:
+            if x not in declared:
+                continue
+            t, shape = declared[x], built.get(x)
+            if shape is not None and t.shape is not None and len(shape) == len(t.shape):
+                sizes = tuple(int(w) if isinstance(w, int) and w >= 0 else
+                              int(dims[w]) if isinstance(w, str) and w in dims else d
+                              for w, d in zip(shape, t.shape))
+                t = dataclasses.replace(t, shape=sizes)
+            out.append(t)
+        return out
 
     def get_outputs(self) -> list[TensorInfo]:
         """The original model's graph outputs, as the parts making them declare them."""
@@ -326,14 +346,15 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     out_dir = Path(out_dir)
     manifest = load_manifest(out_dir)
     backend_options = {}
+    try:
+        check_backend(backend)          # before any input is drawn or part loaded
+    except ValueError as e:
+        raise RunError(str(e)) from None
     if device_map:
-        backends = {backend} if isinstance(backend, str) else set(backend.values())
-        if not backends & {"openvino", "auto"}:
-            raise RunError("a device map names OpenVINO devices: it needs the openvino "
-                           "backend")
         pairs = parse_pairs(device_map)
-        resolve_device_map(pairs, [(d["name"], int(d.get("instances") or 1))
-                                   for d in manifest.get("devices", [])])   # names checked
+        devices = [(d["name"], int(d.get("instances") or 1)) for d in manifest.get("devices", [])]
+        resolve_device_map(pairs, devices)   # names checked
+        _check_map_runs_on_openvino(pairs, devices, part_specs(out_dir, manifest), backend)
         backend_options["device_map"] = pairs
     all_dims = check_dims(manifest.get("dims", {}), dims)
     all_shapes = check_shapes(manifest.get("input_shapes"), shapes)
@@ -375,6 +396,25 @@ def run(out_dir: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = No
     for message in extra:
         warn(message)
     return result
+
+
+def _check_map_runs_on_openvino(pairs: Mapping[str, str], devices: Sequence[tuple[str, int]],
+                                specs: Sequence, backend: str | Mapping[str, str]) -> None:
+    """A device map says which OpenVINO device runs a device's parts: refuse one naming a
+    device whose parts run on onnxruntime under ``backend`` (it would be ignored)."""
+    device_of = {instance_label(d, i, n): d for d, n in devices for i in range(max(1, n))}
+    device_of.update((d, d) for d, _ in devices)
+    on_openvino = {s.device for s in specs if part_backend(s, backend) == "openvino"}
+    for key, target in pairs.items():
+        device = device_of[key]
+        if device in on_openvino:
+            continue
+        chosen = backend if isinstance(backend, str) else backend.get(device, "auto")
+        why = (f"the {chosen} backend" if chosen != "auto" else
+               "backend auto: its rule-file runtime is not OpenVINO")
+        raise RunError(f"device map {key}={target}: {device}'s parts run on onnxruntime "
+                       f"({why}), so no OpenVINO device runs them; a device map places parts "
+                       "that run on OpenVINO (the openvino backend runs every part there)")
 
 
 def run_options(manifest: Mapping, optimization: str | None = None, threads: int | None = None,

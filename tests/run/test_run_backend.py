@@ -11,6 +11,7 @@ import pytest
 import hetero_solve as hs
 from hetero_solve.export import write_result
 from hetero_solve.run.backend import BACKENDS, load_backend
+from hetero_solve.run.common import RunError
 from hetero_solve.run.manifest import load_manifest
 
 from conftest import EXAMPLES, RULES
@@ -30,6 +31,40 @@ def test_an_unknown_backend_is_named_with_the_known_ones():
     with pytest.raises(ValueError, match="unknown backend 'tvm'.*onnxruntime"):
         load_backend("tvm")
     assert "onnxruntime" in BACKENDS and "openvino" in BACKENDS
+
+
+def test_a_misspelt_backend_is_refused_before_any_input_is_drawn(tmp_path, capsys):
+    """``run --backend openvinoo`` (issue 39 item 3): exit 2, one line with the closest name
+    and every choice (auto too), and no word of random inputs (none were drawn)."""
+    from hetero_solve.cli import main
+    out = write_result(hs.solve(str(EXAMPLES / "seed000.onnx"), str(RULES / "seed000.yaml")),
+                       tmp_path / "out")
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(out), "--no-save", "--backend", "openvinoo"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert err.strip().splitlines() == [
+        "hetero-solve: error: unknown backend 'openvinoo' (did you mean 'openvino'?): "
+        "expected one of auto, onnxruntime, openvino"]
+    with pytest.raises(RunError, match="unknown backend 'ORT'"):
+        hs.Session(out, backend={"CPU": "ORT"})
+
+
+def test_a_device_map_for_parts_that_run_on_onnxruntime_is_refused(tmp_path, capsys):
+    """``run --device-map ACCEL=AUTO`` on an answer whose parts all run on onnxruntime (no
+    ``--backend openvino``, rule file without OpenVINO runtimes) was silently ignored (issue 39
+    item 1): exit 2, one line naming the device, its runtime and the backend that would take
+    the map."""
+    from hetero_solve.cli import main
+    out = write_result(hs.solve(str(EXAMPLES / "seed000.onnx"), str(RULES / "seed000.yaml")),
+                       tmp_path / "out")
+    for backend in ([], ["--backend", "onnxruntime"]):
+        with pytest.raises(SystemExit) as e:
+            main(["run", str(out), "--no-save", "--device-map", "ACCEL=AUTO", *backend])
+        err = capsys.readouterr().err
+        assert e.value.code == 2
+        assert "error: device map ACCEL=AUTO: ACCEL's parts run on onnxruntime" in err
+        assert "the openvino backend" in err and len(err.strip().splitlines()) == 1
 
 
 def test_execution_settings_and_spinning_entries():

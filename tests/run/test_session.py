@@ -285,3 +285,22 @@ def test_session_checks_input_shapes_like_the_command(tmp_path):
                                    f"x={tmp_path / 'x.npy'}"])
     assert res.exit_code == 2 and "built for x=4,3" in res.stderr
     assert "--shape x=5,3" in res.stderr                            # the command's hint
+
+
+def test_get_inputs_gives_the_shapes_the_partition_accepts(tmp_path):
+    """A partition built for x=4,3 (the solve's whole shape of an anonymous dim) and one built
+    for dim n=2 (a named dim): ``get_inputs()`` reports the sizes ``run`` accepts, not the
+    declared ``?`` or ``n`` (issue 39 item 4), and a feed of that shape runs."""
+    for sub in "abc":
+        (tmp_path / sub).mkdir()
+    out = _write(tmp_path / "a", _branches(shape=(None, 3)), shapes={"x": [4, 3]})
+    sess = hs.Session(out)
+    (x,) = sess.get_inputs()
+    assert (x.name, x.type, x.shape) == ("x", "tensor(float)", (4, 3))
+    y1, _ = sess.run(None, {"x": np.ones(x.shape, np.float32)})
+    assert y1.shape == (4, 3)
+    named = _write(tmp_path / "b", _branches(shape=("n", 3)), dims={"n": 2})
+    assert [i.shape for i in hs.Session(named).get_inputs()] == [(2, 3)]
+    # a dim the partition leaves open stays as the parts declare it
+    open_ = _write(tmp_path / "c", _branches(shape=("n", 3)))
+    assert [i.shape for i in hs.Session(open_).get_inputs()] == [("n", 3)]

@@ -11,6 +11,7 @@ import yaml
 import hetero_solve as hs
 from conftest import EXAMPLES, RULES, random_feeds
 from hetero_solve.export import write_result
+from hetero_solve.run.common import RunError
 from hetero_solve.run.onnxruntime import run_original
 from openvino_quiet import import_openvino
 
@@ -41,6 +42,14 @@ def test_an_answer_over_both_runtimes_runs_each_part_on_its_own(tmp_path):
     assert [p.device for p in sess.last_run] == devices
     # backend="onnxruntime" still runs every part on onnxruntime
     assert {p.location[0] for p in hs.Session(out, backend="onnxruntime").parts} == {"onnxruntime"}
+    # under backend auto a device map places the parts that run on OpenVINO, and refuses a
+    # device whose parts run on onnxruntime (issue 39 item 1: it was ignored)
+    ran = hs.run(out, feeds, device_map=["OV_CPU=AUTO"])
+    assert [p.providers for p in ran.parts if p.device == "OV_CPU"][0] == ["AUTO"]
+    with pytest.raises(RunError, match=r"device map ORT_CPU=AUTO: ORT_CPU's parts run on "
+                                          r"onnxruntime \(backend auto: its rule-file runtime"):
+        hs.run(out, feeds, device_map=["ORT_CPU=AUTO"])
+    assert hs.run(out, feeds, device_map=["ORT_CPU=AUTO"], backend="openvino").parts
 
 
 # -- execution settings: what the times were measured with is what runs -----------------------
