@@ -21,6 +21,7 @@ import onnx
 from .algorithms.greedy import PackingFailed, heuristic
 from .algorithms.islands import cost_islands
 from .algorithms.single import SingleDevice, best_single_device
+from .algorithms.stages import pipeline_stages
 from .budget import RUN_STEPS_PER_SECOND, Budget, Limit
 from .compile import compile_problem, missing_dims, missing_dims_ahead
 from .engines import check_engine
@@ -41,7 +42,7 @@ from .rules import Rules, load_rules
 from .rules.change import Change, apply_change
 from .rules.conditions import SupportChecker
 from .rules.ops import rule_op_name
-from .solution import Metrics, Solution, evaluate, open_sizes
+from .solution import Metrics, Solution, evaluate, objective_key, open_sizes
 from .times import Measured, read_profile
 from .user_map import judge_answer
 from .validate import check, validate
@@ -507,6 +508,10 @@ def initial_solution(problem: Problem, *, engine: str = "auto", budget: Budget |
         budget.charge(problem.n / RUN_STEPS_PER_SECOND)
     if problem.costs is not None and problem.objective.uses_costs():
         sol = cost_islands(problem, sol)     # islands that do not pay go back
+        if problem.objective.order[0] == "throughput":
+            staged = pipeline_stages(problem)    # the best cut of one order into stages
+            if staged is not None and objective_key(problem, staged) < objective_key(problem, sol):
+                sol = staged
     return sol
 
 

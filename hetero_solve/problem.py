@@ -304,7 +304,9 @@ class Problem:
         Per node, the devices it may use in priority order; ``allowed[v][0]`` is its
         preferred device (pins already applied).
     succ, pred : list of list of int
-        Data edges ``u -> v`` (deduplicated).
+        Data edges ``u -> v`` (deduplicated): what orders the parts (condition 3).  An
+        imported training graph's are its forward edges alone (docs/instances.md); its
+        tensors keep every edge.
     value_pred : list of list of int
         ``u in value_pred[v]``: ``u`` makes a value-dependent input of ``v`` (docs/problem.md).
     tensor_names, tensor_bytes, tensor_producer, tensor_consumers, tensor_is_output

@@ -10,23 +10,31 @@ and ``isBackwardNode``; ``edges`` with ``sourceId``, ``destId``, ``cost`` (time 
 source's output between an accelerator and CPU memory, the same for every edge leaving a node).
 "FPGA" means any accelerator.
 
-Their model, reproduced exactly:
+Their model, reproduced exactly (docs/instances.md has the paper's definitions):
 
 * devices ``FPGA`` (first: preferred; ``maxFPGAs`` instances of ``maxSizePerFPGA`` bytes) and
   ``CPU`` (``maxCPUs`` instances, no limit);
 * a node's memory is its ``size`` alone (a constant only it reads; tensors are 0 bytes), so an
   accelerator holds the sum of its nodes' sizes, as their knapsack;
-* each node with successors makes one tensor; crossing costs are times: the cost model's
-  ``volume`` of that tensor is the node's ``cost`` and the accelerator's link has bandwidth 1,
-  the CPU none, so an accelerator's load counts ``cost`` once per node whose output crosses its
-  boundary in or out (:mod:`hetero_solve.measures.costs`), and a CPU core pays nothing;
-* colour classes become colocation groups (one device instance); training graphs'
-  ``isBackwardNode`` nodes are ordinary nodes here (their colour classes tie them to the
-  forward nodes).
+* each node with successors makes one tensor read by its successors; crossing costs are times:
+  the cost model's ``volume`` of that tensor is the node's ``cost`` and the accelerator's link
+  has bandwidth 1, the CPU none, so an accelerator's load counts ``cost`` once per node whose
+  output crosses its boundary in or out (:mod:`hetero_solve.measures.costs`), and a CPU core
+  pays nothing;
+* colour classes become colocation groups (one device instance);
+* **training graphs** (some node ``isBackwardNode``) under the throughput objective are
+  pipelines (:func:`stage_order`): the *forward* edges order the stages, and a backward node
+  runs on the stage of its colour class's forward nodes, whatever its own edges (the backward
+  pass goes through the stages in reverse).  The problem's ``succ``/``pred`` are then this
+  order, not every edge; the tensors keep every edge (every edge costs what it costs).  With
+  contiguous stages, as their DP: a colour class with backward nodes only is ordered by its
+  backward edges mirrored (their artificial forward node), and colour classes that must then
+  share a stage (a cycle among classes) are one colocation group.  Under the latency
+  objective (one training step, parts one after another) every edge orders the parts.
 
 Times keep the instance's own unit (their files do not name it).  Nodes are numbered in a
-topological order (smallest ``id`` first among the ready ones); ``graph_index`` keeps the
-``id``.
+topological order of the problem's edges (smallest ``id`` first among the ready ones);
+``graph_index`` keeps the ``id``.
 """
 
 from __future__ import annotations
@@ -143,6 +151,79 @@ def _topological(n: int, edges: list[tuple[int, int]], ids: list[int], path) -> 
     return [by_rank[r] for r in order]
 
 
+def stage_order(edges: list[tuple[int, int]], backward: list[bool], classes: list[object],
+                contiguous: bool, ids: list[int], path) -> tuple[list[tuple[int, int]],
+                                                                  list[list[int]]]:
+    """A training graph read as a pipeline (module doc; docs/instances.md): the edges that
+    order the stages, and the colocation groups.
+
+    Parameters
+    ----------
+    edges : list of (int, int)
+        Every edge, by position in the file's node list.
+    backward : list of bool
+        Per node, ``isBackwardNode``.
+    classes : list
+        Per node, its colour class (a node without one is a class of its own).
+    contiguous : bool
+        One stage per device instance (their DP's model): orphaned backward classes are
+        ordered by their mirrored backward edges, and classes on a cycle are fused.
+    ids, path
+        For messages.
+
+    Returns
+    -------
+    order : list of (int, int)
+        The forward edges, and with ``contiguous`` the mirrored edges (between one node of
+        each fused group, so the order stays acyclic node by node).
+    groups : list of list of int
+        The colocation groups: colour classes, fused where they must share a stage.
+
+    Raises
+    ------
+    InstanceError
+        An edge from a backward node to a forward node (a backward node runs after its
+        forward stage, as their DP requires).
+    """
+    for u, v in edges:
+        if backward[u] and not backward[v]:
+            raise InstanceError(path, "edges", f"an edge from backward node {ids[u]} to forward "
+                                               f"node {ids[v]}: a training graph's backward "
+                                               f"nodes come after its forward nodes")
+    members: dict[object, list[int]] = {}
+    for v, c in enumerate(classes):
+        members.setdefault(c, []).append(v)
+    order = [(u, v) for u, v in edges if not backward[u] and not backward[v]]
+    if not contiguous:
+        return order, [g for g in members.values() if len(g) > 1]
+    forward_classes = {classes[v] for v in range(len(classes)) if not backward[v]}
+    # the class graph: forward edges, and each backward edge that touches a class without
+    # forward nodes mirrored (their DP's artificial forward node, createArtificialForwardNodes)
+    import networkx as nx
+    g = nx.DiGraph()
+    g.add_nodes_from(members)
+    g.add_edges_from((classes[u], classes[v]) for u, v in order if classes[u] != classes[v])
+    mirrored = [(classes[v], classes[u]) for u, v in edges
+                if backward[u] and backward[v] and classes[u] != classes[v]
+                and (classes[u] not in forward_classes or classes[v] not in forward_classes)]
+    g.add_edges_from(mirrored)
+    # classes on a cycle share one stage (fuseStronglyConnectedComponentsInForward)
+    cond = nx.condensation(g)
+    fused = cond.graph["mapping"]
+    groups: dict[int, list[int]] = {}
+    for c, ms in members.items():
+        groups.setdefault(fused[c], []).extend(ms)
+
+    def anchor(group: list[int]) -> int:
+        """The node that carries a group's mirrored edges: a forward one if it has one."""
+        return min(group, key=lambda v: (backward[v], ids[v]))
+
+    anchors = {k: anchor(ms) for k, ms in groups.items()}
+    order += sorted({(anchors[fused[a]], anchors[fused[b]]) for a, b in mirrored
+                     if fused[a] != fused[b]})
+    return order, [sorted(ms) for ms in groups.values() if len(ms) > 1]
+
+
 def instance_problem(data: Any, path: object, objective: Objective, *,
                      contiguous: bool = False) -> Problem:
     """:func:`load_instance` on parsed JSON (``path`` names it in errors)."""
@@ -157,32 +238,51 @@ def instance_problem(data: Any, path: object, objective: Objective, *,
     raw, index = _nodes(data, path)
     edges, cost = _edges(data, path, index)
     ids = [node["id"] for node in raw]
-    order = _topological(len(raw), edges, ids, path)
+    _topological(len(raw), edges, ids, path)          # the file's graph is a DAG
+    backward = [bool(node.get("isBackwardNode", False)) for node in raw]
+    classes = [node.get("colorClass", ("own", k)) for k, node in enumerate(raw)]
+    if any(backward) and "latency" not in objective.terms():
+        order_edges, groups = stage_order(edges, backward, classes, contiguous, ids, path)
+    else:
+        members: dict[object, list[int]] = {}
+        for k, c in enumerate(classes):
+            members.setdefault(c, []).append(k)
+        order_edges, groups = edges, [g for g in members.values() if len(g) > 1]
+    order = _topological(len(raw), order_edges, ids, path)
     new = {old: k for k, old in enumerate(order)}
     nodes = [raw[old] for old in order]
-    return _build(nodes, sorted({(new[u], new[v]) for u, v in edges}), cost, cap, fpgas, cpus,
+    return _build(nodes, sorted({(new[u], new[v]) for u, v in edges}),
+                  sorted({(new[u], new[v]) for u, v in order_edges}),
+                  sorted(sorted(new[v] for v in g) for g in groups), cost, cap, fpgas, cpus,
                   objective, contiguous, path)
 
 
-def _build(nodes, edges, cost, cap, fpgas, cpus, objective, contiguous, path) -> Problem:
+def _build(nodes, edges, order_edges, groups, cost, cap, fpgas, cpus, objective, contiguous,
+           path) -> Problem:
     n = len(nodes)
     FPGA, CPU = 0, 1
     devices = [Device("FPGA", memory=int(cap), instances=max(fpgas, 1)), Device("CPU", instances=cpus)]
     succ: list[list[int]] = [[] for _ in range(n)]
     pred: list[list[int]] = [[] for _ in range(n)]
-    for u, v in edges:
+    for u, v in order_edges:
         succ[u].append(v)
         pred[v].append(u)
-    allowed, times, classes = [], [], {}
-    for k, node in enumerate(nodes):
+    readers: list[list[int]] = [[] for _ in range(n)]
+    for u, v in edges:
+        readers[u].append(v)
+    allowed, times = [], []
+    for node in nodes:
         on_fpga = bool(node["supportedOnFpga"]) and fpgas > 0
         allowed.append((FPGA, CPU) if on_fpga else (CPU,))
         times.append([_number(path, f"node {node['id']}.fpgaLatency", node["fpgaLatency"])
                       if on_fpga else None,
                       _number(path, f"node {node['id']}.cpuLatency", node["cpuLatency"])])
-        classes.setdefault(node.get("colorClass", ("own", k)), []).append(k)
-    makers = [v for v in range(n) if succ[v]]
+    makers = [v for v in range(n) if readers[v]]
     tensor_of = {v: t for t, v in enumerate(makers)}
+    node_inputs: list[list[int]] = [[] for _ in range(n)]
+    for u in makers:
+        for v in readers[u]:
+            node_inputs[v].append(tensor_of[u])
     sizes = [int(_number(path, f"node {node['id']}.size", node.get("size", 0))) for node in nodes]
     consts = [v for v in range(n) if sizes[v]]
     const_of = {v: w for w, v in enumerate(consts)}
@@ -194,13 +294,12 @@ def _build(nodes, edges, cost, cap, fpgas, cpus, objective, contiguous, path) ->
         op_types=["Op"] * n, allowed=allowed, succ=succ, pred=pred,
         value_pred=[[] for _ in range(n)],
         tensor_names=[f"out{nodes[v]['id']}" for v in makers], tensor_bytes=[0] * len(makers),
-        tensor_producer=makers, tensor_consumers=[list(succ[v]) for v in makers],
+        tensor_producer=makers, tensor_consumers=[list(readers[v]) for v in makers],
         tensor_is_output=[False] * len(makers),
-        node_inputs=[[tensor_of[u] for u in pred[v]] for v in range(n)],
+        node_inputs=[sorted(ts) for ts in node_inputs],
         node_outputs=[[tensor_of[v]] if v in tensor_of else [] for v in range(n)],
         const_names=[f"size{nodes[v]['id']}" for v in consts],
         const_bytes=[sizes[v] for v in consts],
         node_consts=[[const_of[v]] if v in const_of else [] for v in range(n)],
         objective=objective, pinned=[-1] * n, graph_index=[node["id"] for node in nodes],
-        info=ProblemInfo(format="tarnawski2020"), costs=costs,
-        colocation=[g for g in classes.values() if len(g) > 1])
+        info=ProblemInfo(format="tarnawski2020"), costs=costs, colocation=groups)

@@ -9,15 +9,13 @@ random times, part costs, links, memory limits and colocation, and call it prove
 
 from __future__ import annotations
 
-import itertools
 import random
 
 import pytest
 
 from hetero_solve.costs import CostModel, Link
-from support.brute import set_partitions
+from support.brute import cost_brute_force
 from hetero_solve.exact import refine
-from hetero_solve.measures import part_order
 from hetero_solve.measures.costs import instance_loads, latency, time_per_sample
 from hetero_solve.problem import Device, Objective, make_problem
 from hetero_solve.solution import Solution, objective_key
@@ -27,25 +25,8 @@ from support.problems import costed
 
 
 def oracle(p):
-    """The best valid answer by exhaustive search, or None."""
-    G = [(d, i) for d, dev in enumerate(p.devices) for i in range(dev.instances)]
-    best = best_key = None
-    for part_of in set_partitions(p.n):
-        k = max(part_of) + 1
-        if part_order(p, part_of, k) is None:
-            continue
-        options = []
-        for q in range(k):
-            common = set.intersection(*(set(p.allowed[v]) for v in range(p.n) if part_of[v] == q))
-            options.append([g for g in G if g[0] in common])
-        for choice in itertools.product(*options):
-            sol = Solution(list(part_of), [g[0] for g in choice], [g[1] for g in choice])
-            key = objective_key(p, sol)
-            if best_key is not None and key >= best_key:
-                continue
-            if not validate(p, sol, require_order=False):
-                best, best_key = sol, key
-    return best, best_key
+    """The best valid answer by exhaustive search, or None (support/brute.py)."""
+    return cost_brute_force(p)
 
 
 def close(a, b):

@@ -14,31 +14,11 @@ from hetero_solve.instances.solve import solve_instance
 from hetero_solve.instances.tarnawski import InstanceError, load_instance
 from hetero_solve.measures.costs import time_per_sample
 from hetero_solve.validate import validate
+from support.training import their_max_load
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "tarnawski2020"
 BERT = DATA / "throughput_bert_l-3_inference.json"
 RESNET = DATA / "throughput_resnet50_inference.json"
-
-
-def their_max_load(data: dict, device_of: dict[int, tuple[str, int]]) -> float:
-    """Their ``computeLoadForResultOrg`` (throughput-dp/dp.cpp), written from the JSON: each
-    accelerator pays ``cost`` once per node whose output leaves it and once per node whose
-    output enters it; the CPU pays nothing."""
-    nodes = {n["id"]: n for n in data["nodes"]}
-    load: dict[tuple[str, int], float] = {}
-    for i, n in nodes.items():
-        g = device_of[i]
-        load[g] = load.get(g, 0.0) + (n["cpuLatency"] if g[0] == "CPU" else n["fpgaLatency"])
-    cost = {e["sourceId"]: e["cost"] for e in data["edges"]}
-    reached: dict[int, set] = {}
-    for e in data["edges"]:
-        if device_of[e["sourceId"]] != device_of[e["destId"]]:
-            reached.setdefault(e["sourceId"], set()).add(device_of[e["destId"]])
-    for u, groups in reached.items():
-        for g in {device_of[u], *groups}:
-            if g[0] != "CPU":
-                load[g] += cost[u]
-    return max(load.values())
 
 
 @pytest.mark.parametrize("path, optimum", [(BERT, 27.9186), (RESNET, 124.349)])

@@ -20,6 +20,7 @@ import itertools
 from hetero_solve.measures import part_memory, part_order
 from hetero_solve.problem import Problem
 from hetero_solve.solution import Solution, normalize, objective_key
+from hetero_solve.validate import validate
 
 
 def set_partitions(n: int):
@@ -119,3 +120,27 @@ def _assign_instances(problem: Problem, sol: Solution, mems: list[int]) -> bool:
         for p, b in zip(ps, where):
             sol.part_instance[p] = b
     return True
+
+
+def cost_brute_force(p: Problem) -> tuple[Solution | None, tuple | None]:
+    """The best valid answer under a cost objective by exhaustive search (every set partition
+    with an acyclic quotient, every device instance per part, what the validator accepts),
+    and its objective key; ``(None, None)`` when none is valid."""
+    G = [(d, i) for d, dev in enumerate(p.devices) for i in range(dev.instances)]
+    best = best_key = None
+    for part_of in set_partitions(p.n):
+        k = max(part_of) + 1
+        if part_order(p, part_of, k) is None:
+            continue
+        options = []
+        for q in range(k):
+            common = set.intersection(*(set(p.allowed[v]) for v in range(p.n) if part_of[v] == q))
+            options.append([g for g in G if g[0] in common])
+        for choice in itertools.product(*options):
+            sol = Solution(list(part_of), [g[0] for g in choice], [g[1] for g in choice])
+            key = objective_key(p, sol)
+            if best_key is not None and key >= best_key:
+                continue
+            if not validate(p, sol, require_order=False):
+                best, best_key = sol, key
+    return best, best_key
