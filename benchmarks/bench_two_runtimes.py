@@ -220,8 +220,9 @@ def render(runs: list[dict]) -> str:
              "answer in turn (rotating order) runs once untimed, then a burst of timed runs "
              "whose median is the round's figure. *measured*: the median over the rounds "
              "(the middle half of the rounds in brackets); *latency / best single*: the "
-             "latency answer over the faster of `ORT only` and `OV only` in the same round "
-             "(median, middle half). *predicted*: `partition.json`'s predicted latency.", ""]
+             "latency answer over the better single runtime in the same round (median, "
+             "middle half; which one: under each run's heading). *predicted*: "
+             "`partition.json`'s predicted latency.", ""]
     for run in runs:
         meta = run["meta"]
         lines += [f"## {meta['label']}: threads {meta['threads']}, spinning "
@@ -232,7 +233,12 @@ def render(runs: list[dict]) -> str:
                   f"`{' '.join(meta.get('solve_args') or []) or '(none)'}`. **Load** (1/5/15 "
                   f"min on {meta['cores']} cores): before {meta['load_before']}, after "
                   f"{meta['load_after']}; each model's 1-min load when it started is under "
-                  "its name.", ""]
+                  "its name.", "",
+                  "Each turn warmed by untimed runs for 2 ms, then the burst; *latency / best "
+                  "single* paired with the single runtime of lower median."
+                  if meta.get("ratio") == "lower-median" else
+                  "Each turn one untimed run, then the burst; *latency / best single* over "
+                  "the faster of `ORT only` and `OV only` in each round (biased low).", ""]
         pairs = [r for res in run["results"] for r in res["rows"] if "error" in r]
         within = [r for r in pairs if abs(r["error"]) <= 0.10]
         held = [res for res in run["results"] if "latency_vs_best_single" in res]
@@ -316,6 +322,7 @@ def main() -> None:
     options = RunOptions(intra_op_threads=args.threads, spinning=args.spinning)
     solve_args = args.solve_args.split()
     meta = {"label": args.label, "note": args.note, "rounds": args.rounds, "burst": args.burst,
+            "ratio": "lower-median",
             "threads": args.threads, "spinning": args.spinning, "solve_args": solve_args,
             "cores": os.cpu_count(), "commit": commit(), "order": time.time(),
             "machine": f"{platform.machine()}, Python {platform.python_version()}",
