@@ -19,7 +19,8 @@ can be named for.
   it (:func:`claim_fused`).  The time moved so is the profile's ``fused`` share.
 - Records with no member (layout reorders, a runtime's own copies) are *unattributed*.
 - ``floor``: the profiler's own cost per kernel (onnxruntime times its bookkeeping with each
-  kernel: measured on a one-node model), taken off every record first.
+  kernel: measured on a one-node model), taken off every record first (a tenth of each
+  record's time is kept however large the floor: a kernel that ran took something).
 - ``target``: the seconds the nodes must add up to (the measured run time of the whole model
   minus the per-part cost).  What the named kernels leave of it (the runtime's dispatch
   between kernels, and the unattributed records) is shared equally among the kernels that
@@ -139,6 +140,10 @@ def claim_fused(mg, records: Sequence[RuntimeNode], depth: int = 8) -> float:
     return moved
 
 
+#: The share of a kernel's measured time kept however large the profiler's floor.
+MIN_OWN = 0.1
+
+
 def attribute(mg, records: Sequence[RuntimeNode], target: float | None = None,
               measured: str = "", floor: float = 0.0) -> Attribution:
     """Seconds per ONNX node of ``mg`` (every node, 0 where the runtime spent nothing) from
@@ -152,7 +157,9 @@ def attribute(mg, records: Sequence[RuntimeNode], target: float | None = None,
     done = sum(r.seconds for r in named)
     near = sum(r.seconds for r in named if r.near)
     attributed = done / profiled if profiled > 0 else 1.0
-    own = {id(r): max(r.seconds - floor, 0.0) for r in named}
+    # a kernel that ran took something: at least a tenth of its time survives the floor (a
+    # warm 1 us MatMul under a 1 us floor must not come out as a node that costs nothing)
+    own = {id(r): max(r.seconds - floor, r.seconds * MIN_OWN) for r in named}
     kept = sum(own.values())
     if target is not None and target > 0 and named:
         gap = target - kept
