@@ -274,10 +274,24 @@ def render(runs: list[dict]) -> str:
 
 #: What to keep in mind with every rendering (revise with the runs).
 NOTES = [
-    "- *latency / best single* divides by the faster of `ORT only` and `OV only` in each "
-    "round: for a latency answer that is the same one part as one of them (bert, qwen2, t5, "
-    "silero: the onnxruntime part), that minimum of two noisy figures alone puts the median "
-    "a little above 1 (1.00-1.04 here).",
+    "- Runs 1-8: *latency / best single* divides by the faster of `ORT only` and `OV only` "
+    "in each round: for a latency answer that is the same one part as one of them (bert, "
+    "qwen2, t5, silero: the onnxruntime part), that minimum of two noisy figures alone puts "
+    "the median a little above 1 (1.00-1.07 there), and each turn had one untimed run only, "
+    "so an answer that always followed an OpenVINO turn paid what that turn left behind. "
+    "From run 9 the answer is paired with the runtime of lower median and each turn is "
+    "warmed for 2 ms (`profiles/rounds.py`, shared with `profile` and `solve --measure`).",
+    "- From run 9 the profile's whole-model times are taken as the answers are measured "
+    "(warm turns), before its profilers run: the one-part answers' predictions are those "
+    "times. Before, each device's run came right after the other runtime's (5-40 % above a "
+    "warm run on the small models). What a part pays right after a part on the other "
+    "runtime is the device's `switch_cost` in the profile.",
+    "- The machine is a shared 2-core VM: at threads 0 a model's figures moved by up to "
+    "1.5-3x for tens of seconds in some calls (both runtimes, with nothing else running "
+    "that the VM shows: rapidocr-det 45 ms on onnxruntime against 13.5 ms); runs 9 and 10 "
+    "are each one pass of the 15 models (three calls) with no model measured again. In run "
+    "9, resnet-tiny-legacy (the first model of its call) is the one model off by more than "
+    "10 %.",
     "- `1-before-t0` runs with onnxruntime's threads spinning after each run (`--spinning "
     "on`, onnxruntime's default and what main ran before issue 36), with the profile "
     "already timing both runtimes alive; the other runs use `stop`.",
