@@ -367,6 +367,7 @@ def main() -> None:
         results = [r for r in before["results"] if r["model"] not in names] + results
         meta["load_before"] = before["meta"]["load_before"]
         meta["order"] = before["meta"].get("order", meta["order"])
+        meta["note"] = meta["note"] or before["meta"].get("note", "")
     out.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     print(f"written: {out}", file=sys.stderr)
 
