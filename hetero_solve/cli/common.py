@@ -121,6 +121,22 @@ def parse_objective(text: str | None) -> Objective | None:
         raise UsageError(f"--objective {text!r}: {e}") from None
 
 
+def fallback_text(problem: Any, solution: Any, count: int) -> str:
+    """``fallback: N node(s)``, with the devices those nodes run on when there are some
+    (``fallback: 178 node(s) on ORT_CPU``): the nodes off their preferred device (the first
+    in the rule file that takes them) are on these."""
+    if not count:
+        return f"fallback: {count} node(s)"
+    from ..measures import off_preferred
+    on: dict[str, int] = {}
+    for v in off_preferred(problem, solution.part_of, solution.part_device):
+        name = problem.devices[solution.part_device[solution.part_of[v]]].name
+        on[name] = on.get(name, 0) + 1
+    where = (next(iter(on)) if len(on) == 1 else
+             ", ".join(f"{n} {c}" for n, c in sorted(on.items(), key=lambda x: -x[1])))
+    return f"fallback: {count} node(s) on {where}"
+
+
 def predicted_line(result: Any) -> str:
     """The answer's predicted latency (time per sample under a throughput objective) next to
     the best single device's (docs/costs.md)."""
