@@ -82,9 +82,9 @@ def check_op_name(name: str) -> str | None:
     if any(k.lower() == name.lower() for k in known):
         return f"unknown op {name!r}{_closest(name)}"
     close = _closest(name)
-    if close:       # a typo of a known op: no domain to guess
+    if close and "." not in close:   # a typo of an op of onnx's own: no other domain to guess
         return f"unknown op {name!r}{close}: onnx {onnx.__version__} knows no such op"
-    return (f"unknown op {name!r}: onnx {onnx.__version__} knows no such op; an op of "
+    return (f"unknown op {name!r}{close}: onnx {onnx.__version__} knows no such op; an op of "
             f"another domain is written with its domain (e.g. com.microsoft.{name})")
 
 
