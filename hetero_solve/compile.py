@@ -130,7 +130,7 @@ def _sizes(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, 
     c_bytes = mg.bytes_of(c_names)
     unknown = mg.open_sizes(t_names) + mg.open_sizes(c_names)
     if unknown:
-        warnings.append(_unknown_size_warning(unknown))
+        warnings.append(_unknown_size_warning(unknown, mg))
     node_consts = struct["node_consts"]
     if mg.subgraph_constants:
         c_names, c_bytes, node_consts = _with_subgraph_constants(
@@ -383,12 +383,23 @@ def _fold_options(mg: ModelGraph, rules: Rules, placeable: list[int], index: dic
     return options, c_names, c_bytes
 
 
-def _unknown_size_warning(names: list[str]) -> str:
-    """docs/problem.md: an unknown dimension counts as 1, with a warning naming the tensors."""
+def _unknown_size_warning(names: list[str], mg: ModelGraph) -> str:
+    """docs/problem.md: an unknown dimension counts as 1, with a warning naming the tensors
+    and what would size them: the input dims still without a value, or, when every one has
+    one, that the sizes depend on values the model computes."""
     first = heapq.nsmallest(5, names)   # the first five by name, without sorting them all
     shown = ", ".join(first) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    unset = mg.unset_dims()
+    named = list(dict.fromkeys(d.name for d in unset if d.name))
+    anonymous = list(dict.fromkeys(d.input for d in unset if not d.name))
+    if named or anonymous:
+        hint = "give " + " ".join([f"--dim {n}=VALUE" for n in named]
+                                  + [f"--shape {x}=D0,D1,..." for x in anonymous])
+    else:
+        hint = ("every input dimension has a value: these sizes depend on values the model "
+                "computes, or on ops whose output size nothing infers")
     return (f"{len(names)} tensor(s) have unknown dimensions or type, counted as 1 element "
-            f"in memory and transfer sizes (give --dim NAME=VALUE): {shown}")
+            f"in memory and transfer sizes ({hint}): {shown}")
 
 
 def _with_subgraph_constants(mg: ModelGraph, placeable: list[int], c_names: list[str],

@@ -511,6 +511,7 @@ def initial_solution(problem: Problem, *, engine: str = "auto", budget: Budget |
         if problem.objective.order[0] == "throughput":
             staged = pipeline_stages(problem)    # the best cut of one order into stages
             if staged is not None and objective_key(problem, staged) < objective_key(problem, sol):
+                staged.stats["heuristic_partitions"] = sol.stats.get("heuristic_partitions")
                 sol = staged
     return sol
 

@@ -110,3 +110,23 @@ def test_the_summary_marks_lower_bounds_and_strict_refuses(files, tmp_path, caps
                            "--strict"], capsys)
     assert code == 0, err
     assert "≥" not in text
+
+
+def test_the_unknown_size_warning_names_what_would_size_the_tensors():
+    """The warning's hint follows what is left open (issue 39 item 7): the dims still without
+    a value, the inputs whose anonymous dims need a whole shape, or, when every input
+    dimension has one, that the sizes depend on values the model computes (it used to say
+    "give --dim NAME=VALUE" with no dim left to give)."""
+    from conftest import EXAMPLES, ROOT, RULES as RULE_FILES
+
+    def warning(model, **kw):
+        r = hs.solve(model, RULE_FILES / "gpu-cpu.yaml", engine="heuristic", **kw)
+        (w,) = [w for w in r.warnings if "unknown dimensions or type" in w]
+        return w
+
+    assert "(every input dimension has a value: these sizes depend on values the model " \
+           "computes" in warning(EXAMPLES / "control_flow.onnx", dims={"seq": 5, "batch": 2})
+    assert "(give --dim seq=VALUE --dim batch=VALUE)" in warning(EXAMPLES / "control_flow.onnx")
+    vad = ROOT / "corpus" / "models" / "silero-vad-16k-op15.onnx"
+    assert "(give --dim batch=VALUE --dim sequence=VALUE)" in warning(vad)
+    assert "(give --dim sequence=VALUE)" in warning(vad, dims={"batch": 1})

@@ -51,8 +51,10 @@ from ..validate import validate
 
 #: Largest order the programme takes (its segment tables are m² floats per linked device).
 MAX_GROUPS = 3000
-#: Largest number of instance-count states ((instances + 1) multiplied over the devices).
-MAX_STATES = 256
+#: Largest programme: its steps (groups x instance-count states x devices, each a numpy pass)
+#: and their elements (about half the order's length each), about a second in all.
+MAX_STEPS = 100_000
+MAX_ELEMENTS = 300_000_000
 
 
 def pipeline_stages(problem: Problem) -> Solution | None:
@@ -63,7 +65,8 @@ def pipeline_stages(problem: Problem) -> Solution | None:
         return None
     group, m = _groups(problem)
     states = list(itertools.product(*[range(d.instances + 1) for d in problem.devices]))
-    if m > MAX_GROUPS or len(states) > MAX_STATES:
+    steps = m * len(states) * len(problem.devices)
+    if m > MAX_GROUPS or steps > MAX_STEPS or steps * m // 2 > MAX_ELEMENTS:
         return None
     order = _group_order(problem, group, m)
     if order is None:       # the colocation groups close a cycle: no order of stages exists
@@ -238,7 +241,7 @@ def _solution(problem: Problem, pos: np.ndarray, segments: list[tuple[int, int, 
         instances.append(used.get(d, 0))
         used[d] = instances[-1] + 1
     return Solution(part_of=part_of, part_device=devices, part_instance=instances,
-                    algorithm="pipeline stages", stats={"heuristic_partitions": None})
+                    algorithm="pipeline stages")
 
 
 __all__ = ["pipeline_stages"]

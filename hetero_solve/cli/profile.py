@@ -147,7 +147,8 @@ def _imports(values: list[str]) -> dict[str, str]:
 def _summary(profile) -> None:
     table = Table(title=f"profile of {profile.model.file} ({profile.model.nodes} nodes)",
                   title_justify="left")
-    for col in ("device", "runtime", "run ms", "part µs", "cut µs + µs/MiB", "attributed",
+    for col in ("device", "runtime", "run ms", "part µs (+ switch)", "cut µs + µs/MiB",
+                "attributed",
                 "measured / fused / spread", "timed nodes"):
         table.add_column(col, justify="left" if col in ("device", "runtime") else "right")
     for name, d in profile.devices.items():
@@ -161,7 +162,8 @@ def _summary(profile) -> None:
             cut = f"{d.link['latency'] * 1e6:.1f} + " + (f"{(1 << 20) / bw * 1e6:.1f}" if bw
                                                          else "0")
         table.add_row(name, d.runtime, f"{total * 1e3:.3f}",
-                      "-" if d.part_cost is None else f"{d.part_cost * 1e6:.1f}", cut,
+                      "-" if d.part_cost is None else f"{d.part_cost * 1e6:.1f}" + (
+                          f" + {d.switch_cost * 1e6:.1f}" if d.switch_cost else ""), cut,
                       f"{d.attributed:.1%}", shares, str(timed))
     print_out(table)
 

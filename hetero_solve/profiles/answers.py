@@ -3,13 +3,14 @@
 A latency answer is predicted from a profile; what holds is what runs.  :func:`measure_answer`
 runs the answer and each whole-model single-device answer this machine can run, each loaded
 once into :class:`~hetero_solve.run.session.Session` with the execution settings of the
-profile, in paired, interleaved rounds (in each round every answer in turn, the order
-rotating, runs once untimed and then ``burst`` timed runs whose median is the round's figure),
-and :func:`keep_measured` keeps a split only when it was faster than the fastest single device
-*in the same rounds* by more than their noise:
+profile, in paired, interleaved rounds (:func:`.rounds.paired_rounds`: in each round every
+answer in turn, the order rotating, warmed by untimed runs and then ``burst`` timed runs whose
+median is the round's figure), and :func:`keep_measured` keeps a split only when it was faster
+than the single device measured fastest *in the same rounds* by more than their noise:
 
-- per round, the ratio split / fastest single device of that round; over the rounds its median
-  ``r`` and its middle half ``[q1, q3]``; the noise is half the middle half, ``(q3 - q1) / 2``;
+- per round, the ratio split / the single device with the lowest median over the rounds; over
+  the rounds its median ``r`` and its middle half ``[q1, q3]``; the noise is half the middle
+  half, ``(q3 - q1) / 2``;
 - the split is kept when ``r + noise < 1``; else the answer becomes the single device measured
   fastest (its median over the rounds), and ``partition.json`` says why.
 
@@ -23,7 +24,6 @@ are named in one line (``not_measured``); what can be measured is.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import tempfile
 import time
 import warnings
@@ -37,6 +37,7 @@ from ..result import Result
 from ..run.backend import RunOptions
 from ..run.session import Session
 from .measure import ProfileRunError, model_feeds, plan
+from .rounds import paired_rounds, quartiles
 
 #: Rounds measured at most, and the fewest a decision is made on.
 ROUNDS = 20
@@ -63,14 +64,6 @@ class Measurement:
     def summary(self, label: str) -> dict:
         q1, med, q3 = quartiles(self.figures[label])
         return {"median": med, "middle_half": [q1, q3]}
-
-
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    """First quartile, median and third quartile (inclusive method)."""
-    if len(values) == 1:
-        return values[0], values[0], values[0]
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return q[0], statistics.median(values), q[2]
 
 
 def runs_here(result: Result) -> tuple[list[str], dict[str, str]]:
@@ -126,27 +119,19 @@ def measure_answer(result: Result, budget: Budget | None = None, *, rounds: int 
         for label, d in alone.items():
             sessions[label] = _session(_single(result, d), Path(tmp) / f"single{d}", options)
         inputs = {x: given[x] for x in result.model_graph.graph_inputs if x in given}
-        for s in sessions.values():       # warm: the first runs plan and allocate
-            for _ in range(2):
-                s.run(None, inputs)
-        out.figures = {label: [] for label in sessions}
+        last = [time.perf_counter()]
+
+        def stop() -> bool:       # would one more round, as long as the last, overrun?
+            now = time.perf_counter()
+            spent, took = now - start, now - last[0]
+            last[0] = now
+            return spent + took > allowance
+
+        measured = paired_rounds({label: (s, inputs) for label, s in sessions.items()},
+                                 rounds, burst, stop=stop)
+        out.figures = measured.figures
         out.singles = dict(alone)
-        order = list(sessions)
-        for k in range(rounds):
-            t_round = time.perf_counter()
-            for label in order[k % len(order):] + order[:k % len(order)]:
-                s = sessions[label]
-                s.run(None, inputs)
-                times = []
-                for _ in range(burst):
-                    t0 = time.perf_counter()
-                    s.run(None, inputs)
-                    times.append(time.perf_counter() - t0)
-                out.figures[label].append(statistics.median(times))
-            out.rounds += 1
-            spent = time.perf_counter() - start
-            if spent + (time.perf_counter() - t_round) > allowance:
-                break
+        out.rounds = measured.rounds
     out.seconds = time.perf_counter() - start
     budget.charge(min(out.seconds * WORK_PER_SECOND, budget.left()))
     return out
@@ -184,8 +169,10 @@ def keep_measured(result: Result, m: Measurement) -> Result:
         return dataclasses.replace(result, measured=record)
     record["latency"] = {label: m.summary(label) for label in m.figures}
     best_label = min(m.singles, key=lambda label: m.summary(label)["median"])
-    per_round = [a / min(m.figures[s][k] for s in m.singles)
-                 for k, a in enumerate(m.figures["answer"])]
+    # paired with the single device measured fastest, round by round (not with the faster
+    # of the singles in each round: that minimum of noisy figures is biased low, and the
+    # same answer as the fastest single device would measure slower than itself)
+    per_round = [a / s for a, s in zip(m.figures["answer"], m.figures[best_label])]
     q1, r, q3 = quartiles(per_round)
     noise = (q3 - q1) / 2
     record["answer_vs_fastest_single"] = {"median": r, "middle_half": [q1, q3],

@@ -41,6 +41,7 @@ from ..run.session import Session
 from . import onnxruntime as ort_profile
 from . import openvino as ov_profile
 from .attribute import attribute
+from .rounds import paired_rounds, quartiles
 from ..times.profile import DeviceProfile, Profile, ProfileError, model_info
 
 Tick = Callable[[str, int], None]
@@ -138,10 +139,14 @@ def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repea
     work is done: ``n`` runs of ``what`` (for a progress bar: :func:`runs_needed` runs in
     all).
 
-    The whole-model run times are taken with every target's session loaded, in interleaved
-    rounds (one run of each target in turn), so that what one runtime leaves running (threads
-    still spinning, a pool still awake) slows the next as it will in an answer that uses both,
-    and a load that comes and goes hits every target alike."""
+    The whole-model run times are taken with every target's session loaded, in paired
+    rounds (:func:`.rounds.paired_rounds`: each target in turn, warmed, then a burst whose
+    median is the round's figure), as ``solve --measure`` and the benchmarks measure answers:
+    a load that comes and goes hits every target alike.  ``total_seconds`` is the median
+    figure, the whole model run over and over; what its first run after another target's
+    turn takes more is the device's ``switch_cost`` (what a part pays after a part on another
+    runtime: caches and threads the other one took), which the cost model adds to each
+    part's fixed cost; the nodes add up to ``total_seconds`` less both costs."""
     feeds = model_feeds(mg, seed, ranges)
     devices: dict[str, DeviceProfile] = {}
     options = RunOptions(optimization=optimization, intra_op_threads=threads,
@@ -172,28 +177,30 @@ def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repea
                 session = Session(out, options=options)
             given = {x: feeds[x] for x in manifest["graph_inputs"] if x in feeds}
             found.append((t, runtime, recs, floor, session, given))
-        runs = interleaved([(session, given) for _, _, _, _, session, given in found],
-                           warmup, repeats,
-                           [lambda t=t: tick(t.device, 1) for t, *_ in found])
-        for k, ((t, runtime, recs, floor, session, given), times) in enumerate(zip(found,
-                                                                                    runs)):
-            wall = statistics.median(times)
-            q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 \
-                else [wall, wall, wall]
+        whole = paired_rounds({t.device: (session, given)
+                               for t, _, _, _, session, given in found}, repeats, BURST,
+                              warmup=warmup, tick=lambda device: tick(device, 1))
+        for k, (t, runtime, recs, floor, session, given) in enumerate(found):
+            low, wall, high = quartiles(whole.figures[t.device])
             cost, per_tensor = part_cost(tiny, t.device, runtime, options)
             cost = min(cost, wall)
+            # at most half of what the nodes take (a few noisy rounds must not leave them 0)
+            switch = min(whole.switch_cost(t.device), (wall - cost) / 2)
             link = boundary_link(mg, t.device, runtime, Path(tmp) / f"cut{k}", session, given,
                                  options, warmup, repeats, cost, per_tensor)
             tick(t.device, 1)
-            a = attribute(mg, recs, wall - cost, measured=f"{wall * 1e3:.3f} ms",
+            a = attribute(mg, recs, wall - cost - switch, measured=f"{wall * 1e3:.3f} ms",
                           floor=floor)
             devices[t.device] = DeviceProfile(
                 a.node_seconds, part_cost=cost, runtime=t.label, repeats=repeats,
                 warmup=warmup, total_seconds=wall, attributed=a.attributed, spread=a.spread,
                 tensor_cost=per_tensor, shares=a.shares, link=link,
-                total_spread=[q[0], q[2]])
+                total_spread=[low, high], switch_cost=switch)
     return Profile(model_info(mg, model), devices, execution=options.execution())
 
+
+#: Timed runs of the whole model in each round (their median is the round's figure).
+BURST = 3
 
 #: A probe cut crosses at most this many tensors (the boundary cost per byte is measured
 #: where few tensors carry many bytes).
@@ -381,7 +388,7 @@ def _tiny_parts(folder: str, dynamic: bool) -> Path:
 
 def runs_needed(targets: Sequence[Target], warmup: int, repeats: int) -> int:
     """The ticks :func:`measure` makes in all (a progress bar's total)."""
-    return len(targets) * (2 * (warmup + repeats) + 1)
+    return len(targets) * (warmup + repeats + (1 + repeats) + 1)
 
 
 def import_file(mg, model: str, device: str, runtime: Mapping, path: str,

@@ -13,6 +13,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from ..readers import check_regular
 from .common import InputShapeError, RunError, ort_line
@@ -27,11 +28,14 @@ INT_HIGH = 10
 class InputSpec:
     """A model input as declared: element type (ONNX enum) and shape (ints, names, None).
     ``index_bound``: for an integer input the model uses as indices (``Gather`` into a table of
-    that many rows, ...), random values stay in ``[0, index_bound)``."""
+    that many rows, ...), random values stay in ``[0, index_bound)``.  ``compared``: for a
+    single integer (a sample rate) that the model compares with constants, those constants
+    (:func:`compared_values`): its value is the first of them."""
     name: str
     elem_type: int
     shape: tuple | None
     index_bound: int | None = None
+    compared: tuple | None = None
 
 
 def part_input_specs(out_dir: str | os.PathLike, manifest: dict | None = None) -> list[InputSpec]:
@@ -54,7 +58,8 @@ def part_input_specs(out_dir: str | os.PathLike, manifest: dict | None = None) -
                 found[vi.name] = spec_of(vi)
                 declared[vi.name] = vi
     bounds = graphs_index_bounds(graphs, list(declared.values()))
-    return [dataclasses.replace(found[x], index_bound=bounds.get(x))
+    compared = compared_values(graphs, list(declared.values()))
+    return [dataclasses.replace(found[x], index_bound=bounds.get(x), compared=compared.get(x))
             for x in wanted if x in found]
 
 
@@ -63,8 +68,11 @@ def model_input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     model implies (:func:`index_bounds`)."""
     inits = {t.name for t in model.graph.initializer}
     bounds = index_bounds(model)
-    return [dataclasses.replace(spec_of(vi), index_bound=bounds.get(vi.name))
-            for vi in model.graph.input if vi.name not in inits]
+    inputs = [vi for vi in model.graph.input if vi.name not in inits]
+    compared = compared_values([model.graph], inputs)
+    return [dataclasses.replace(spec_of(vi), index_bound=bounds.get(vi.name),
+                                compared=compared.get(vi.name))
+            for vi in inputs]
 
 
 #: Ops that pass an integer tensor's values on unchanged (position 0 is the data), so an index
@@ -126,6 +134,61 @@ def graphs_index_bounds(graphs: Sequence[onnx.GraphProto],
                             todo.append(y)
         if bound is not None and bound > 0:
             out[vi.name] = bound
+    return out
+
+
+#: Ops that pass a single value on unchanged, for :func:`compared_values`.
+_SCALAR_PRESERVING = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten",
+                                "Identity", "Expand"})
+
+
+def compared_values(graphs: Sequence[onnx.GraphProto],
+                    inputs: Sequence[onnx.ValueInfoProto]) -> dict[str, tuple]:
+    """Integer inputs holding one value (rank 0, or every dim 1) that the model tests for
+    equality with constants (``Equal(sr, 16000)`` choosing a VAD's branch for its sample
+    rate), read directly or through ops that keep the value (Cast, Reshape, Unsqueeze...):
+    input -> those constants, in the order the nodes come, each once.  Such an input is a
+    setting, not data: a random value takes a branch the model was not made to run (or none)."""
+    consts: dict[str, np.ndarray] = {}
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for graph in graphs:
+        for t in graph.initializer:
+            if math.prod(t.dims) == 1:
+                consts[t.name] = numpy_helper.to_array(t)
+        for node in graph.node:
+            if node.op_type == "Constant" and node.output:
+                for a in node.attribute:
+                    if a.name == "value" and a.type == onnx.AttributeProto.TENSOR \
+                            and math.prod(a.t.dims) == 1:
+                        consts[node.output[0]] = numpy_helper.to_array(a.t)
+            for k, x in enumerate(node.input):
+                if x:
+                    readers.setdefault(x, []).append((node, k))
+    out: dict[str, tuple] = {}
+    for vi in inputs:
+        spec = spec_of(vi)
+        if numpy_kind(spec.elem_type) not in ("i", "u") or spec.shape is None \
+                or any(d != 1 for d in spec.shape):
+            continue
+        found: list = []
+        seen, todo = {vi.name}, [vi.name]
+        while todo:
+            name = todo.pop(0)
+            for node, k in readers.get(name, ()):
+                if node.op_type == "Equal" and len(node.input) == 2:
+                    other = consts.get(node.input[1 - k])
+                    if other is not None and other.dtype.kind in "iuf" \
+                            and float(other.reshape(-1)[0]).is_integer():
+                        value = int(other.reshape(-1)[0])
+                        if value not in found:
+                            found.append(value)
+                elif node.op_type in _SCALAR_PRESERVING and k == 0:
+                    for y in node.output:
+                        if y and y not in seen:
+                            seen.add(y)
+                            todo.append(y)
+        if found:
+            out[vi.name] = tuple(found)
     return out
 
 
@@ -249,6 +312,8 @@ def random_inputs(specs: Iterable[InputSpec], dims: Mapping[str, int] | None = N
             value = value.astype(dtype)
         elif dtype == np.bool_:
             value = rng.random(shape) < 0.5
+        elif dtype.kind in "iu" and spec.compared:
+            value = np.full(shape, spec.compared[0], dtype=dtype)
         elif dtype.kind in "iu":
             high = spec.index_bound if spec.index_bound is not None else INT_HIGH
             value = rng.integers(0, high, size=shape).astype(dtype)
@@ -281,6 +346,9 @@ def describe_random(specs: Iterable[InputSpec], dims: Mapping[str, int] | None =
                    else f"uniform in {low:g}..{high:g}")
         elif dtype == np.bool_:
             how = "true or false"
+        elif dtype.kind in "iu" and spec.compared:
+            how = (f"{spec.compared[0]} (the model compares it with "
+                   f"{', '.join(map(str, spec.compared))})")
         elif dtype.kind in "iu":
             high = spec.index_bound if spec.index_bound is not None else INT_HIGH
             how = f"from 0..{high - 1}"

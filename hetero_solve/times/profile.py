@@ -13,7 +13,9 @@ measured at); a rule file belongs to hardware.  ``hetero-solve profile`` writes 
   absent has no measured time: use another cost source for it; ``0.0``: the runtime spent
   nothing on it, e.g. folded or fused away), ``.part_cost`` (seconds each part placed on the
   device costs beyond its nodes: the runtime's per-call overhead, with one input and one
-  output), ``.tensor_cost`` (seconds per further tensor in or out of a part: a link's latency),
+  output), ``.switch_cost`` (seconds a part on the device takes more right after a part on
+  another device), ``.tensor_cost`` (seconds per further tensor in or out of a part: a link's
+  latency),
   ``.link`` (what a tensor crossing a cut costs each way, per tensor and per byte: the
   device's link in the cost model),
   ``.runtime`` (what measured it), ``.attributed`` (share of the measured time that went to named ONNX nodes) and
@@ -123,6 +125,12 @@ class DeviceProfile:
     total_spread : list of float or None
         The middle half ``[q1, q3]`` of the whole-model times ``total_seconds`` is the median
         of: how far one run of the device moves (its noise).  ``None`` when not measured.
+    switch_cost : float
+        Seconds a part on this device takes more when it runs right after a part on another
+        device (what the other runtime's turn left: caches, threads gone to sleep); measured
+        as the whole model's first run after another device's, less its median (at most
+        half of what its nodes take).  The cost
+        model adds it to each part's fixed cost; 0 when not measured.
     """
 
     node_seconds: dict[str, float]
@@ -137,6 +145,7 @@ class DeviceProfile:
     shares: dict[str, float] = field(default_factory=dict)
     link: dict | None = None
     total_spread: list[float] | None = None
+    switch_cost: float = 0.0
 
     def noise(self) -> float:
         """Half the middle half of the whole-model times, relative to their median (0 when
@@ -149,6 +158,7 @@ class DeviceProfile:
         return {"runtime": self.runtime, "repeats": self.repeats, "warmup": self.warmup,
                 **({"part_cost": self.part_cost} if self.part_cost is not None else {}),
                 "tensor_cost": self.tensor_cost,
+                **({"switch_cost": self.switch_cost} if self.switch_cost else {}),
                 **({"link": dict(self.link)} if self.link else {}),
                 "total_seconds": self.total_seconds,
                 **({"total_spread": list(self.total_spread)} if self.total_spread else {}),
@@ -318,7 +328,8 @@ def profile_of(data: Any, path: str = "profile") -> Profile:
             tensor_cost=_seconds(d.get("tensor_cost", 0.0), f"{key}.tensor_cost", fail),
             shares=_shares(d.get("shares"), f"{key}.shares", fail),
             link=_link(d.get("link"), f"{key}.link", fail),
-            total_spread=_spread(d.get("total_spread"), f"{key}.total_spread", fail))
+            total_spread=_spread(d.get("total_spread"), f"{key}.total_spread", fail),
+            switch_cost=_seconds(d.get("switch_cost", 0.0), f"{key}.switch_cost", fail))
     execution = data.get("execution")
     if execution is not None and not isinstance(execution, dict):
         raise fail("execution", f"expected a mapping of execution settings, got "

@@ -9,7 +9,9 @@ profile, made into the problem's :class:`~hetero_solve.costs.CostModel` (docs/co
   (``CostModel.option_time``) for the problem that places it: the profile's or the
   roofline's, else 0 (a profile need not time a node the runtime folds, whatever other keys,
   ``memory`` say, make it an option).
-* A part's fixed cost is the profile's for the device where it has one, else the rule file's
+* A part's fixed cost is the profile's for the device where it has one (its ``part_cost``
+  and its ``switch_cost``: what a part pays after a part on another device), else the rule
+  file's
   ``part_cost`` (also where the profile's device has none: an imported profiler file);
   a device's link is the profile's (what a tensor crossing a cut costs on it, measured on
   the model: docs/costs.md, "Boundary costs"), else the rule file's ``link``.
@@ -57,8 +59,9 @@ class Measured:
             return profile
         devices = profile.devices
         return cls(times={name: dict(d.node_seconds) for name, d in devices.items()},
-                   part_cost={name: float(d.part_cost) for name, d in devices.items()
-                              if d.part_cost is not None},
+                   part_cost={name: float(d.part_cost) + float(getattr(d, "switch_cost",
+                                                                        0.0) or 0.0)
+                              for name, d in devices.items() if d.part_cost is not None},
                    links={name: Link(bandwidth=d.link.get("bandwidth"),
                                      latency=float(d.link.get("latency") or 0.0))
                           for name, d in devices.items() if getattr(d, "link", None)},

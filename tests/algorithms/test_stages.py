@@ -134,3 +134,17 @@ def test_no_answer_without_costs_or_when_groups_close_a_cycle():
     assert st.pipeline_stages(p) is not None
     p.colocation = [[0, 2]]        # 0 and 2 together, 1 between them: no order of stages
     assert st.pipeline_stages(p) is None
+
+
+def test_the_start_keeps_the_fewest_parts_count_it_reports():
+    """When the stages are the better start, the summary's "heuristic: N part(s)" still reads
+    the fewest-parts heuristic's count (it read "None")."""
+    from hetero_solve.pipeline import initial_solution
+    chosen = 0
+    for seed in range(60):
+        p = staged_problem(seed)
+        sol = initial_solution(p)
+        if sol.algorithm == "pipeline stages":
+            chosen += 1
+            assert isinstance(sol.stats["heuristic_partitions"], int), seed
+    assert chosen

@@ -175,9 +175,10 @@ def test_profile_measures_both_runtimes(capsys, tmp_path):
                              "ORT_CPU": "onnxruntime:CPUExecutionProvider"}[name]
         assert d.attributed >= 0.95, (name, d.spread)
         assert set(d.node_seconds) == set(mg.names) and d.repeats == 3 and d.warmup == 1
-        assert 0 < d.part_cost < d.total_seconds
+        assert 0 < d.part_cost < d.total_seconds and d.switch_cost >= 0
         # the whole model in one part: its nodes and one part cost are the measured run
-        assert sum(d.node_seconds.values()) + d.part_cost == pytest.approx(d.total_seconds)
+        assert sum(d.node_seconds.values()) + d.part_cost + d.switch_cost == \
+            pytest.approx(d.total_seconds)
         convs = [mg.names[v] for v, op in enumerate(mg.op_types) if op == "Conv"]
         assert all(d.node_seconds[n] > 0 for n in convs)
         # what a cut costs, measured on a cut of this model; how far a run moves

@@ -133,3 +133,49 @@ def test_a_scalar_input_that_must_hold_one_value(tmp_path):
     with pytest.raises(hs.run.RandomInputsError) as e:
         hs.verify(path, out)
     assert "n" in e.value.random and "--" not in str(e.value)
+
+
+def _sample_rate_model(path):
+    """A VAD's ``sr``: ``If(Equal(Cast(sr), 16000))`` runs Relu(x); the other branch reshapes
+    x (2x3) to 7x1 and fails inside onnxruntime, as a VAD's 8 kHz branch fails on a
+    16 kHz window."""
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
+    sr = h.make_tensor_value_info("sr", T.INT64, [])
+    y = h.make_tensor_value_info("y", T.FLOAT, [None, None])
+    then = h.make_graph([h.make_node("Relu", ["x"], ["yt"], name="relu")], "then", [],
+                        [h.make_tensor_value_info("yt", T.FLOAT, [None, None])])
+    other = h.make_graph([h.make_node("Reshape", ["x", "seven"], ["ye"], name="bad")], "else",
+                         [], [h.make_tensor_value_info("ye", T.FLOAT, [None, None])],
+                         initializer=[onnx.numpy_helper.from_array(np.array([7, 1]), "seven")])
+    nodes = [h.make_node("Cast", ["sr"], ["sr32"], name="cast", to=T.INT32),
+             h.make_node("Constant", [], ["rate"], name="rate",
+                         value=onnx.numpy_helper.from_array(np.array(16000, np.int32))),
+             h.make_node("Equal", ["sr32", "rate"], ["is16k"], name="eq"),
+             h.make_node("If", ["is16k"], ["y"], name="branch", then_branch=then,
+                         else_branch=other)]
+    model = h.make_model(h.make_graph(nodes, "vad_like", [x, sr], [y]),
+                         opset_imports=[h.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_single_integer_the_model_compares_with_a_constant_takes_that_value(tmp_path):
+    """A VAD's sample rate (issue 39 item 7): a scalar integer input that the model tests for
+    equality with constants (through a Cast) is given the first of them, not a random 0..9;
+    ``verify`` and ``run`` pass by default and the line says where the value came from."""
+    path = _sample_rate_model(tmp_path / "vad_like.onnx")
+    (spec,) = [s for s in model_input_specs(onnx.load(str(path))) if s.name == "sr"]
+    assert spec.compared == (16000,)
+    assert random_inputs([spec], seed=3)["sr"] == 16000
+    out = tmp_path / "out"
+    write_result(hs.solve(path, RULES, engine="heuristic"), out)
+    for command in (["verify", str(path), str(out)], ["run", str(out), "--no-save"]):
+        r = subprocess.run([sys.executable, "-m", "hetero_solve", *command],
+                           capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        assert "sr int64 () 16000 (the model compares it with 16000)" in r.stderr
+    # --input-range still decides
+    r = subprocess.run([sys.executable, "-m", "hetero_solve", "run", str(out), "--no-save",
+                        "--input-range", "sr=8000,8000"], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 2 and "sr int64 () from 8000..8000" in r.stderr

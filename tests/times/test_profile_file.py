@@ -124,3 +124,28 @@ def test_the_transformer_profile_is_not_the_resnet_one(mg, tmp_path):
     write_profile(a_profile(mg), tmp_path / "p.json")
     with pytest.raises(ProfileError, match="is not in the model"):
         read_profile(tmp_path / "p.json", other)
+
+
+def test_the_switch_cost_is_read_back_and_paid_by_each_part(mg, tmp_path):
+    """A part after a part on another device pays the device's switch cost: the cost model's
+    part cost is the profile's ``part_cost`` plus its ``switch_cost``."""
+    import hetero_solve as hs
+    from hetero_solve.measures.costs import latency
+    from conftest import RULES
+    p = a_profile(mg)
+    p.devices["CPU"].switch_cost = 3e-4
+    write_profile(p, tmp_path / "p.json")
+    back = read_profile(tmp_path / "p.json", mg)
+    assert back.devices["CPU"].switch_cost == 3e-4 and back.devices["NPU"].switch_cost == 0
+    rules = {"version": 1, "devices": [{"name": "CPU", "ops": {"supported": "all"}}]}
+    result = hs.solve(RESNET, rules, dims={"batch": 1}, costs=str(tmp_path / "p.json"),
+                      engine="heuristic")
+    c = result.problem.costs
+    assert c.part_cost == [pytest.approx(2e-5 + 3e-4)]
+    one = latency(result.problem, [0] * result.problem.n, [0])
+    assert one == pytest.approx(sum(p.devices["CPU"].node_seconds.values()) + 2e-5 + 3e-4)
+    with pytest.raises(ProfileError, match="switch_cost"):
+        data = json.loads((tmp_path / "p.json").read_text())
+        data["devices"]["CPU"]["switch_cost"] = -1
+        (tmp_path / "q.json").write_text(json.dumps(data))
+        read_profile(tmp_path / "q.json", mg)
