@@ -42,6 +42,7 @@ from . import onnxruntime as ort_profile
 from . import openvino as ov_profile
 from .attribute import attribute
 from .rounds import paired_rounds, quartiles
+from ..times.fusion import volumes
 from ..times.profile import DeviceProfile, Profile, ProfileError, model_info
 
 Tick = Callable[[str, int], None]
@@ -179,7 +180,8 @@ def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repea
             found.append((t, runtime, recs, floor, session, given))
         whole = paired_rounds({t.device: (session, given)
                                for t, _, _, _, session, given in found}, repeats, BURST,
-                              warmup=warmup, tick=lambda device: tick(device, 1))
+                              warmup=warmup, tick=lambda device: tick(device, 1),
+                              min_seconds=WHOLE_SECONDS, max_rounds=10 * repeats)
         for k, (t, runtime, recs, floor, session, given) in enumerate(found):
             low, wall, high = quartiles(whole.figures[t.device])
             cost, per_tensor = part_cost(tiny, t.device, runtime, options)
@@ -201,6 +203,8 @@ def measure(mg, model: str, targets: Sequence[Target], *, warmup: int = 3, repea
 
 #: Timed runs of the whole model in each round (their median is the round's figure).
 BURST = 3
+#: The whole-model rounds last at least this long (at most ten times ``repeats`` rounds).
+WHOLE_SECONDS = 3.0
 
 #: A probe cut crosses at most this many tensors (the boundary cost per byte is measured
 #: where few tensors carry many bytes).
@@ -246,7 +250,8 @@ def boundary_link(mg, device: str, runtime: Mapping, folder: Path, whole: Sessio
     parts on the device, against the model in one part (``whole``), in paired rounds; what the
     cut adds beyond a part's cost, less ``tensor_cost`` per tensor and side, is shared per
     byte over both sides (the producing part writes each crossing tensor out, the reading part
-    takes it in: a layout reorder, a copy, the fusion lost across the cut).  ``{"latency":
+    takes it in: a layout reorder, a copy, the fusion lost across the cut; a fused edge's
+    bytes count twice, as the cost model moves them).  ``{"latency":
     tensor_cost, "bandwidth": bytes per second, or None when the cut added nothing}``;
     ``None`` when the model has no such cut."""
     from ..pipeline import replace_answer
@@ -260,7 +265,14 @@ def boundary_link(mg, device: str, runtime: Mapping, folder: Path, whole: Sessio
         cut = probe_cut(mg, result.problem)
         if cut is None:
             return None
-        k, tensors, nbytes = cut
+        k, tensors, _ = cut
+        # what the cut's tensors move: their bytes, twice for a fused edge (times/fusion.py),
+        # as the cost model prices them with the link measured here
+        p = result.problem
+        moved = volumes(p)
+        nbytes = sum(moved[t] for t, u in enumerate(p.tensor_producer)
+                     if 0 <= u <= k and p.tensor_consumers[t] and
+                     max(p.tensor_consumers[t]) > k)
         sol = Solution(part_of=[0 if v <= k else 1 for v in range(result.problem.n)],
                        part_device=[0, 0], part_instance=[0, 0], algorithm="probe cut",
                        status="feasible")

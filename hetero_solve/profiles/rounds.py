@@ -55,9 +55,12 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
 def paired_rounds(sessions: Mapping[str, tuple[Any, Mapping[str, Any]]], rounds: int,
                   burst: int = 3, *, device: Mapping[str, str] | None = None,
                   warmup: int = 2, stop: Callable[[], bool] = lambda: False,
-                  tick: Callable[[str], None] = lambda label: None) -> Rounds:
+                  tick: Callable[[str], None] = lambda label: None,
+                  min_seconds: float = 0.0, max_rounds: int = 0) -> Rounds:
     """Run each ``(session, feeds)`` of ``sessions`` (label -> pair) in ``rounds`` paired
-    rounds (module doc), after ``warmup`` untimed runs of each.  ``device[label]`` says which
+    rounds (module doc), after ``warmup`` untimed runs of each; with ``min_seconds``, more
+    rounds until the rounds have lasted that long (at most ``max_rounds``): a disturbance of
+    the machine a second long must not be half the rounds.  ``device[label]`` says which
     device a label runs on (default: the label itself): a turn after a turn of the same device
     is no switch.  ``stop()`` is asked after each round (a budget); ``tick(label)`` is called
     after each turn and warm-up."""
@@ -71,7 +74,9 @@ def paired_rounds(sessions: Mapping[str, tuple[Any, Mapping[str, Any]]], rounds:
             session.run(None, feeds)
         tick(label)
     previous = None
-    for k in range(rounds):
+    began = time.perf_counter()
+    k = 0
+    while k < rounds or (k < max_rounds and time.perf_counter() - began < min_seconds):
         for label in labels[k % len(labels):] + labels[:k % len(labels)]:
             session, feeds = sessions[label]
             start = time.perf_counter()
@@ -95,6 +100,7 @@ def paired_rounds(sessions: Mapping[str, tuple[Any, Mapping[str, Any]]], rounds:
             previous = label
             tick(label)
         out.rounds += 1
+        k += 1
         if stop():
             break
     return out

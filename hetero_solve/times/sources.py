@@ -15,6 +15,8 @@ profile, made into the problem's :class:`~hetero_solve.costs.CostModel` (docs/co
   ``part_cost`` (also where the profile's device has none: an imported profiler file);
   a device's link is the profile's (what a tensor crossing a cut costs on it, measured on
   the model: docs/costs.md, "Boundary costs"), else the rule file's ``link``.
+* When every link is the profile's, a tensor inside a fused group (:mod:`.fusion`) moves
+  twice its bytes when a cut crosses it (``CostModel.volume``): the fusion the cut loses.
 
 A problem has a cost model only when every node has a time on every device that may take
 it; otherwise :func:`cost_model` says which device and node lack one (what a cost objective
@@ -31,6 +33,7 @@ from ..errors import CostError
 from ..model.graph import ModelGraph
 from ..problem import Problem
 from ..roofline import nodes_work
+from .fusion import fused_edges, volumes
 from ..rules.load import Rules
 
 
@@ -166,8 +169,18 @@ def cost_model(mg: ModelGraph, rules: Rules, problem: Problem,
                  else d.part_cost for d in devices]
     links = [measured.links[d.name] if measured and d.name in measured.links else d.link
              for d in devices]
+    # a cut through a fused group loses the fusion (times/fusion.py): priced at the per-byte
+    # cost measured on the model, so only when every link is a profile's (a rule file's link
+    # is a bus, which the lost fusion does not cross)
+    volume = None
+    if measured is not None and measured.links and all(
+            d.link is None or d.name in measured.links for d in devices) and any(
+            measured.links.get(d.name) is not None for d in devices):
+        fused = fused_edges(problem)
+        if any(fused):
+            volume = volumes(problem, fused)
     return CostModel(node_time=node_time, part_cost=part_cost, links=links,
-                     option_time=option_time or None)
+                     option_time=option_time or None, volume=volume)
 
 
 def _check_devices(measured: Measured, rules: Rules, problem: Problem) -> None:

@@ -69,3 +69,13 @@ def test_a_budget_stops_after_the_round(clock):
     out = R.paired_rounds({"a": (a, {})}, 20, 3, stop=lambda: asked.append(1) or
                           len(asked) >= 2)
     assert out.rounds == 2 and len(out.figures["a"]) == 2 and out.switch_cost("a") == 0.0
+
+
+def test_rounds_go_on_until_they_have_lasted(clock):
+    a = Fake(clock, "X", 1e-3, 0.0)
+    # each round: 2 untimed runs (2 ms) and 3 timed: 5 ms; 0.1 s needs 20 rounds
+    out = R.paired_rounds({"a": (a, {})}, 3, 3, min_seconds=0.1, max_rounds=50)
+    assert out.rounds == 20
+    out = R.paired_rounds({"a": (a, {})}, 3, 3, min_seconds=0.1, max_rounds=8)
+    assert out.rounds == 8
+    assert R.paired_rounds({"a": (a, {})}, 3, 3).rounds == 3
