@@ -132,7 +132,7 @@ def interrupts_deferred() -> Iterator[None]:
             signal.raise_signal(signal.SIGINT)
 
 
-def _is_the_command() -> bool:
+def is_the_command() -> bool:
     """The running program is the ``hetero-solve`` console script or ``python -m
     hetero_solve`` (not a library caller, who gets ``KeyboardInterrupt``)."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
@@ -168,7 +168,7 @@ def _interrupt_once(_signum, _frame) -> None:
 def guard_imports() -> None:
     """For the command only: Ctrl-C during the imports is one line and exit code 130."""
     global _guarded
-    if _guarded or not _is_the_command() or \
+    if _guarded or not is_the_command() or \
             threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -228,7 +228,7 @@ def exit_interrupted(say: Callable[[], None]) -> None:
             signal.getsignal(signal.SIGINT) is _interrupt_once:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     say()
-    if _is_the_command():
+    if is_the_command():
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

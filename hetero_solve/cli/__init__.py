@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 
 from ..errors import HeteroSolveError, one_line
 from ..filekind import content_kind, looks_like_json
+from ..gcpause import imports_loaded
 from ..interrupt import (exit_interrupted, interrupt_taken, release_imports, restore_interrupts,
                          take_interrupts)
 from .common import err_console
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
       traceback;
     - Ctrl-C: ``hetero-solve: interrupted``, exit code 130.
     """
+    imports_loaded()               # the collector paused while they loaded runs again
     previous = take_interrupts()   # from here on Ctrl-C is one KeyboardInterrupt, reported below
     release_imports()              # (when take_interrupts left the handler to someone else)
     try:

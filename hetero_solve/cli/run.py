@@ -194,6 +194,11 @@ def run_command(
     if as_json:
         print_json(result.as_dict())
         return
+    _print_run(result, out_dir, target)
+
+
+def _print_run(result, out_dir: Path, target: Optional[Path]) -> None:
+    """``run``'s summary: a row per part, the totals, the outputs, the slowest nodes."""
     table = Table(title=f"{out_dir}: {len(result.parts)} part(s)", title_justify="left")
     for col in ("part", "device", "runtime", "providers", "load ms", "run ms", "data in",
                 "data out"):
@@ -296,6 +301,12 @@ def verify_command(
         if not report.ok:
             raise typer.Exit(1)
         return
+    _print_verify(report, model, out_dir)
+
+
+def _print_verify(report, model: Path, out_dir: Path) -> None:
+    """``verify``'s summary: a row per output, the verdict (exit 1 when one is over) and
+    both sides' times."""
     table = Table(title=f"{model.name} vs {out_dir}: {len(report.run.parts)} part(s)",
                   title_justify="left")
     for col in ("output", "dtype", "shape", "max abs", "max rel", "criterion", "worst",

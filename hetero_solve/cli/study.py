@@ -88,12 +88,17 @@ def study_command(
     time_limit, work_limit = limits(time_limit, work_limit)
     config = StudyConfig(models=models, rules=_unique(rule_files), out_dir=out,
                          algorithms=names, time_limit=time_limit, work_limit=work_limit,
-                         jobs=jobs,
-                         dims=parse_dims(dim), shapes=parse_shapes(shape), executor=executor, scheduler=scheduler,
+                         jobs=jobs, dims=parse_dims(dim), shapes=parse_shapes(shape),
+                         executor=executor, scheduler=scheduler,
                          seed=seed, memory=memory, note=note, plots=not no_plots,
                          objective=objective,
                          command=" ".join(shlex.quote(a) for a in ["hetero-solve", *sys.argv[1:]]))
     result = run_study(config, progress=not quiet, verbose=verbose)
+    _print_study(result, out)
+
+
+def _print_study(result, out: Path) -> None:
+    """The study's table, the problems with dims left open, what was computed and written."""
     print_table(result.records, config_algorithms(result.records))
     open_dims = {(r["model"], r["rules"]): r["missing_dims"] for r in result.records
                  if r.get("missing_dims")}

@@ -136,7 +136,7 @@ class FoldedValues:
     def get(self, wanted: Iterable[str] | None = None) -> dict[str, np.ndarray]:
         """The values of the folded outputs ``wanted`` (default: all of them), computing only
         them and the folded nodes they depend on."""
-        graph, cache = self.graph, self._values
+        cache = self._values
         wanted = self.outputs if wanted is None else set(wanted)
         todo = [x for x in wanted if x not in cache]
         if todo:
