@@ -31,9 +31,42 @@ from ..interrupt import (exit_interrupted, interrupt_taken, release_imports, res
 from .common import err_console
 
 
+#: What an option's value is, in its help line and error messages (``--time-limit SECONDS``),
+#: for the options that do not set a ``metavar`` of their own.  Others: the option's name in
+#: capitals.
+METAVARS = {"--out": "DIR", "--save": "DIR", "--time-limit": "SECONDS", "--work-limit": "UNITS",
+            "--engine": "NAME", "--backend": "NAME", "--executor": "NAME", "--seed": "N",
+            "--repeat": "N", "--repeats": "N", "--warmup": "N", "--threads": "N", "--jobs": "N",
+            "--limit": "N", "--opset": "N", "--optimization": "LEVEL", "--tolerance": "TOL",
+            "--rtol": "R", "--atol": "A", "--split": "MODE", "--memory": "MEASURE",
+            "--note": "TEXT", "--objective": "TERMS"}
+
+
+def _plain_help(command) -> None:
+    """Help that names values as the docs do (``OUT_DIR``, ``--time-limit SECONDS``), not as
+    typer's types (``{out_dir}``, ``<float range>``, ``<list[Path]>``): every argument in
+    capitals, its help line saying what it is; every option taking a value with a name from
+    :data:`METAVARS`.  For ``command`` and its subcommands."""
+    for param in command.params:
+        if param.param_type_name == "argument":
+            if param.metavar is None:
+                param.metavar = param.name.upper()
+            param.display_type_rich = lambda ctx: None
+        elif param.param_type_name == "option" and param.metavar is None \
+                and not param.is_flag and not getattr(param, "count", False):
+            long = max(param.opts, key=len)
+            param.metavar = METAVARS.get(long, long.lstrip("-").upper().replace("-", "_"))
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
+
+
 class _DefaultToSolve(TyperGroup):
     """Route ``hetero-solve MODEL RULES`` to the ``solve`` command (``hetero-solve INSTANCE``
-    to ``instance``)."""
+    to ``instance``); help in the docs' words (:func:`_plain_help`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _plain_help(self)
 
     def parse_args(self, ctx, args):
         if args and not args[0].startswith("-") and args[0] not in COMMAND_MODULES:

@@ -20,9 +20,8 @@ from ..solution import open_sizes
 from ..units import format_bytes, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
-                     json_option, limits, measured_line, note, objective_option, parse_dims,
-                     parse_objective,
-                     parse_shapes, predicted_line, print_json, print_line, print_out,
+                     fallback_text, json_option, limits, measured_line, note, objective_option,
+                     parse_dims, parse_objective, parse_shapes, predicted_line, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, time_limit_option,
                      verbose_option, work_limit_option, written_line)
 from ..export.submodels import part_boundary
@@ -207,7 +206,7 @@ def print_summary(result: Result, out_dir: Path | None = None, replaced: bool = 
     print_line(
         f"status: {sol.status}   parts: {m.partitions}"
         + (f" (lower bound {lb})" if lb is not None else "")
-        + f"   fallback: {m.fallback} node(s)   transfer: "
+        + f"   {fallback_text(result.problem, sol, m.fallback)}   transfer: "
         + ("≥ " if sizes is not None and sizes.transfer else "") + format_bytes(m.transfer)
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")

@@ -14,7 +14,7 @@ from ..study import ALGORITHMS, StudyConfig, analyse, run_study
 from ..study.executors import EXECUTORS
 from . import app
 from .common import (UsageError, limits, objective_option, out_console, parse_dims,
-                     parse_shapes, print_out, quiet_option, shape_option, verbose_option)
+                     parse_shapes, print_line, print_out, quiet_option, shape_option, verbose_option)
 
 RULE_SUFFIXES = (".yaml", ".yml")
 
@@ -108,8 +108,8 @@ def _print_study(result, out: Path) -> None:
                           f"are marked † in summary.md and parts.*): {Path(model).name} × "
                           f"{Path(rules).name}: {text}", markup=False, highlight=False,
                           soft_wrap=True)
-    out_console.print(f"runs: {result.computed} computed, {result.reused} reused   "
-                      f"written: {out}/ ({', '.join(p.name for p in result.files)})")
+    print_line(f"runs: {result.computed} computed, {result.reused} reused   "
+               f"written: {out}/ ({', '.join(p.name for p in result.files)})")
 
 
 def config_algorithms(records: list[dict]) -> list[str]:

@@ -557,6 +557,8 @@ def _term_text(c: dict) -> str:
         return f"transfer {format_bytes(v)}"
     if term == "partitions":
         return f"parts {v}"
+    if term in ("latency", "throughput") and isinstance(v, (int, float)):
+        return f"{term} {format_seconds(v)}"
     return f"{term} {v:g}" if isinstance(v, (int, float)) else term
 
 
@@ -570,7 +572,9 @@ def claims_text(cs: list[dict]) -> str:
             continue
         b = c["bound"]
         shown = ("no bound" if b is None else
-                 f"bound {format_bytes(b)}" if c["term"] == "transfer" else f"bound {b:g}")
+                 f"bound {format_bytes(b)}" if c["term"] == "transfer" else
+                 f"bound {format_seconds(b)}" if c["term"] in ("latency", "throughput") else
+                 f"bound {b:g}")
         open_.setdefault(c.get("why", "limit"), []).append(f"{_term_text(c)} ({shown})")
     parts = []
     if done:

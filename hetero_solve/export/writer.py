@@ -26,6 +26,7 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -286,9 +287,12 @@ def _write_parts(result: "Result", manifest: dict, tmp: Path, weights: str | Non
     mg, problem, solution = result.model_graph, result.problem, result.solution
     mg.prefetch_folded(problem.const_names)
     nodes_of = solution.parts()   # one scan, not one per part
+    total, said = len(manifest["partitions"]), None
     for part in manifest["partitions"]:
-        if progress:
-            progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
+        # the first part, then at most one line a second (-v prints each: not 77 lines)
+        if progress and (said is None or time.perf_counter() - said >= 1.0):
+            progress(f"writing part {part['id'] + 1}/{total}")
+            said = time.perf_counter()
         model = build_part_model(mg, problem, solution, part["id"],
                                  nodes_of[part["id"]], part["inputs"], part["outputs"])
         _save(model, tmp / part["file"], weights)
