@@ -76,8 +76,9 @@ def solve_command(
     """Partition MODEL under RULES: the fewest parts that every device can run, written to OUT.
 
     Writes partition.json (the result), partN_DEVICE.onnx (one model per part; run them in id
-    order), affinity.json (node -> device), model.annotated.onnx, affinity.dot and
-    partitions.dot. A summary table goes to stdout (--json: the result as JSON); progress is a
+    order), affinity.json (node -> device), model.annotated.onnx (each node tagged with its
+    device and part; not for a one-part answer, whose part file is the model), affinity.dot
+    and partitions.dot. A summary table goes to stdout (--json: the result as JSON); progress is a
     live line on stderr when it is a terminal. Exit code 2 on bad input (one line on stderr),
     with nothing written.
 

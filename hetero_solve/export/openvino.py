@@ -117,17 +117,27 @@ def answer_data(out_dir: str | os.PathLike) -> dict:
 def find_model(out_dir: Path, manifest: Mapping, model: str | os.PathLike | None) -> Path:
     """The ONNX model to read: ``model`` when given, else the path ``partition.json`` names
     (as given when solving), else the answer's own copy ``model.annotated.onnx`` (the same
-    graph, nodes tagged)."""
+    graph, nodes tagged), else the part file of a one-part answer (which has no annotated
+    copy: its part is the model, :func:`one_part_file`)."""
     if model is not None:
         if not Path(model).is_file():
             raise ExportError(f"{model}: no such file")
         return Path(model)
     named = Path(str(manifest.get("model", "")))
-    for candidate in (named, out_dir / "model.annotated.onnx"):
+    only = one_part_file(out_dir, manifest)
+    for candidate in (named, out_dir / "model.annotated.onnx", *([only] if only else [])):
         if str(candidate) and candidate.is_file():
             return candidate
     raise ExportError(f"{out_dir}: the model it was solved for ({named}) is not there and the "
                       "answer has no model.annotated.onnx: pass --model PATH")
+
+
+def one_part_file(out_dir: Path, manifest: Mapping) -> Path | None:
+    """The part model of a one-part answer, else None."""
+    parts = manifest["partitions"]
+    if len(parts) != 1 or not isinstance(parts[0].get("file"), str):
+        return None
+    return out_dir / parts[0]["file"]
 
 
 def device_instances(manifest: Mapping) -> list[tuple[str, int]]:
@@ -158,6 +168,12 @@ def tensor_devices(onnx_path: Path, manifest: Mapping) -> dict[str, tuple[int, s
         raise ExportError(f"{onnx_path}: cannot read the ONNX model ({one_line(e)})") from None
     found: dict[str, tuple[int, str]] = {}
     instances = dict(device_instances(manifest))
+    only = one_part_file(onnx_path.parent, manifest)
+    if only is not None and onnx_path.name == only.name:   # the part is the model: one device
+        part = manifest["partitions"][0]
+        label = instance_label(part["device"], int(part.get("instance") or 0),
+                               instances.get(part["device"], 1))
+        return {t: (g, label) for g, node in enumerate(graph.node) for t in node.output if t}
     for part in manifest["partitions"]:
         label = instance_label(part["device"], int(part.get("instance") or 0),
                                instances.get(part["device"], 1))

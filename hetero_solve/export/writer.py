@@ -159,9 +159,10 @@ def _plain_name(x: object) -> bool:
 def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: bool = True,
                  annotated: bool = True, dots: bool = True, pictures: str | None = None,
                  progress: Callable[[str], None] | None = None) -> Path:
-    """Write ``partition.json``, the part models, ``affinity.json``, ``model.annotated.onnx``,
-    ``affinity.dot`` and ``partitions.dot``; return OUT_DIR.  ``submodels=False`` etc. skip
-    the heavy files (benchmarks write the manifest alone).  ``pictures``: ``"svg"`` or
+    """Write ``partition.json``, the part models, ``affinity.json``, ``model.annotated.onnx``
+    (not for a one-part answer with its part model: that file is the model), ``affinity.dot``
+    and ``partitions.dot``; return OUT_DIR.  ``submodels=False`` etc. skip the heavy files
+    (benchmarks write the manifest alone).  ``pictures``: ``"svg"`` or
     ``"png"`` also draws ``partitions.svg`` and ``affinity.svg`` (:mod:`.dot`).
 
     Raises
@@ -179,6 +180,9 @@ def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, ann
            dots: bool, pictures: str | None, progress: Callable[[str], None] | None) -> Path:
     if pictures is not None:
         check_can_draw(pictures)      # before anything is written
+    # A one-part answer's part file is the model: its annotated copy would tag every node with
+    # the same device and part and write the model a second time (seconds on a large model).
+    annotated = annotated and not (submodels and result.solution.num_parts == 1)
     return write_answer(out_dir, lambda tmp: _write_files(
         result, tmp, submodels=submodels, annotated=annotated, dots=dots, pictures=pictures,
         progress=progress), protected=_inputs_of(result))

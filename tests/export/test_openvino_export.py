@@ -296,3 +296,28 @@ def test_run_on_openvino_with_a_device_map_per_instance(three_instances, capsys)
         main(["run", str(three_instances), "--backend", "openvino", "--no-save",
               "--device-map", "NPU=CPU"])
     assert e.value.code == 2 and "no device 'NPU'" in capsys.readouterr().err
+
+
+def test_a_one_part_answer_exports_from_its_part_file_when_the_model_is_gone(tmp_path):
+    """A one-part answer has no model.annotated.onnx (its part file is the model, written
+    once): with the original model moved away, the export reads the part file, every op on
+    the answer's one device, and the result computes what the original does."""
+    src = tmp_path / "resnet_like.onnx"
+    src.write_bytes((EXAMPLES / "resnet_like.onnx").read_bytes())
+    out = tmp_path / "one.hetero"
+    write_result(hs.solve(src, RULES / "gpu-cpu.yaml", dims={"batch": 1}), out)
+    manifest = json.loads((out / "partition.json").read_text())
+    assert len(manifest["partitions"]) == 1
+    assert "model.annotated.onnx" not in manifest["files"] and "onnxruntime" not in manifest
+    assert not (out / "model.annotated.onnx").exists()
+    src.unlink()
+    result = export_openvino(out, ["GPU=CPU"])
+    assert result.model == str(out / manifest["partitions"][0]["file"])
+    model = _read(out)
+    assert {op.get_rt_info()["affinity"].astype(str) for op in model.get_ordered_ops()} == {"CPU"}
+    core = ov.Core()
+    core.set_property("CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    feeds = random_feeds(EXAMPLES / "resnet_like.onnx", {"batch": 1})
+    got = _ov_run(core.compile_model(model, "CPU"), feeds)
+    want = ort.InferenceSession(str(EXAMPLES / "resnet_like.onnx")).run(None, feeds)[0]
+    np.testing.assert_allclose(got["probs"], want, rtol=1e-4, atol=1e-5)
