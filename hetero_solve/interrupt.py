@@ -6,7 +6,9 @@ work stops by itself.  Two places need help:
 * **native solvers** (CP-SAT, Glucose) run for seconds without returning to Python.
   :func:`run_stoppable` runs them in a helper thread (both release the GIL); the main thread
   waits, takes the interrupt, asks the solver to stop (``stop_search()``, ``interrupt()``),
-  waits for it (a fraction of a second) and re-raises.  A library caller gets the
+  waits for it (a fraction of a second), and for the native threads it started to end
+  (CP-SAT's workers outlive an interrupted ``Solve`` by milliseconds: a program that exits
+  at once would abort), then re-raises.  A library caller gets the
   ``KeyboardInterrupt``; the command line turns it into one line and exit code 130.  CP-SAT
   must also be told not to catch SIGINT itself (``catch_sigint_signal``): it would end the
   search as if its time were up, and the run would go on to write an answer.
@@ -44,6 +46,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
@@ -92,6 +95,7 @@ def run_stoppable(work: Callable[[], T], stop: Callable[[], None],
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = e
 
+    before = _native_threads()
     thread = threading.Thread(target=target, name="hetero-solve solver", daemon=True)
     thread.start()
     stopped = False
@@ -103,6 +107,7 @@ def run_stoppable(work: Callable[[], T], stop: Callable[[], None],
                 stopped = True
     except KeyboardInterrupt:
         _stop_and_wait(thread, stop)
+        _settle(before)
         raise
     if "error" in box:
         raise box["error"]
@@ -143,6 +148,34 @@ def run_unstoppable(work: Callable[[], T]) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _native_threads() -> frozenset[str] | None:
+    """The ids of the process's threads, native ones included (Linux: ``/proc/self/task``),
+    else None."""
+    try:
+        return frozenset(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def _settle(before: frozenset[str] | None, limit: float = 1.0) -> None:
+    """Wait (at most ``limit`` seconds) until every thread started since ``before`` has ended.
+    CP-SAT stopped by ``stop_search()`` returns while its worker threads are still being torn
+    down (a few milliseconds); a caller that catches the ``KeyboardInterrupt`` and exits at once
+    would end the interpreter with them running, which aborts the process (``terminate called
+    without an active exception``, exit code 134)."""
+    if before is None:
+        return
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        now = _native_threads()
+        if now is None or now <= before:
+            return
+        try:
+            time.sleep(0.001)
+        except KeyboardInterrupt:   # a second Ctrl-C: the first one's clean-up goes on
+            continue
 
 
 def _stop_and_wait(thread: threading.Thread, stop: Callable[[], None]) -> None:
