@@ -10,11 +10,18 @@ work stops by itself.  Two places need help:
   ``KeyboardInterrupt``; the command line turns it into one line and exit code 130.  CP-SAT
   must also be told not to catch SIGINT itself (``catch_sigint_signal``): it would end the
   search as if its time were up, and the run would go on to write an answer.
+* **native calls that cannot be stopped** (OpenVINO compiling a model for ``export
+  openvino``, seconds on a large model): :func:`run_unstoppable` runs them in a helper thread
+  too; the command answers Ctrl-C at once and ends without waiting (``os._exit``), a library
+  caller gets the ``KeyboardInterrupt`` when the call has returned.
 * **imports**: the command's first imports (onnx, onnxruntime, typer...) take a second, and
   an interrupt there would print a traceback before ``main()`` can catch anything.
   :func:`guard_imports` (called first thing by the package, for the ``hetero-solve`` command
   only) makes it one line and exit code 130 until :func:`release_imports` (called by
   ``main()``) hands Ctrl-C to :func:`take_interrupts`.
+* **forked children** (OpenVINO's telemetry forks one when ``openvino`` is imported): a
+  terminal's Ctrl-C reaches the whole process group; a child forked from the command ends on
+  it quietly (:func:`take_interrupts` registers :func:`_child_ends_on_sigint`), no traceback.
 * **a second signal**: ``timeout -s INT`` signals the command and then its whole process
   group, so the command often gets two SIGINTs at once (and a user may press Ctrl-C twice).
   A second ``KeyboardInterrupt`` would cut the first's clean-up: the wait for the native
@@ -96,6 +103,42 @@ def run_stoppable(work: Callable[[], T], stop: Callable[[], None],
                 stopped = True
     except KeyboardInterrupt:
         _stop_and_wait(thread, stop)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def run_unstoppable(work: Callable[[], T]) -> T:
+    """``work()``, a native call that cannot be asked to stop (OpenVINO compiling a model),
+    run so that Ctrl-C is answered at once: in a helper thread while the main thread waits.
+
+    On Ctrl-C the command (its handler, :func:`take_interrupts`, took the signal) gets the
+    ``KeyboardInterrupt`` at once and ends the process without waiting for ``work``
+    (:func:`exit_interrupted`); a library caller gets it when ``work`` has returned (a
+    native thread still running when the interpreter ends may abort the process).
+
+    >>> run_unstoppable(lambda: 6 * 7)
+    42
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name="hetero-solve native call", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(POLL_SECONDS)
+    except KeyboardInterrupt:
+        if not _taken:      # a library caller: wait for the call to end
+            _stop_and_wait(thread, lambda: None)
         raise
     if "error" in box:
         raise box["error"]
@@ -198,7 +241,24 @@ def take_interrupts():
         return None
     _taken, _guarded = False, False
     signal.signal(signal.SIGINT, _interrupt_once)
+    global _fork_hook
+    if not _fork_hook and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_child_ends_on_sigint)
+        _fork_hook = True
     return previous
+
+
+_fork_hook = False
+
+
+def _child_ends_on_sigint() -> None:
+    """In a process forked from the command (OpenVINO's telemetry sends its events from one,
+    started by ``import openvino``; :mod:`hetero_solve.model.parallel`'s workers): Ctrl-C at
+    a terminal signals the whole process group, and the command's own handler would make the
+    child print a ``KeyboardInterrupt`` traceback under the command's one line.  The child
+    ends quietly instead (the command reports the interruption)."""
+    if signal.getsignal(signal.SIGINT) is _interrupt_once:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def restore_interrupts(previous) -> None:
@@ -238,6 +298,6 @@ def exit_interrupted(say: Callable[[], None]) -> None:
     sys.exit(130)
 
 
-__all__ = ["run_stoppable", "interrupts_deferred", "guard_imports", "release_imports",
-           "take_interrupts", "restore_interrupts", "interrupt_taken", "exit_interrupted",
+__all__ = ["run_stoppable", "run_unstoppable", "interrupts_deferred", "guard_imports",
+           "release_imports", "take_interrupts", "restore_interrupts", "interrupt_taken", "exit_interrupted",
            "INTERRUPTED"]

@@ -225,10 +225,32 @@ def test_instances_mapped_one_by_one_keep_hetero_submodels_equal_to_the_parts(th
     kept = export_openvino(three_instances, ["ACC.0=CPU", "ACC.1=AUTO", "ACC.2=CPU"])
     assert kept.device_map == {"ACC.0": "CPU", "ACC.1": "AUTO", "ACC.2": "CPU"}
     assert kept.submodels == kept.parts == 3
+    # ACC.0 and ACC.2 share CPU but their parts do not touch: nothing to join, no note
+    # (issue 39 item 5: it advised mapping the instances one by one, as the user had)
+    assert not any("one OpenVINO device" in w for w in kept.warnings), kept.warnings
     joined = export_openvino(three_instances, ["ACC=AUTO"])
     assert joined.submodels == 1
-    assert any("ACC.0, ACC.1, ACC.2 share one OpenVINO device, AUTO" in w
-               for w in joined.warnings)
+    assert any("ACC.0, ACC.1, ACC.2 run on one OpenVINO device, AUTO, and their parts exchange "
+               "tensors" in w and "ACC=AUTO maps every instance of ACC there" in w
+               for w in joined.warnings), joined.warnings
+
+
+def test_instances_mapped_one_by_one_to_one_device_are_told_to_use_different_ones(
+        three_instances, capsys):
+    """``export openvino --device-map ACC.0=CPU --device-map ACC.1=CPU --device-map
+    ACC.2=AUTO``: ACC.0 and ACC.1 touch on CPU, HETERO joins them (2 submodels for 3 parts),
+    and the note says to map them to different devices, not to map them one by one."""
+    with pytest.raises(SystemExit) as e:
+        main(["export", "openvino", str(three_instances), "--device-map", "ACC.0=CPU",
+              "--device-map", "ACC.1=CPU", "--device-map", "ACC.2=AUTO"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "3 (hetero-solve)   2 OpenVINO HETERO submodel(s)" in out
+    (note,) = [x for x in out.splitlines() if "one OpenVINO device" in x]
+    assert note == ("note: ACC.0, ACC.1 run on one OpenVINO device, CPU, and their parts "
+                    "exchange tensors: HETERO joins those parts into one submodel; map them to "
+                    "different OpenVINO devices (ACC.0=..., ACC.1=...) to keep them apart, or "
+                    "run each part on its own (run --backend openvino)")
 
 
 def test_a_device_map_names_instances_and_refuses_others(three_instances, capsys):
