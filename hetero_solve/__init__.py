@@ -13,9 +13,11 @@ and around it: ``Session`` (the parts loaded once, run like an onnxruntime sessi
 >>> result.metrics.partitions, hs.write_result(result, "out/")               # doctest: +SKIP
 """
 
+from .gcpause import pause_for_imports as _pause_for_imports
 from .interrupt import guard_imports as _guard_imports
 
 _guard_imports()   # first: Ctrl-C while the command's libraries load is one line, exit 130
+_pause_for_imports()   # and no collections while they load (restarted by cli.main)
 
 from .algorithms.greedy import greedy, heuristic  # noqa: E402
 from .compile import compile_problem

@@ -76,24 +76,56 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | str 
     >>> p.n, [p.devices[d].name for d in p.allowed[p.names.index("4")]]
     (7, ['CPU'])
     """
-    if objective is not None and not isinstance(objective, Objective):
-        try:
-            objective = as_objective(objective)
-        except ValueError as e:
-            raise RuleError(f"objective={objective!r}", "", str(e)) from None
+    objective = _objective(objective)
     placeable = mg.placeable()
     index = {g: v for v, g in enumerate(placeable)}
-    names = [mg.names[i] for i in placeable]
-    ops = [mg.op_types[i] for i in placeable]
     warnings = list(mg.warnings)
     pins, pin_keys = resolve_pins(rules, mg, placeable, warnings)
     allowed, refusals = _allowed_devices(rules, mg, placeable, pins, pin_keys)
 
     struct = structure(mg, placeable)
-    t_names, c_names = struct["tensor_names"], struct["const_names"]
-    value_pred = _value_edges(mg, rules, placeable, index)
-
+    t_names = struct["tensor_names"]
     graph_outputs = set(mg.graph_outputs)
+    t_bytes, c_names, c_bytes, node_consts, options, unknown = _sizes(
+        mg, rules, placeable, index, struct, warnings)
+    problem = Problem(
+        devices=[Device(d.name, d.memory, d.instances, d.enforce_values) for d in rules.devices],
+        names=[mg.names[i] for i in placeable], op_types=[mg.op_types[i] for i in placeable],
+        allowed=allowed, succ=struct["succ"], pred=struct["pred"],
+        value_pred=_value_edges(mg, rules, placeable, index),
+        tensor_names=t_names, tensor_bytes=t_bytes,
+        tensor_producer=struct["tensor_producer"], tensor_consumers=struct["tensor_consumers"],
+        tensor_is_output=[x in graph_outputs for x in t_names],
+        node_inputs=struct["node_inputs"], node_outputs=struct["node_outputs"],
+        const_names=c_names, const_bytes=c_bytes, node_consts=node_consts,
+        objective=objective or rules.objective, pinned=pins, graph_index=placeable,
+        refusals=refusals,
+        info=ProblemInfo(folded=list(mg.folded), constant_nodes=list(mg.constant_nodes),
+                         warnings=warnings, open_sizes=sorted(set(unknown))),
+        fold_options=options)
+    problem = _contract_units(mg, problem, placeable, index)
+    _add_costs(mg, rules, problem, measured)
+    problem.arrays = problem_arrays(problem)   # large models are measured with numpy
+    return problem
+
+
+def _objective(objective) -> Objective | None:
+    """``compile_problem``'s ``objective`` as an :class:`Objective` (``None``: the rule
+    file's)."""
+    if objective is not None and not isinstance(objective, Objective):
+        try:
+            objective = as_objective(objective)
+        except ValueError as e:
+            raise RuleError(f"objective={objective!r}", "", str(e)) from None
+    return objective
+
+
+def _sizes(mg: ModelGraph, rules: Rules, placeable: list[int], index: dict[int, int],
+           struct: dict, warnings: list[str]) -> tuple:
+    """The tensors' bytes and the constants (names, bytes, which node reads which), with the
+    constants of subgraph bodies and of foldable nodes: ``(tensor_bytes, const_names,
+    const_bytes, node_consts, fold_options, open_sizes)``; a warning for sizes not known."""
+    t_names, c_names = struct["tensor_names"], struct["const_names"]
     t_bytes = mg.bytes_of(t_names)
     c_bytes = mg.bytes_of(c_names)
     unknown = mg.open_sizes(t_names) + mg.open_sizes(c_names)
@@ -107,27 +139,17 @@ def compile_problem(mg: ModelGraph, rules: Rules, *, objective: Objective | str 
     if mg.folded and any(d.memory is not None for d in rules.devices):
         options, c_names, c_bytes = _fold_options(mg, rules, placeable, index, c_names, c_bytes)
     _check_sizes(mg, t_names + c_names, t_bytes + c_bytes)
-    problem = Problem(
-        devices=[Device(d.name, d.memory, d.instances, d.enforce_values) for d in rules.devices],
-        names=names, op_types=ops, allowed=allowed, succ=struct["succ"], pred=struct["pred"],
-        value_pred=value_pred, tensor_names=t_names, tensor_bytes=t_bytes,
-        tensor_producer=struct["tensor_producer"], tensor_consumers=struct["tensor_consumers"],
-        tensor_is_output=[x in graph_outputs for x in t_names],
-        node_inputs=struct["node_inputs"], node_outputs=struct["node_outputs"],
-        const_names=c_names, const_bytes=c_bytes, node_consts=node_consts,
-        objective=objective or rules.objective, pinned=pins, graph_index=placeable,
-        refusals=refusals,
-        info=ProblemInfo(folded=list(mg.folded), constant_nodes=list(mg.constant_nodes),
-                         warnings=warnings, open_sizes=sorted(set(unknown))),
-        fold_options=options)
-    problem = _contract_units(mg, problem, placeable, index)
+    return t_bytes, c_names, c_bytes, node_consts, options, unknown
+
+
+def _add_costs(mg: ModelGraph, rules: Rules, problem: Problem, measured: Measured | None) -> None:
+    """``problem.costs`` (:func:`_costs`) and what the profile says about how its times were
+    taken (execution settings, noise)."""
     problem.costs = _costs(mg, rules, problem, measured)
     if measured is not None and measured.execution:
         problem.info.execution = dict(measured.execution)
     if measured is not None and measured.noise and problem.costs is not None:
         problem.info.noise = max(measured.noise.get(d.name, 0.0) for d in rules.devices)
-    problem.arrays = problem_arrays(problem)   # large models are measured with numpy
-    return problem
 
 
 def _costs(mg: ModelGraph, rules: Rules, problem: Problem, measured: Measured | None):

@@ -6,15 +6,24 @@ work stops by itself.  Two places need help:
 * **native solvers** (CP-SAT, Glucose) run for seconds without returning to Python.
   :func:`run_stoppable` runs them in a helper thread (both release the GIL); the main thread
   waits, takes the interrupt, asks the solver to stop (``stop_search()``, ``interrupt()``),
-  waits for it (a fraction of a second) and re-raises.  A library caller gets the
+  waits for it (a fraction of a second), and for the native threads it started to end
+  (CP-SAT's workers outlive an interrupted ``Solve`` by milliseconds: a program that exits
+  at once would abort), then re-raises.  A library caller gets the
   ``KeyboardInterrupt``; the command line turns it into one line and exit code 130.  CP-SAT
   must also be told not to catch SIGINT itself (``catch_sigint_signal``): it would end the
   search as if its time were up, and the run would go on to write an answer.
+* **native calls that cannot be stopped** (OpenVINO compiling a model for ``export
+  openvino``, seconds on a large model): :func:`run_unstoppable` runs them in a helper thread
+  too; the command answers Ctrl-C at once and ends without waiting (``os._exit``), a library
+  caller gets the ``KeyboardInterrupt`` when the call has returned.
 * **imports**: the command's first imports (onnx, onnxruntime, typer...) take a second, and
   an interrupt there would print a traceback before ``main()`` can catch anything.
   :func:`guard_imports` (called first thing by the package, for the ``hetero-solve`` command
   only) makes it one line and exit code 130 until :func:`release_imports` (called by
   ``main()``) hands Ctrl-C to :func:`take_interrupts`.
+* **forked children** (OpenVINO's telemetry forks one when ``openvino`` is imported): a
+  terminal's Ctrl-C reaches the whole process group; a child forked from the command ends on
+  it quietly (:func:`take_interrupts` registers :func:`_child_ends_on_sigint`), no traceback.
 * **a second signal**: ``timeout -s INT`` signals the command and then its whole process
   group, so the command often gets two SIGINTs at once (and a user may press Ctrl-C twice).
   A second ``KeyboardInterrupt`` would cut the first's clean-up: the wait for the native
@@ -37,6 +46,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
@@ -85,6 +95,7 @@ def run_stoppable(work: Callable[[], T], stop: Callable[[], None],
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = e
 
+    before = _native_threads()
     thread = threading.Thread(target=target, name="hetero-solve solver", daemon=True)
     thread.start()
     stopped = False
@@ -96,10 +107,75 @@ def run_stoppable(work: Callable[[], T], stop: Callable[[], None],
                 stopped = True
     except KeyboardInterrupt:
         _stop_and_wait(thread, stop)
+        _settle(before)
         raise
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def run_unstoppable(work: Callable[[], T]) -> T:
+    """``work()``, a native call that cannot be asked to stop (OpenVINO compiling a model),
+    run so that Ctrl-C is answered at once: in a helper thread while the main thread waits.
+
+    On Ctrl-C the command (its handler, :func:`take_interrupts`, took the signal) gets the
+    ``KeyboardInterrupt`` at once and ends the process without waiting for ``work``
+    (:func:`exit_interrupted`); a library caller gets it when ``work`` has returned (a
+    native thread still running when the interpreter ends may abort the process).
+
+    >>> run_unstoppable(lambda: 6 * 7)
+    42
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name="hetero-solve native call", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(POLL_SECONDS)
+    except KeyboardInterrupt:
+        if not _taken:      # a library caller: wait for the call to end
+            _stop_and_wait(thread, lambda: None)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _native_threads() -> frozenset[str] | None:
+    """The ids of the process's threads, native ones included (Linux: ``/proc/self/task``),
+    else None."""
+    try:
+        return frozenset(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def _settle(before: frozenset[str] | None, limit: float = 1.0) -> None:
+    """Wait (at most ``limit`` seconds) until every thread started since ``before`` has ended.
+    CP-SAT stopped by ``stop_search()`` returns while its worker threads are still being torn
+    down (a few milliseconds); a caller that catches the ``KeyboardInterrupt`` and exits at once
+    would end the interpreter with them running, which aborts the process (``terminate called
+    without an active exception``, exit code 134)."""
+    if before is None:
+        return
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        now = _native_threads()
+        if now is None or now <= before:
+            return
+        try:
+            time.sleep(0.001)
+        except KeyboardInterrupt:   # a second Ctrl-C: the first one's clean-up goes on
+            continue
 
 
 def _stop_and_wait(thread: threading.Thread, stop: Callable[[], None]) -> None:
@@ -132,7 +208,7 @@ def interrupts_deferred() -> Iterator[None]:
             signal.raise_signal(signal.SIGINT)
 
 
-def _is_the_command() -> bool:
+def is_the_command() -> bool:
     """The running program is the ``hetero-solve`` console script or ``python -m
     hetero_solve`` (not a library caller, who gets ``KeyboardInterrupt``)."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
@@ -168,7 +244,7 @@ def _interrupt_once(_signum, _frame) -> None:
 def guard_imports() -> None:
     """For the command only: Ctrl-C during the imports is one line and exit code 130."""
     global _guarded
-    if _guarded or not _is_the_command() or \
+    if _guarded or not is_the_command() or \
             threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -198,7 +274,24 @@ def take_interrupts():
         return None
     _taken, _guarded = False, False
     signal.signal(signal.SIGINT, _interrupt_once)
+    global _fork_hook
+    if not _fork_hook and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_child_ends_on_sigint)
+        _fork_hook = True
     return previous
+
+
+_fork_hook = False
+
+
+def _child_ends_on_sigint() -> None:
+    """In a process forked from the command (OpenVINO's telemetry sends its events from one,
+    started by ``import openvino``; :mod:`hetero_solve.model.parallel`'s workers): Ctrl-C at
+    a terminal signals the whole process group, and the command's own handler would make the
+    child print a ``KeyboardInterrupt`` traceback under the command's one line.  The child
+    ends quietly instead (the command reports the interruption)."""
+    if signal.getsignal(signal.SIGINT) is _interrupt_once:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def restore_interrupts(previous) -> None:
@@ -228,7 +321,7 @@ def exit_interrupted(say: Callable[[], None]) -> None:
             signal.getsignal(signal.SIGINT) is _interrupt_once:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     say()
-    if _is_the_command():
+    if is_the_command():
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -238,6 +331,6 @@ def exit_interrupted(say: Callable[[], None]) -> None:
     sys.exit(130)
 
 
-__all__ = ["run_stoppable", "interrupts_deferred", "guard_imports", "release_imports",
-           "take_interrupts", "restore_interrupts", "interrupt_taken", "exit_interrupted",
+__all__ = ["run_stoppable", "run_unstoppable", "interrupts_deferred", "guard_imports",
+           "release_imports", "take_interrupts", "restore_interrupts", "interrupt_taken", "exit_interrupted",
            "INTERRUPTED"]

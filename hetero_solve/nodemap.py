@@ -108,30 +108,11 @@ class NodeMap:
         return out
 
 
-def remap(old: Problem, new: Problem, nmap: NodeMap, *,
-          within: Sequence[tuple[int, ...]] | None = None,
-          added: dict | None = None) -> Problem:
-    """``new`` (a transform's graph, tensors and constants) with every per-node field derived
-    from ``old`` through ``nmap`` (module doc), checked by :func:`check_remap`.
-
-    Parameters
-    ----------
-    old, new : Problem
-        Before and after the transform; ``new`` gives the structure (edges, tensors,
-        constants, devices) and, for nodes added from nothing, their fields (``added``) and
-        value edges (its ``value_pred``, read only then).
-    nmap : NodeMap
-    within : sequence of tuple of int, optional
-        Per old node, the devices the new problem may use at most (chain contraction: the
-        device sets of the solutions searched).
-    added : dict, optional
-        Per added node (new id), ``{"name", "op_type", "allowed", "graph_index"}`` and
-        optionally ``"time"`` (per device, as ``CostModel.node_time`` rows).
-    """
-    if nmap.n != new.n:
-        raise RemapError(f"the map has {nmap.n} new node(s), the new problem {new.n}")
-    S, T = nmap.sources, nmap.targets
-    added = added or {}
+def _node_fields(old: Problem, nmap: NodeMap, added: dict,
+                 within: Sequence[tuple[int, ...]] | None) -> tuple:
+    """Per new node: name, op, graph index, pin, devices, members (:func:`remap`), and per
+    device the reason each new node may not use it."""
+    S = nmap.sources
     D = len(old.devices)
     names, ops, gi, pinned, allowed = [], [], [], [], []
     members: dict[int, tuple[int, ...]] = {}
@@ -172,6 +153,14 @@ def remap(old: Problem, new: Problem, nmap: NodeMap, *,
             rows[d][u] = (f"{old.op_types[w]} {old.names[w]!r} of its {nmap.label}: "
                           f"{old.why_not(w, d)}" if w is not None else
                           "outside the device sets searched")
+    return names, ops, gi, pinned, allowed, members, rows
+
+
+def _value_edges(old: Problem, new: Problem, nmap: NodeMap, allowed: list, rows: list,
+                 added: dict) -> list[list[int]]:
+    """The new nodes' value edges; a value made and read inside one new node takes it off
+    the devices that enforce value inputs (``allowed`` and ``rows`` updated)."""
+    S, T = nmap.sources, nmap.targets
     value_pred = []
     for u, vs in enumerate(S):
         inside = set(vs)
@@ -190,6 +179,35 @@ def remap(old: Problem, new: Problem, nmap: NodeMap, *,
         for u in range(nmap.n):
             value_pred[u] += [x for x in new.value_pred[u]
                               if (not S[u] or not S[x]) and x not in value_pred[u]]
+    return value_pred
+
+
+def remap(old: Problem, new: Problem, nmap: NodeMap, *,
+          within: Sequence[tuple[int, ...]] | None = None,
+          added: dict | None = None) -> Problem:
+    """``new`` (a transform's graph, tensors and constants) with every per-node field derived
+    from ``old`` through ``nmap`` (module doc), checked by :func:`check_remap`.
+
+    Parameters
+    ----------
+    old, new : Problem
+        Before and after the transform; ``new`` gives the structure (edges, tensors,
+        constants, devices) and, for nodes added from nothing, their fields (``added``) and
+        value edges (its ``value_pred``, read only then).
+    nmap : NodeMap
+    within : sequence of tuple of int, optional
+        Per old node, the devices the new problem may use at most (chain contraction: the
+        device sets of the solutions searched).
+    added : dict, optional
+        Per added node (new id), ``{"name", "op_type", "allowed", "graph_index"}`` and
+        optionally ``"time"`` (per device, as ``CostModel.node_time`` rows).
+    """
+    if nmap.n != new.n:
+        raise RemapError(f"the map has {nmap.n} new node(s), the new problem {new.n}")
+    T = nmap.targets
+    added = added or {}
+    names, ops, gi, pinned, allowed, members, rows = _node_fields(old, nmap, added, within)
+    value_pred = _value_edges(old, new, nmap, allowed, rows, added)
     out = dataclasses.replace(
         new, names=names, op_types=ops, graph_index=gi, pinned=pinned, allowed=allowed,
         refusals=Refusals(rows), members=members, value_pred=value_pred,

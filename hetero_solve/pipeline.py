@@ -33,7 +33,7 @@ from .fitting.bounds import memory_bounds
 from .fitting.devices import device_sets
 from .fitting.floors import binding_devices
 from .gcpause import paused_gc
-from .measures import topological_order
+from .measures import crossings, topological_order
 from .model import ModelGraph, load_model
 from .model.parallel import Forked
 from .problem import Objective, Problem
@@ -546,10 +546,9 @@ def _unknown_rank_boundaries(mg: ModelGraph, problem: Problem, sol: Solution) ->
     """Part inputs/outputs whose rank shape inference could not find: their sub-models run in
     onnxruntime but onnx.checker rejects a graph input or output without a shape."""
     names = []
-    for t, u in enumerate(problem.tensor_producer):
-        if u >= 0 and any(sol.part_of[c] != sol.part_of[u] for c in problem.tensor_consumers[t]):
-            if mg.tensor_type(problem.tensor_names[t]).rank is None:
-                names.append(problem.tensor_names[t])
+    for t, _, _ in crossings(problem, sol.part_of):
+        if mg.tensor_type(problem.tensor_names[t]).rank is None:
+            names.append(problem.tensor_names[t])
     if not names:
         return []
     return [f"{len(names)} tensor(s) between parts have an unknown rank, so their sub-models do "

@@ -401,14 +401,6 @@ class Problem:
     def has_memory_limits(self) -> bool:
         return any(d.memory is not None for d in self.devices)
 
-    def value_succ(self) -> list[list[int]]:
-        """Inverse of ``value_pred``."""
-        out: list[list[int]] = [[] for _ in range(self.n)]
-        for v, us in enumerate(self.value_pred):
-            for u in us:
-                out[u].append(v)
-        return out
-
     def why_not(self, v: int, d: int) -> str:
         """Why node ``v`` may not go to device ``d`` (empty when it may)."""
         if d in self.allowed[v]:

@@ -22,6 +22,7 @@ Examples
 from __future__ import annotations
 
 import codecs
+import difflib
 import json
 import os
 import stat
@@ -65,7 +66,7 @@ def check_regular(path: str | os.PathLike, error: Fail) -> os.stat_result:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise error("no such file") from None
+        raise error("no such file" + did_you_mean(path)) from None
     except OSError as e:
         raise error(f"cannot read: {e.strerror or e}") from None
     except ValueError:   # a NUL character in the path
@@ -73,6 +74,19 @@ def check_regular(path: str | os.PathLike, error: Fail) -> os.stat_result:
     if not stat.S_ISREG(st.st_mode):
         raise error(f"is {file_kind(st.st_mode)}, not a file")
     return st
+
+
+def did_you_mean(path: str | os.PathLike) -> str:
+    """`` (did you mean 'rules/npu-static.yaml'?)``: the file of ``path``'s folder whose name
+    is closest to the one asked for, when one is close (a typo); else ``""``."""
+    folder, name = os.path.split(os.fspath(path))
+    try:
+        with os.scandir(folder or ".") as entries:
+            names = [e.name for _, e in zip(range(10_000), entries)]
+    except (OSError, ValueError):
+        return ""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    return f" (did you mean {os.path.join(folder, close[0])!r}?)" if close else ""
 
 
 def read_bytes(path: str | os.PathLike, error: Fail, *, limit: int) -> bytes:

@@ -108,6 +108,31 @@ def fewest_for_devices(problem: Problem, node_device: list[int], *, engine: str 
     return normalize(problem, sol)
 
 
+def _fewest_for_map(problem: Problem, node_device: list[int], *, engine: str, budget: Budget,
+                    seed: int, say: Progress, warnings: list[str]) -> Solution | None:
+    """The fewest parts keeping every node on the map's device (``None``, with a warning,
+    when no split does)."""
+    say("searching the fewest parts for these devices")
+    try:
+        return fewest_for_devices(problem, node_device, engine=engine, budget=budget,
+                                  seed=seed, progress=say)
+    except HeteroSolveError as e:
+        warnings.append(f"no split keeps every node on its device: {e}")
+        return None
+
+
+def _against_optimum(problem: Problem, sol: Solution, best: Result | None) -> Solution:
+    """A valid map with the optimum's lower bound and part count, ``optimal`` when the
+    optimum is proven and the map is as good."""
+    if best is not None:
+        sol.lower_bound = best.solution.lower_bound
+        sol.stats["optimum_partitions"] = best.metrics.partitions
+        if (best.solution.status == "optimal"   # over every fold choice (its problem)
+                and objective_key(problem, sol) <= objective_key(best.problem, best.solution)):
+            sol.status = "optimal"
+    return sol
+
+
 def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
                    rules: str | os.PathLike | dict | Rules,
                    affinity: str | os.PathLike | Mapping, *, dims: Mapping[str, int] | None = None,
@@ -147,16 +172,12 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
     node_device = sol.node_device()
     refused = any(node_device[v] not in problem.allowed[v] for v in range(problem.n))
 
-    device_sol, device_status = None, None
+    device_sol = None
     if not refused:
-        say("searching the fewest parts for these devices")
-        try:
-            device_sol = fewest_for_devices(problem, node_device, engine=engine,
-                                            budget=budget.split(2) if optimum else budget,
-                                            seed=seed, progress=say)
-            device_status = device_sol.status
-        except HeteroSolveError as e:
-            warnings.append(f"no split keeps every node on its device: {e}")
+        device_sol = _fewest_for_map(problem, node_device, engine=engine,
+                                     budget=budget.split(2) if optimum else budget, seed=seed,
+                                     say=say, warnings=warnings)
+    device_status = None if device_sol is None else device_sol.status
     if umap.mode == "device" and split == "fewest":
         named = next((problem.names[v] for v, r in enumerate(resolved) if r[2] is not None), None)
         if named is not None:
@@ -182,14 +203,8 @@ def check_affinity(model: str | os.PathLike | onnx.ModelProto | ModelGraph,
 
     result = None
     if not violations:
-        sol = normalize(problem, sol)
+        sol = _against_optimum(problem, normalize(problem, sol), best)
         metrics = evaluate(problem, sol)
-        if best is not None:
-            sol.lower_bound = best.solution.lower_bound
-            sol.stats["optimum_partitions"] = best.metrics.partitions
-            if (best.solution.status == "optimal"   # over every fold choice (its problem)
-                    and objective_key(problem, sol) <= objective_key(best.problem, best.solution)):
-                sol.status = "optimal"
         result = Result(mg, rule_set, problem, sol, metrics, {}, list(warnings))
     else:
         metrics = evaluate(problem, sol)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import InfeasibleError
-from ..measures import quotient_edges
+from ..measures import crossings, quotient_edges
 from ..problem import Problem
 from ..solution import Solution, normalize, objective_term
 from ..validate import validate
@@ -86,13 +86,7 @@ def _moves(problem: Problem, sol: Solution) -> list[int] | None:
     D = len(problem.devices)
     # per part, per device: the link time of its boundary tensors (written out, read in)
     boundary = [[0.0] * D for _ in range(k)]
-    for t, u in enumerate(problem.tensor_producer):
-        if u < 0:
-            continue
-        home = sol.part_of[u]
-        readers = {sol.part_of[r] for r in problem.tensor_consumers[t]} - {home}
-        if not readers:
-            continue
+    for t, home, readers in crossings(problem, sol.part_of):
         for d in range(D):
             one = c.tensor_time(d, t, tb)
             if one:

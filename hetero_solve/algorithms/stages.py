@@ -39,12 +39,12 @@ dropped when it breaks anything.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
+from ..measures.order import topological_order
 from ..problem import Problem
 from ..solution import Solution
 from ..validate import validate
@@ -94,25 +94,17 @@ def _groups(problem: Problem) -> tuple[list[int], int]:
 def _group_order(problem: Problem, group: Sequence[int], m: int) -> list[int] | None:
     """A topological order of the groups by the problem's order edges, smallest first (the
     graph's own numbering, which follows its layers), or ``None`` on a cycle."""
-    succ: list[set[int]] = [set() for _ in range(m)]
-    indeg = [0] * m
-    for u in range(problem.n):
-        for v in problem.succ[u]:
-            a, b = group[u], group[v]
-            if a != b and b not in succ[a]:
-                succ[a].add(b)
-                indeg[b] += 1
-    ready = [g for g in range(m) if indeg[g] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        g = heapq.heappop(ready)
-        order.append(g)
-        for h in succ[g]:
-            indeg[h] -= 1
-            if indeg[h] == 0:
-                heapq.heappush(ready, h)
-    return order if len(order) == m else None
+    edges = {(group[u], group[v]) for u in range(problem.n) for v in problem.succ[u]
+             if group[u] != group[v]}
+    succ: list[list[int]] = [[] for _ in range(m)]
+    pred: list[list[int]] = [[] for _ in range(m)]
+    for a, b in sorted(edges):
+        succ[a].append(b)
+        pred[b].append(a)
+    try:
+        return topological_order(succ, pred, smallest_first=True)
+    except ValueError:          # the groups close a cycle
+        return None
 
 
 def _prefix(per_position: np.ndarray) -> np.ndarray:

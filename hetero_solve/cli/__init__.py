@@ -1,11 +1,15 @@
 """The ``hetero-solve`` command line.
 
-``hetero-solve MODEL RULES`` is short for ``hetero-solve solve MODEL RULES``; the other
-commands are registered by the modules imported at the bottom, one module per command group.
+``hetero-solve MODEL RULES`` is short for ``hetero-solve solve MODEL RULES``.  Each command
+is registered on ``app`` by its module (one per command group, :data:`COMMAND_MODULES`), which
+is imported only when that command runs: a command does not pay for the others' modules and
+libraries at start-up.  The help, an option before any command and an unknown command load
+them all.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
@@ -16,28 +20,83 @@ except ImportError:   # typer >= 0.24 carries its own copy of click and no longe
     click = None
 import typer
 import typer.exceptions
+import typer.main
 from typer.core import TyperGroup
 
 from ..errors import HeteroSolveError, one_line
 from ..filekind import content_kind, looks_like_json
+from ..gcpause import imports_loaded
 from ..interrupt import (exit_interrupted, interrupt_taken, release_imports, restore_interrupts,
                          take_interrupts)
 from .common import err_console
 
 
+#: What an option's value is, in its help line and error messages (``--time-limit SECONDS``),
+#: for the options that do not set a ``metavar`` of their own.  Others: the option's name in
+#: capitals.
+METAVARS = {"--out": "DIR", "--save": "DIR", "--time-limit": "SECONDS", "--work-limit": "UNITS",
+            "--engine": "NAME", "--backend": "NAME", "--executor": "NAME", "--seed": "N",
+            "--repeat": "N", "--repeats": "N", "--warmup": "N", "--threads": "N", "--jobs": "N",
+            "--limit": "N", "--opset": "N", "--optimization": "LEVEL", "--tolerance": "TOL",
+            "--rtol": "R", "--atol": "A", "--split": "MODE", "--memory": "MEASURE",
+            "--note": "TEXT", "--objective": "TERMS"}
+
+
+def _plain_help(command) -> None:
+    """Help that names values as the docs do (``OUT_DIR``, ``--time-limit SECONDS``), not as
+    typer's types (``{out_dir}``, ``<float range>``, ``<list[Path]>``): every argument in
+    capitals, its help line saying what it is; every option taking a value with a name from
+    :data:`METAVARS`.  For ``command`` and its subcommands."""
+    for param in command.params:
+        if param.param_type_name == "argument":
+            if param.metavar is None:
+                param.metavar = param.name.upper()
+            param.display_type_rich = lambda ctx: None
+        elif param.param_type_name == "option" and param.metavar is None \
+                and not param.is_flag and not getattr(param, "count", False):
+            long = max(param.opts, key=len)
+            param.metavar = METAVARS.get(long, long.lstrip("-").upper().replace("-", "_"))
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
+
+
 class _DefaultToSolve(TyperGroup):
     """Route ``hetero-solve MODEL RULES`` to the ``solve`` command (``hetero-solve INSTANCE``
-    to ``instance``)."""
+    to ``instance``); help in the docs' words (:func:`_plain_help`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _plain_help(self)
 
     def parse_args(self, ctx, args):
-        if args and not args[0].startswith("-") and args[0] not in self.commands:
+        if args and not args[0].startswith("-") and args[0] not in COMMAND_MODULES:
             # an instance file has a command of its own, which also names other JSON files
             kind = content_kind(args[0])
             alone = len(args) == 1 or args[1].startswith("-")   # no RULES after it
             to_instance = alone and (kind == "instance" or (kind == "other"
                                                             and looks_like_json(args[0])))
             args = ["instance" if to_instance else "solve", *args]
+        self._load(args[0] if args and args[0] in COMMAND_MODULES else None)
         return super().parse_args(ctx, args)
+
+    def _load(self, command: str | None) -> None:
+        """Import the modules of ``command`` (None: every command's, for the help) and give
+        this group the commands they registered, in the help's order."""
+        for module in COMMAND_MODULES[command] if command else dict.fromkeys(
+                m for ms in COMMAND_MODULES.values() for m in ms):
+            importlib.import_module(f"{__name__}.{module}")
+        if len(app.registered_commands) + len(app.registered_groups) != len(self.commands):
+            made = typer.main.get_group(app).commands   # click commands of all registered now
+            order = list(COMMAND_MODULES)
+            self.commands = dict(sorted(made.items(), key=lambda kv: order.index(kv[0])))
+
+
+#: Each command -> the modules that register it (and its subcommands), in the help's order.
+COMMAND_MODULES = {
+    "solve": ("solve",), "run": ("run",), "verify": ("run",), "check": ("run",),
+    "explain": ("explain",), "study": ("study",), "dims": ("dims",), "instance": ("instance",),
+    "profile": ("profile",), "rules": ("rules", "rules_runtime"), "export": ("export",),
+}
 
 
 # Plain help (click's formatter): readable in a pipe, no markdown eating <placeholders>, and
@@ -84,18 +143,6 @@ def _root(
     """
 
 
-# Each module registers its commands on ``app``.
-from . import solve as _solve  # noqa: E402,F401  (solve, the default command)
-from . import rules as _rules  # noqa: E402,F401  (rules check)
-from . import run as _run  # noqa: E402,F401  (run, verify, check)
-from . import explain as _explain  # noqa: E402,F401  (explain)
-from . import study as _study  # noqa: E402,F401  (study)
-from . import dims as _dims  # noqa: E402,F401  (dims)
-from . import export as _export  # noqa: E402,F401  (export openvino)
-from . import rules_runtime as _rules_runtime  # noqa: E402,F401  (rules from-openvino, ...)
-from . import instance as _instance  # noqa: E402,F401  (instance files)
-from . import profile as _profile  # noqa: E402,F401  (profile)
-
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry.  Whatever happens, stderr gets one line and no traceback:
@@ -107,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
       traceback;
     - Ctrl-C: ``hetero-solve: interrupted``, exit code 130.
     """
+    imports_loaded()               # the collector paused while they loaded runs again
     previous = take_interrupts()   # from here on Ctrl-C is one KeyboardInterrupt, reported below
     release_imports()              # (when take_interrupts left the handler to someone else)
     try:

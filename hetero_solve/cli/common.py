@@ -80,10 +80,12 @@ def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
     return shapes
 
 
-def shape_option():
+def shape_option(with_dim: bool = True):
+    """``--shape``; ``with_dim=False`` for a command without ``--dim``."""
+    beats = "; beats --dim for that input" if with_dim else ""
     return typer.Option([], "--shape", metavar="INPUT=D0,D1,...",
                         help="Whole shape of a graph input, e.g. --shape x=1,3,320,320 (for "
-                             "anonymous '?' dims; repeatable; beats --dim for that input). "
+                             f"anonymous '?' dims; repeatable{beats}). "
                              "'hetero-solve dims MODEL' lists the inputs and their dims.")
 
 
@@ -119,6 +121,22 @@ def parse_objective(text: str | None) -> Objective | None:
         return objective_from_text(text)
     except ValueError as e:
         raise UsageError(f"--objective {text!r}: {e}") from None
+
+
+def fallback_text(problem: Any, solution: Any, count: int) -> str:
+    """``fallback: N node(s)``, with the devices those nodes run on when there are some
+    (``fallback: 178 node(s) on ORT_CPU``): the nodes off their preferred device (the first
+    in the rule file that takes them) are on these."""
+    if not count:
+        return f"fallback: {count} node(s)"
+    from ..measures import off_preferred
+    on: dict[str, int] = {}
+    for v in off_preferred(problem, solution.part_of, solution.part_device):
+        name = problem.devices[solution.part_device[solution.part_of[v]]].name
+        on[name] = on.get(name, 0) + 1
+    where = (next(iter(on)) if len(on) == 1 else
+             ", ".join(f"{n} {c}" for n, c in sorted(on.items(), key=lambda x: -x[1])))
+    return f"fallback: {count} node(s) on {where}"
 
 
 def predicted_line(result: Any) -> str:
@@ -350,9 +368,9 @@ def _silent(_message: str) -> None:
 
 # -- options shared by several commands --------------------------------------------------------
 
-def time_limit_option(default: float = 10.0) -> Any:
+def time_limit_option(default: float = 10.0, start: str = "the model loaded") -> Any:
     return typer.Option(None, "--time-limit", "-t", min=0, show_default=False,
-                        help=f"Wall-clock seconds from the model loaded to the answer ready "
+                        help=f"Wall-clock seconds from {start} to the answer ready "
                              f"(default {default:g}): kept. Work inside it is counted "
                              f"deterministically, so on a quiet machine the same input gives "
                              f"the same answer; if the clock ends first, the answer says "

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List
 
-import onnx
 import typer
 
 from ..model import list_dims

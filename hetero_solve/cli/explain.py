@@ -80,12 +80,7 @@ def explain_command(
             if what_if_changes or rank:
                 prepared = prepare(model, rules, dims=dims, shapes=shapes, objective=goal,
                                    progress=say, costs=costs)
-                changes = []
-                for text in what_if_changes:
-                    try:
-                        changes.append(parse_change(text, prepared.rules))
-                    except ValueError as e:
-                        raise UsageError(f"--what-if {e}") from None
+                changes = _changes(what_if_changes, prepared.rules)
                 result, varied = _what_if(prepared, changes, rank, engine=engine,
                                           limit=Limit.of(time_limit, work_limit), seed=seed,
                                           say=say)
@@ -102,6 +97,13 @@ def explain_command(
     if as_json:
         print_json(_as_json(result, ex, varied))
         return
+    _print_explanation(result, ex, said, limit)
+    _print_what_if(varied)
+
+
+def _print_explanation(result, ex: dict, said: list[str], limit: int) -> None:
+    """The answer's head line, then the explanation in words: where the time goes under a
+    cost objective, else the chain behind the lower bound (``limit`` breaks per chain)."""
     m, sol, p = result.metrics, result.solution, result.problem
     head = f"{Path(result.model_graph.path).name}: {m.partitions} part(s), status {sol.status}"
     if "time" in ex:
@@ -113,7 +115,17 @@ def explain_command(
         lines = [*said, *explain_text(ex, limit)]
     for line in lines:
         out_console.print(line, markup=False, soft_wrap=True)
-    _print_what_if(varied)
+
+
+def _changes(texts: list[str], rules) -> list:
+    """The ``--what-if`` changes, checked against the rule file."""
+    changes = []
+    for text in texts:
+        try:
+            changes.append(parse_change(text, rules))
+        except ValueError as e:
+            raise UsageError(f"--what-if {e}") from None
+    return changes
 
 
 def _as_json(result, ex: dict, varied: dict | None) -> dict:

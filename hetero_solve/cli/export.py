@@ -31,7 +31,7 @@ def openvino_command(
         None, "--model", metavar="MODEL.onnx",
         help="The ONNX model the answer was solved for, when the path in partition.json no "
              "longer finds it (default: that path, else OUT_DIR/model.annotated.onnx)."),
-    shape: List[str] = shape_option(),
+    shape: List[str] = shape_option(with_dim=False),
     compile_: bool = typer.Option(
         True, "--compile/--no-compile",
         help="Compile under HETERO to report its submodel count next to the answer's parts "

@@ -38,7 +38,7 @@ def instance_command(
     out: Optional[str] = typer.Option(None, "-o", "--out",
                                       help="Output directory for partition.json (default: "
                                            "INSTANCE_STEM.hetero/ next to the file)."),
-    time_limit: Optional[float] = time_limit_option(30.0),
+    time_limit: Optional[float] = time_limit_option(30.0, start="the instance read"),
     work_limit: Optional[float] = work_limit_option(),
     engine: str = typer.Option("auto", "--engine", "-e",
                                help="auto or cpsat: the cost stages on CP-SAT; sat has no cost "

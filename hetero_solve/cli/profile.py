@@ -14,7 +14,8 @@ from rich.table import Table
 from . import app
 from .common import (UsageError, caught_warnings, dim_option, err_console,
                      expect_model_and_rules, json_option, note, parse_dims, parse_shapes,
-                     print_json, print_out, quiet_option, shape_option)
+                     print_json, print_line, print_out, quiet_option,
+                     shape_option)
 from .run import OPTIMIZATION_HELP, RANGE_HELP, parse_ranges
 
 USAGE = "hetero-solve profile MODEL.onnx RULES.yaml -o PROFILE.json"
@@ -27,7 +28,7 @@ def profile_command(
     rules: Path = typer.Argument(..., metavar="RULES.yaml",
                                  help="The rule file: its devices and the runtime of each.",
                                  show_default=False),
-    output: Path = typer.Option(..., "--output", "-o", metavar="PROFILE.json",
+    output: Path = typer.Option(..., "-o", "--out", "--output", metavar="PROFILE.json",
                                 help="Write the profile here; an existing file is refused "
                                      "unless --force.", show_default=False),
     dim: List[str] = dim_option(),
@@ -126,7 +127,7 @@ def _profile(model, rules, output, dim, shape, device, imports, repeats, warmup,
                     **profile.as_dict()})
     else:
         _summary(profile)
-        note(f"written: {output}")
+        print_line(f"written: {output}")     # on stdout after the table, as solve's
     for name, why in skipped.items():
         note(f"not measured: {name}: {why}")
 

@@ -25,8 +25,9 @@ def _options():
     """The options both commands share, as typer parameter defaults."""
     return dict(
         name=typer.Option(None, "--name", metavar="NAME",
-                          help="The device's name in the rule file (default: DEVICE; "
-                               "for a provider its name without 'ExecutionProvider')."),
+                          help="The device's name in the rule file (default: the "
+                               "OpenVINO device's name; for an onnxruntime provider, its name "
+                               "without 'ExecutionProvider')."),
         fallback=typer.Option(None, "--fallback", metavar="NAME",
                               help="Add a second device NAME that takes every op (a CPU "
                                    "fallback), so that any model can be solved."),
@@ -40,7 +41,7 @@ def _options():
                                   help="The device's value_inputs (enforce: a value input "
                                        "computed in a part splits it, as for static-shape "
                                        "compilers)."),
-        output=typer.Option(None, "--output", "-o", metavar="FILE",
+        output=typer.Option(None, "-o", "--out", "--output", metavar="FILE",
                             help="Write the rule file here (default: stdout); an existing "
                                  "file is refused unless --force."),
         force=typer.Option(False, "--force", help="Replace an existing --output file."),

@@ -23,6 +23,7 @@ from ..export.writer import check_target
 from ..units import format_bytes, format_seconds, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, expect_model_and_rules, fail,
+                     fallback_text,
                      json_option, limits, note, objective_option, parse_dims, parse_objective,
                      parse_shapes, print_json, print_line, print_out, progress_on_stderr,
                      quiet_option, shape_option, time_limit_option, verbose_option,
@@ -158,11 +159,14 @@ def run_command(
              "it (repeatable; default: the rule file's names, else CPU)."),
     as_json: bool = json_option("the per-part counters, inputs and outputs"),
 ) -> None:
-    """Run the parts in id order with onnxruntime, each on its device's execution provider.
+    """Run the parts in id order, each on its device's runtime (onnxruntime, or OpenVINO).
 
-    Every part is loaded once (hetero_solve.Session); tensors pass from part to part without
-    copies while they stay on one provider. Prints per part: device, providers, load and run
-    time, bytes in and out, then the totals (OpenVINO's per-subgraph performance counters).
+    Each part runs on its device's rule-file runtime: OpenVINO for runtime: {openvino:
+    DEVICE}, onnxruntime (with the execution providers the device names) otherwise;
+    --backend chooses one for all. Every part is loaded once (hetero_solve.Session); tensors
+    pass from part to part without copies while they stay on one runtime's device. Prints per
+    part: device, runtime, providers (onnxruntime's; OpenVINO's device), load and run time,
+    bytes in and out, then the totals (OpenVINO's per-subgraph performance counters).
     Outputs are saved as .npy files, with outputs.json mapping tensor names to files. A
     provider this onnxruntime lacks falls back to CPU with a warning.
 
@@ -190,15 +194,22 @@ def run_command(
     if as_json:
         print_json(result.as_dict())
         return
+    _print_run(result, out_dir, target)
+
+
+def _print_run(result, out_dir: Path, target: Optional[Path]) -> None:
+    """``run``'s summary: a row per part, the totals, the outputs, the slowest nodes."""
     table = Table(title=f"{out_dir}: {len(result.parts)} part(s)", title_justify="left")
-    for col in ("part", "device", "providers", "load ms", "run ms", "data in", "data out"):
-        table.add_column(col, justify="left" if col in ("device", "providers") else "right")
+    for col in ("part", "device", "runtime", "providers", "load ms", "run ms", "data in",
+                "data out"):
+        table.add_column(col, justify="left" if col in ("device", "runtime", "providers")
+                         else "right")
     for p in result.parts:
         providers = ", ".join(x.removesuffix("ExecutionProvider") for x in p.providers)
-        table.add_row(str(p.id), p.label, providers, _ms(p.load_seconds), _ms(p.seconds),
-                      format_bytes(p.bytes_in), format_bytes(p.bytes_out))
+        table.add_row(str(p.id), p.label, p.runtime, providers, _ms(p.load_seconds),
+                      _ms(p.seconds), format_bytes(p.bytes_in), format_bytes(p.bytes_out))
     table.add_section()
-    table.add_row("total", "", "", _ms(result.load_seconds), _ms(result.seconds),
+    table.add_row("total", "", "", "", _ms(result.load_seconds), _ms(result.seconds),
                   format_bytes(result.bytes_in), format_bytes(result.bytes_out))
     print_out(table)
     for name, value in result.outputs.items():
@@ -290,6 +301,12 @@ def verify_command(
         if not report.ok:
             raise typer.Exit(1)
         return
+    _print_verify(report, model, out_dir)
+
+
+def _print_verify(report, model: Path, out_dir: Path) -> None:
+    """``verify``'s summary: a row per output, the verdict (exit 1 when one is over) and
+    both sides' times."""
     table = Table(title=f"{model.name} vs {out_dir}: {len(report.run.parts)} part(s)",
                   title_justify="left")
     for col in ("output", "dtype", "shape", "max abs", "max rel", "criterion", "worst",
@@ -463,7 +480,7 @@ def _print_check(report, model: Path) -> None:
     for v in report.violations:
         print_line(f"violation: {v.kind}: {v.message}")
     terms = m.as_dict()
-    line = (f"parts: {m.partitions}   fallback: {terms['fallback']} node(s)   "
+    line = (f"parts: {m.partitions}   {fallback_text(p, sol, terms['fallback'])}   "
             f"transfer: {format_bytes(terms['transfer'])}")
     print_line(line)
     compare = []

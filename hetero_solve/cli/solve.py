@@ -20,9 +20,8 @@ from ..solution import open_sizes
 from ..units import format_bytes, instance_label
 from . import app
 from .common import (UsageError, caught_warnings, costs_option, dim_option, expect_model_and_rules,
-                     json_option, limits, measured_line, note, objective_option, parse_dims,
-                     parse_objective,
-                     parse_shapes, predicted_line, print_json, print_line, print_out,
+                     fallback_text, json_option, limits, measured_line, note, objective_option,
+                     parse_dims, parse_objective, parse_shapes, predicted_line, print_json, print_line, print_out,
                      progress_on_stderr, quiet_option, shape_option, time_limit_option,
                      verbose_option, work_limit_option, written_line)
 from ..export.submodels import part_boundary
@@ -77,8 +76,9 @@ def solve_command(
     """Partition MODEL under RULES: the fewest parts that every device can run, written to OUT.
 
     Writes partition.json (the result), partN_DEVICE.onnx (one model per part; run them in id
-    order), affinity.json (node -> device), model.annotated.onnx, affinity.dot and
-    partitions.dot. A summary table goes to stdout (--json: the result as JSON); progress is a
+    order), affinity.json (node -> device), model.annotated.onnx (each node tagged with its
+    device and part; not for a one-part answer, whose part file is the model), affinity.dot
+    and partitions.dot. A summary table goes to stdout (--json: the result as JSON); progress is a
     live line on stderr when it is a terminal. Exit code 2 on bad input (one line on stderr),
     with nothing written.
 
@@ -88,19 +88,12 @@ def solve_command(
       hetero-solve model.onnx rules/gpu-cpu.yaml -o out/ --time-limit 30
       hetero-solve model.onnx my-npu.yaml --objective latency   (a roofline per device)
     """
-    if engine not in ENGINES:
-        raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    expect_model_and_rules(model, rules)
+    _check_options(model, rules, engine, pictures, measure, costs)
     time_limit, work_limit = limits(time_limit, work_limit)
     dims, shapes = parse_dims(dim), parse_shapes(shape)
     goal = parse_objective(objective)
-    if pictures is not None:
-        check_can_draw(pictures)                   # before solving: say what to install
     target = check_target(default_out_dir(str(model)) if out is None else out)   # before solving
     replaced = bool(answer_files(target))
-    if measure and costs is None:
-        raise UsageError("--measure needs the profile the answer is priced with: --costs "
-                         "PROFILE.json (hetero-solve profile MODEL RULES -o PROFILE.json)")
     with caught_warnings() as warned:
         with progress_on_stderr(quiet, verbose) as say:
             if costs is not None and measure is not False:
@@ -110,14 +103,40 @@ def solve_command(
                 result = solve(model, rules, dims=dims, shapes=shapes, engine=engine,
                                time_limit=time_limit, work_limit=work_limit, seed=seed,
                                progress=say, objective=goal, costs=costs)
-            if strict and result.problem.info.missing_dims:
-                raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
-            sizes = open_sizes(result.problem, result.solution)
-            if strict and sizes is not None:
-                raise UsageError(f"--strict: {sizes.text(result.problem, result.solution)}")
+            if strict:
+                _check_strict(result)
             say(f"writing {target}")
             written = write_result(result, target, submodels=not no_models,
                                    annotated=not no_models, pictures=pictures, progress=say)
+    _report(result, written, replaced, warned, as_json)
+
+
+def _check_options(model: Path, rules: Path, engine: str, pictures: Optional[str],
+                   measure: Optional[bool], costs: Optional[Path]) -> None:
+    """What ``solve_command`` refuses before any work: an unknown engine, missing files,
+    pictures nothing can draw (says what to install), ``--measure`` without a profile."""
+    if engine not in ENGINES:
+        raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    expect_model_and_rules(model, rules)
+    if pictures is not None:
+        check_can_draw(pictures)
+    if measure and costs is None:
+        raise UsageError("--measure needs the profile the answer is priced with: --costs "
+                         "PROFILE.json (hetero-solve profile MODEL RULES -o PROFILE.json)")
+
+
+def _check_strict(result: Result) -> None:
+    """``--strict``: dims without a value that made a device refuse nodes, or a figure that
+    counts a tensor of unknown size, are errors (nothing written)."""
+    if result.problem.info.missing_dims:
+        raise UsageError(f"--strict: {result.problem.info.missing_dims[0].text()}")
+    sizes = open_sizes(result.problem, result.solution)
+    if sizes is not None:
+        raise UsageError(f"--strict: {sizes.text(result.problem, result.solution)}")
+
+
+def _report(result: Result, written: Path, replaced: bool, warned, as_json: bool) -> None:
+    """The warnings, then the summary table (or the answer as JSON)."""
     # The summary says what missing dims cost; JSON has it in its warnings.
     said = [] if as_json else [e.text() for e in result.problem.info.missing_dims]
     warned.show(result.warnings, skip=said)
@@ -187,7 +206,7 @@ def print_summary(result: Result, out_dir: Path | None = None, replaced: bool = 
     print_line(
         f"status: {sol.status}   parts: {m.partitions}"
         + (f" (lower bound {lb})" if lb is not None else "")
-        + f"   fallback: {m.fallback} node(s)   transfer: "
+        + f"   {fallback_text(result.problem, sol, m.fallback)}   transfer: "
         + ("≥ " if sizes is not None and sizes.transfer else "") + format_bytes(m.transfer)
         + f"   heuristic: {sol.stats.get('heuristic_partitions', m.partitions)} part(s)"
         + f"   time: {sum(result.seconds.values()):.2f}s")

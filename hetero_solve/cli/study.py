@@ -14,7 +14,7 @@ from ..study import ALGORITHMS, StudyConfig, analyse, run_study
 from ..study.executors import EXECUTORS
 from . import app
 from .common import (UsageError, limits, objective_option, out_console, parse_dims,
-                     parse_shapes, print_out, quiet_option, shape_option, verbose_option)
+                     parse_shapes, print_line, print_out, quiet_option, shape_option, verbose_option)
 
 RULE_SUFFIXES = (".yaml", ".yml")
 
@@ -88,12 +88,17 @@ def study_command(
     time_limit, work_limit = limits(time_limit, work_limit)
     config = StudyConfig(models=models, rules=_unique(rule_files), out_dir=out,
                          algorithms=names, time_limit=time_limit, work_limit=work_limit,
-                         jobs=jobs,
-                         dims=parse_dims(dim), shapes=parse_shapes(shape), executor=executor, scheduler=scheduler,
+                         jobs=jobs, dims=parse_dims(dim), shapes=parse_shapes(shape),
+                         executor=executor, scheduler=scheduler,
                          seed=seed, memory=memory, note=note, plots=not no_plots,
                          objective=objective,
                          command=" ".join(shlex.quote(a) for a in ["hetero-solve", *sys.argv[1:]]))
     result = run_study(config, progress=not quiet, verbose=verbose)
+    _print_study(result, out)
+
+
+def _print_study(result, out: Path) -> None:
+    """The study's table, the problems with dims left open, what was computed and written."""
     print_table(result.records, config_algorithms(result.records))
     open_dims = {(r["model"], r["rules"]): r["missing_dims"] for r in result.records
                  if r.get("missing_dims")}
@@ -103,8 +108,8 @@ def study_command(
                           f"are marked † in summary.md and parts.*): {Path(model).name} × "
                           f"{Path(rules).name}: {text}", markup=False, highlight=False,
                           soft_wrap=True)
-    out_console.print(f"runs: {result.computed} computed, {result.reused} reused   "
-                      f"written: {out}/ ({', '.join(p.name for p in result.files)})")
+    print_line(f"runs: {result.computed} computed, {result.reused} reused   "
+               f"written: {out}/ ({', '.join(p.name for p in result.files)})")
 
 
 def config_algorithms(records: list[dict]) -> list[str]:

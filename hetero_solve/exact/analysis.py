@@ -10,11 +10,7 @@ from __future__ import annotations
 from ..fitting.devices import device_sets
 from ..problem import Problem
 
-__all__ = ["device_sets", "is_value_edge", "shared_devices"]
-
-
-def is_value_edge(problem: Problem, u: int, v: int) -> bool:
-    return u in problem.value_pred[v]
+__all__ = ["device_sets", "shared_devices"]
 
 
 def shared_devices(problem: Problem, R: list[tuple[int, ...]], u: int, v: int) -> tuple[int, ...]:

@@ -27,8 +27,8 @@ can hide: the number of time coefficients / ``scale``) of that bound.
 
 **Slots.** Contiguous stages need at most one slot per instance; otherwise ``K = n`` (complete)
 up to :data:`MAX_SLOTS`, beyond it the start's part count plus the device count: the model's
-bound then bounds nothing, and only :func:`simple_bound` (every node at its cheapest) can
-prove an answer.
+bound then bounds nothing, and only :func:`simple_bound` (no solver: over every set of devices
+an answer may use) can prove an answer.
 A throughput-only objective without part costs and whose memory cannot depend on the parts
 (no limit can bind) is solved without slots, over instance assignments alone, and the parts
 are built afterwards (any assignment is the instances of an acyclic partition).
@@ -36,6 +36,8 @@ are built afterwards (any assignment is the instances of an acyclic partition).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -444,18 +446,109 @@ def cost_objective(model: CostModelCP, weights: dict[str, int]):
 
 
 def simple_bound(problem: Problem, term: str) -> float | None:
-    """A lower bound on ``term`` that needs no solver and no slot count: every node at its
-    cheapest, at least one part (latency); the largest cheapest node, and the cheapest total
-    spread over every instance (throughput)."""
+    """A lower bound on ``term`` that needs no solver and no slot count (docs/costs.md,
+    "Bounds without a solver").
+
+    Every answer uses some set ``U`` of devices, each at least once, so the bound is the
+    smallest over every such set of what any answer on exactly ``U`` must pay:
+
+    * latency: every node at its cheapest on ``U``, plus one part cost per device of ``U``;
+    * throughput: one instance holds each node, with its device's part cost (the largest such
+      node); and the nodes' times spread fractionally over ``U``'s instances, each instance
+      first paying its device's part cost (exact for one or two devices: the best fractional
+      split of each node by its ratio of times; for more, the cheapest times spread evenly).
+
+    With one device in ``U`` both are that device's answer without transfers, so a one-device
+    answer (the usual one when a part cost outweighs what a split saves) is proven by them.
+    """
     if term not in COST_TERMS:
         return None
     c = problem.costs
-    cheapest = [min(c.time(v, d) for d in problem.allowed[v]) for v in range(problem.n)]
-    if term == "latency":
-        used = {d for a in problem.allowed for d in a}
-        return sum(cheapest) + min((c.part_cost[d] for d in used), default=0.0)
-    slots = sum(d.instances for d in problem.devices)
-    return max(max(cheapest, default=0.0), sum(cheapest) / slots)
+    n = problem.n
+    used = sorted({d for a in problem.allowed for d in a})
+    times = [[c.time(v, d) if d in problem.allowed[v] else math.inf for d in used]
+             for v in range(n)]
+    subsets = _device_sets(len(used), n)
+    best = math.inf
+    for U in subsets:
+        if any(min(times[v][k] for k in U) == math.inf for v in range(n)):
+            continue            # a node no device of U takes
+        if term == "latency":
+            value = sum(min(times[v][k] for k in U) for v in range(n)) + \
+                sum(c.part_cost[used[k]] for k in U)
+        else:
+            value = _throughput_on(problem, [used[k] for k in U], [[times[v][k] for k in U]
+                                                                   for v in range(n)])
+        best = min(best, value)
+    return 0.0 if best == math.inf else best
+
+
+def _device_sets(D: int, n: int) -> list[tuple[int, ...]]:
+    """Every nonempty set of ``D`` devices (as indices), or only the set of all of them when
+    there are too many sets to try at ``n`` nodes (the bound is then the one over all)."""
+    if (2 ** D) * max(n, 1) > 4_000_000:
+        return [tuple(range(D))]
+    return [U for r in range(1, D + 1) for U in itertools.combinations(range(D), r)]
+
+
+def _throughput_on(problem: Problem, devices: list[int], times: list[list[float]]) -> float:
+    """The throughput bound of :func:`simple_bound` for answers on exactly ``devices``."""
+    c = problem.costs
+    pc = [c.part_cost[d] for d in devices]
+    inst = [problem.devices[d].instances for d in devices]
+    node = max((min(t + q for t, q in zip(row, pc)) for row in times), default=0.0)
+    if len(devices) == 1:
+        spread = sum(row[0] for row in times) / inst[0] + pc[0]
+    elif len(devices) == 2:
+        spread = _two_device_split(times, pc, inst)
+    else:   # the cheapest times, and every device's part cost once, over every instance
+        spread = (sum(min(row) for row in times) + sum(pc)) / sum(inst)
+    return max(node, spread)
+
+
+def _two_device_split(times: list[list[float]], pc: list[float], inst: list[int]) -> float:
+    """The smallest ``T`` at which the nodes split fractionally between two devices fit
+    ``inst[k] * (T - pc[k])`` on each (a fractional knapsack: the nodes of smallest time ratio
+    go to the first device); bisected, the last infeasible ``T`` kept, so it never exceeds the
+    true value."""
+    only = [0.0, 0.0]
+    flexible = []
+    for a, b in times:
+        if b == math.inf:
+            only[0] += a
+        elif a == math.inf:
+            only[1] += b
+        else:
+            flexible.append((a, b))
+    flexible.sort(key=lambda ab: (ab[0] / ab[1]) if ab[1] > 0 else math.inf)
+    pre_a = list(itertools.accumulate((a for a, _ in flexible), initial=0.0))
+    suf_b = list(itertools.accumulate((b for _, b in reversed(flexible)), initial=0.0))[::-1]
+
+    def fits(T: float) -> bool:
+        cap_a = inst[0] * (T - pc[0]) - only[0]
+        cap_b = inst[1] * (T - pc[1]) - only[1]
+        if cap_a < 0 or cap_b < 0:
+            return False
+        k = bisect.bisect_right(pre_a, cap_a) - 1       # nodes 0..k-1 wholly on the first
+        if k >= len(flexible):
+            return True
+        a, b = flexible[k]
+        part = (cap_a - pre_a[k]) / a if a > 0 else 1.0
+        return suf_b[k + 1] + (1.0 - part) * b <= cap_b
+
+    lo = 0.0
+    hi = max(pc) + sum(max(a, b) for a, b in flexible) + sum(only) + 1.0
+    if not fits(hi):
+        return lo
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mid <= lo or mid >= hi:
+            break
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo
 
 
 LITERALS_PER_SECOND = 10_000   # literals built per deterministic second (charged to the budget)

@@ -36,7 +36,7 @@ prints.
 
 from __future__ import annotations
 
-from ..measures import part_memories
+from ..measures import boundary_tensors, part_memories
 from ..measures.costs import critical_chain, latency_by_part
 from ..problem import Problem
 from ..solution import Solution
@@ -328,21 +328,13 @@ def _largest_items(problem: Problem, sol: Solution, parts: list[int], k: int = 5
     """The largest constants and boundary tensors held by ``parts`` (what a part's memory counts),
     largest first."""
     items: dict[tuple[str, int, int], int] = {}
-    part_of = sol.part_of
     inside = set(parts)
-    for v in range(problem.n):
-        q = part_of[v]
-        if q not in inside:
-            continue
+    members = [v for v, q in enumerate(sol.part_of) if q in inside]
+    for v in members:
         for c in problem.node_consts[v]:
-            items[("constant", c, q)] = problem.const_bytes[c]
-        for t in problem.node_inputs[v]:
-            u = problem.tensor_producer[t]
-            if u < 0 or part_of[u] != q:
-                items[("input", t, q)] = problem.tensor_bytes[t]
-        for t in problem.node_outputs[v]:
-            if problem.tensor_is_output[t] or any(part_of[c] != q for c in problem.tensor_consumers[t]):
-                items[("output", t, q)] = problem.tensor_bytes[t]
+            items[("constant", c, sol.part_of[v])] = problem.const_bytes[c]
+    for q, is_input, t in boundary_tensors(problem, sol.part_of, members):
+        items[("input" if is_input else "output", t, q)] = problem.tensor_bytes[t]
     top = sorted(items.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
     return [{"kind": kind, "name": (problem.const_names if kind == "constant"
                                     else problem.tensor_names)[i], "part": q, "bytes": size}
@@ -565,6 +557,8 @@ def _term_text(c: dict) -> str:
         return f"transfer {format_bytes(v)}"
     if term == "partitions":
         return f"parts {v}"
+    if term in ("latency", "throughput") and isinstance(v, (int, float)):
+        return f"{term} {format_seconds(v)}"
     return f"{term} {v:g}" if isinstance(v, (int, float)) else term
 
 
@@ -578,7 +572,9 @@ def claims_text(cs: list[dict]) -> str:
             continue
         b = c["bound"]
         shown = ("no bound" if b is None else
-                 f"bound {format_bytes(b)}" if c["term"] == "transfer" else f"bound {b:g}")
+                 f"bound {format_bytes(b)}" if c["term"] == "transfer" else
+                 f"bound {format_seconds(b)}" if c["term"] in ("latency", "throughput") else
+                 f"bound {b:g}")
         open_.setdefault(c.get("why", "limit"), []).append(f"{_term_text(c)} ({shown})")
     parts = []
     if done:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HeteroSolveError
-from ..measures import quotient_edges
+from ..measures import crossings, quotient_edges
 from ..problem import Problem
 from ..solution import Solution
 from ..units import format_bytes, instance_label
@@ -77,11 +77,8 @@ def partitions_picture(problem: Problem, sol: Solution, memory: list[int],
     for p in sol.part_of:
         sizes[p] += 1
     carried: dict[tuple[int, int], int] = {}
-    for t, u in enumerate(problem.tensor_producer):
-        if u < 0:
-            continue
-        a = sol.part_of[u]
-        for b in {sol.part_of[c] for c in problem.tensor_consumers[t]} - {a}:
+    for t, a, readers in crossings(problem, sol.part_of):
+        for b in readers:
             carried[(a, b)] = carried.get((a, b), 0) + problem.tensor_bytes[t]
     pic = Picture(f"{title} partitions", font_size=11,
                   legend=[(d.name, colours[i]) for i, d in enumerate(problem.devices)])

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..problem import Problem
 from ..measures import part_boundaries, quotient_edges
 from ..measures.costs import instance_loads
-from ..solution import Solution, open_sizes
+from ..solution import OpenSizes, Solution, open_sizes
 from .submodels import DIRECT_FILE, direct_outputs, part_file, unused_inputs
 from ..run.onnxruntime import supports_layer_assignment
 from .annotated import LAYER_SETTINGS, layer_assignment_settings
@@ -81,11 +81,65 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
     """
     p, sol, mg, metrics = result.problem, result.solution, result.model_graph, result.metrics
     model = mg is not None      # else an instance file: no model, no part files
+    stats = dict(sol.stats)
+    sizes = open_sizes(p, sol)
+    head = _head(result, sizes, stats.pop("cost_bounds", {}))
+    head["partitions"] = _parts(result, sizes, files)
+    head["edges"] = [list(e) for e in sorted(quotient_edges(p, sol.part_of))]
+    solver = {"algorithm": sol.algorithm,
+              "heuristic_partitions": stats.pop("heuristic_partitions", None),
+              "seconds": round(sum(result.seconds.values()), 4),
+              # the pipeline's seconds per stage; the refinement's own stage records
+              # (what each proved, how) stay under "stages"
+              "stage_seconds": {k: round(v, 4) for k, v in result.seconds.items()},
+              **stats}
+    if not model:
+        return head | {
+            "devices": [{"name": d.name, "memory": d.memory, "instances": d.instances,
+                         "memory_used": [metrics.instance_memory.get((i, j), 0)
+                                         for j in range(d.instances)]}
+                        for i, d in enumerate(p.devices)],
+            "warnings": list(result.warnings), "explain": result.explanation,
+            "solver": solver}
+    return head | _model_sections(result, files, annotated) | {
+        "warnings": list(result.warnings),
+        "explain": result.explanation,
+        "solver": solver,
+    }
+
+
+def _head(result: "Result", sizes: OpenSizes | None, cost_bounds: dict) -> dict:
+    """The manifest's first keys: what was solved, the answer's figures and bounds."""
+    p, sol, mg, metrics = result.problem, result.solution, result.model_graph, result.metrics
+    stats = sol.stats
+    lower_bound = {"partitions": sol.lower_bound,
+                   **({"fallback": stats["bounds"]["fallback"]}
+                      if "fallback" in stats.get("bounds", {}) else {}), **cost_bounds}
+    head = {"version": 1}
+    head |= ({"model": mg.path, "rules": result.rules.path} if mg is not None else
+             {"instance": result.instance, "format": p.info.format})
+    head |= {"status": sol.status, "objective": metrics.as_dict()}
+    if sizes is not None:
+        head["open_sizes"] = sizes.as_dict()
+    if result.single_device is not None:
+        head["single_device"] = result.single_device.as_dict(p)
+    if result.measured is not None:      # measured before answering (solve --measure)
+        head["measured"] = result.measured
+    head |= {"objective_spec": p.objective.describe(), "lower_bound": lower_bound}
+    if p.costs is not None:
+        head |= {"time_unit": p.costs.unit or "as in the instance",
+                 "contiguous": p.costs.contiguous}
+    return head
+
+
+def _parts(result: "Result", sizes: OpenSizes | None, files: bool) -> list[dict]:
+    """The manifest's ``partitions``: each part's device, nodes, boundary, memory, load."""
+    p, sol, mg, metrics = result.problem, result.solution, result.model_graph, result.metrics
+    model = mg is not None
     costs = p.costs is not None
     loads = instance_loads(p, sol.part_of, sol.part_device, sol.part_instance) if costs else {}
     parts = []
     boundaries = part_boundaries(p, sol.part_of) if model else {}
-    sizes = open_sizes(p, sol)
     lower = set(sizes.parts) if sizes is not None else set()
     for k, nodes in enumerate(sol.parts()):
         dev = p.devices[sol.part_device[k]].name
@@ -103,42 +157,13 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         if costs:
             part["instance_load"] = loads[(sol.part_device[k], sol.part_instance[k])]
         parts.append(part)
-    stats = dict(sol.stats)
-    cost_bounds = stats.pop("cost_bounds", {})
-    lower_bound = {"partitions": sol.lower_bound,
-                   **({"fallback": stats["bounds"]["fallback"]}
-                      if "fallback" in stats.get("bounds", {}) else {}), **cost_bounds}
-    head = {"version": 1}
-    head |= ({"model": mg.path, "rules": result.rules.path} if model else
-             {"instance": result.instance, "format": p.info.format})
-    head |= {"status": sol.status, "objective": metrics.as_dict()}
-    if sizes is not None:
-        head["open_sizes"] = sizes.as_dict()
-    if result.single_device is not None:
-        head["single_device"] = result.single_device.as_dict(p)
-    if result.measured is not None:      # measured before answering (solve --measure)
-        head["measured"] = result.measured
-    head |= {"objective_spec": p.objective.describe(), "lower_bound": lower_bound}
-    if costs:
-        head |= {"time_unit": p.costs.unit or "as in the instance",
-                 "contiguous": p.costs.contiguous}
-    head["partitions"] = parts
-    head["edges"] = [list(e) for e in sorted(quotient_edges(p, sol.part_of))]
-    solver = {"algorithm": sol.algorithm,
-              "heuristic_partitions": stats.pop("heuristic_partitions", None),
-              "seconds": round(sum(result.seconds.values()), 4),
-              # the pipeline's seconds per stage; the refinement's own stage records
-              # (what each proved, how) stay under "stages"
-              "stage_seconds": {k: round(v, 4) for k, v in result.seconds.items()},
-              **stats}
-    if not model:
-        return head | {
-            "devices": [{"name": d.name, "memory": d.memory, "instances": d.instances,
-                         "memory_used": [metrics.instance_memory.get((i, j), 0)
-                                         for j in range(d.instances)]}
-                        for i, d in enumerate(p.devices)],
-            "warnings": list(result.warnings), "explain": result.explanation,
-            "solver": solver}
+    return parts
+
+
+def _model_sections(result: "Result", files: bool, annotated: bool) -> dict:
+    """The keys only a model's answer has: folding, devices with their runtimes, the graph's
+    inputs and outputs, sizes, execution settings."""
+    p, mg, metrics = result.problem, result.model_graph, result.metrics
     extra = {}
     names, inputs = direct_outputs(mg)
     if names:   # constant or passed-through graph outputs: no part makes them, this model does
@@ -149,7 +174,7 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         extra["unused_inputs"] = unused
     if annotated:
         extra.update(onnxruntime_settings(result))
-    return head | {
+    return {
         "folded": sorted(p.info.folded),
         # foldable nodes the answer places instead (they are in parts; check places them too)
         "unfolded": sorted(p.info.unfolded),
@@ -167,9 +192,6 @@ def build_manifest(result: "Result", files: bool = True, annotated: bool = False
         "input_shapes": input_shapes(mg),
         # the settings the answer's measured times were taken with: what run applies
         **({"execution": dict(p.info.execution)} if p.info.execution else {}),
-        "warnings": list(result.warnings),
-        "explain": result.explanation,
-        "solver": solver,
     }
 
 

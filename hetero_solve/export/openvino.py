@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 
 from ..answer import ANSWER_NAME, read_answer
 from ..errors import HeteroSolveError, one_line
+from ..interrupt import run_unstoppable
 from ..units import instance_label
 from ..run.device_map import VIRTUAL_DEVICES
 from ..run.device_map import (DeviceMapError, parse_pairs, resolve_device_map, shared_note,
@@ -116,22 +117,44 @@ def answer_data(out_dir: str | os.PathLike) -> dict:
 def find_model(out_dir: Path, manifest: Mapping, model: str | os.PathLike | None) -> Path:
     """The ONNX model to read: ``model`` when given, else the path ``partition.json`` names
     (as given when solving), else the answer's own copy ``model.annotated.onnx`` (the same
-    graph, nodes tagged)."""
+    graph, nodes tagged), else the part file of a one-part answer (which has no annotated
+    copy: its part is the model, :func:`one_part_file`)."""
     if model is not None:
         if not Path(model).is_file():
             raise ExportError(f"{model}: no such file")
         return Path(model)
     named = Path(str(manifest.get("model", "")))
-    for candidate in (named, out_dir / "model.annotated.onnx"):
+    only = one_part_file(out_dir, manifest)
+    for candidate in (named, out_dir / "model.annotated.onnx", *([only] if only else [])):
         if str(candidate) and candidate.is_file():
             return candidate
     raise ExportError(f"{out_dir}: the model it was solved for ({named}) is not there and the "
                       "answer has no model.annotated.onnx: pass --model PATH")
 
 
+def one_part_file(out_dir: Path, manifest: Mapping) -> Path | None:
+    """The part model of a one-part answer, else None."""
+    parts = manifest["partitions"]
+    if len(parts) != 1 or not isinstance(parts[0].get("file"), str):
+        return None
+    return out_dir / parts[0]["file"]
+
+
 def device_instances(manifest: Mapping) -> list[tuple[str, int]]:
     """The answer's devices as (name, instances), in the rule file's order."""
     return [(d["name"], int(d.get("instances") or 1)) for d in manifest["devices"]]
+
+
+def touching_instances(manifest: Mapping) -> set[tuple[str, str]]:
+    """Pairs of device instances (``ACC.0``, ``CPU``) with a part of one reading a tensor a
+    part of the other makes."""
+    counts = dict(device_instances(manifest))
+    label = {p["id"]: instance_label(p["device"], int(p.get("instance") or 0),
+                                     counts.get(p["device"], 1))
+             for p in manifest["partitions"]}
+    maker = {t: label[p["id"]] for p in manifest["partitions"] for t in p["outputs"]}
+    return {(maker[t], label[p["id"]]) for p in manifest["partitions"] for t in p["inputs"]
+            if t in maker and maker[t] != label[p["id"]]}
 
 
 def tensor_devices(onnx_path: Path, manifest: Mapping) -> dict[str, tuple[int, str]]:
@@ -145,6 +168,12 @@ def tensor_devices(onnx_path: Path, manifest: Mapping) -> dict[str, tuple[int, s
         raise ExportError(f"{onnx_path}: cannot read the ONNX model ({one_line(e)})") from None
     found: dict[str, tuple[int, str]] = {}
     instances = dict(device_instances(manifest))
+    only = one_part_file(onnx_path.parent, manifest)
+    if only is not None and onnx_path.name == only.name:   # the part is the model: one device
+        part = manifest["partitions"][0]
+        label = instance_label(part["device"], int(part.get("instance") or 0),
+                               instances.get(part["device"], 1))
+        return {t: (g, label) for g, node in enumerate(graph.node) for t in node.output if t}
     for part in manifest["partitions"]:
         label = instance_label(part["device"], int(part.get("instance") or 0),
                                instances.get(part["device"], 1))
@@ -290,11 +319,16 @@ def apply_affinity(model) -> dict[str, str]:
 def hetero_submodels(core, model, priorities: Sequence[str]) -> int:
     """``HETERO_NUMBER_OF_SUBMODELS`` of ``model`` (affinities set) compiled by HETERO."""
     try:
-        compiled = core.compile_model(model, "HETERO",
-                                      {"MULTI_DEVICE_PRIORITIES": ",".join(priorities)})
+        compiled = run_unstoppable(lambda: _compile_hetero(core, model, priorities))
     except Exception as e:   # noqa: BLE001
         raise ExportError(f"OpenVINO HETERO cannot compile the model: {_ov_line(e)}") from None
     return int(compiled.get_property("HETERO_NUMBER_OF_SUBMODELS"))
+
+
+def _compile_hetero(core, model, priorities: Sequence[str]):
+    """OpenVINO compiling ``model`` under HETERO (seconds for a large model, in native code
+    that cannot be stopped: :func:`~hetero_solve.interrupt.run_unstoppable` runs it)."""
+    return core.compile_model(model, "HETERO", {"MULTI_DEVICE_PRIORITIES": ",".join(priorities)})
 
 
 def missing_devices(core, names: Sequence[str]) -> list[str]:
@@ -384,8 +418,9 @@ def export_openvino(out_dir: str | os.PathLike,
                             {label: target for label, target in mapping.items()
                              if label in counts or label in single},
                             made.priorities, counts, made.reshaped)
-    for target, labels in shared_targets(mapping, used).items():
-        result.warnings.append(shared_note(target, labels))
+    given = parse_pairs(device_map)
+    for target, labels in shared_targets(mapping, used, touching_instances(manifest)).items():
+        result.warnings.append(shared_note(target, labels, given))
     if open_:
         result.warnings.append(f"inputs {', '.join(open_)} keep their dynamic dims (no value "
                                "in the answer's dims: give the shapes solved for with --shape)")
@@ -401,8 +436,11 @@ def export_openvino(out_dir: str | os.PathLike,
         result.submodels = hetero_submodels(core, made.model, made.priorities)
     if result.regrouped:
         result.warnings.append(f"OpenVINO HETERO regroups the {result.parts} part(s) into "
-                               f"{result.submodels} submodels; the per-part OpenVINO route "
-                               "keeps the parts (docs/runtimes.md)")
+                               f"{result.submodels} submodels: it joins the connected ops of "
+                               "each OpenVINO device into one region, then cuts every cycle "
+                               "those regions make, at more edges than needed (docs/"
+                               "runtimes.md, \"Why HETERO makes more submodels\"); each part "
+                               "compiled on its own keeps the parts (run --backend openvino)")
     _save(ov, made.model, out, result, manifest_digest(out))
     return result
 

@@ -10,6 +10,7 @@ nodes, folded values), with inputs and outputs typed from shape inference.
 from __future__ import annotations
 
 from itertools import chain
+from typing import Iterable
 
 import onnx
 from onnx import helper, numpy_helper

@@ -26,6 +26,7 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -158,9 +159,10 @@ def _plain_name(x: object) -> bool:
 def write_result(result: "Result", out_dir: str | os.PathLike, *, submodels: bool = True,
                  annotated: bool = True, dots: bool = True, pictures: str | None = None,
                  progress: Callable[[str], None] | None = None) -> Path:
-    """Write ``partition.json``, the part models, ``affinity.json``, ``model.annotated.onnx``,
-    ``affinity.dot`` and ``partitions.dot``; return OUT_DIR.  ``submodels=False`` etc. skip
-    the heavy files (benchmarks write the manifest alone).  ``pictures``: ``"svg"`` or
+    """Write ``partition.json``, the part models, ``affinity.json``, ``model.annotated.onnx``
+    (not for a one-part answer with its part model: that file is the model), ``affinity.dot``
+    and ``partitions.dot``; return OUT_DIR.  ``submodels=False`` etc. skip the heavy files
+    (benchmarks write the manifest alone).  ``pictures``: ``"svg"`` or
     ``"png"`` also draws ``partitions.svg`` and ``affinity.svg`` (:mod:`.dot`).
 
     Raises
@@ -178,6 +180,9 @@ def _write(result: "Result", out_dir: str | os.PathLike, *, submodels: bool, ann
            dots: bool, pictures: str | None, progress: Callable[[str], None] | None) -> Path:
     if pictures is not None:
         check_can_draw(pictures)      # before anything is written
+    # A one-part answer's part file is the model: its annotated copy would tag every node with
+    # the same device and part and write the model a second time (seconds on a large model).
+    annotated = annotated and not (submodels and result.solution.num_parts == 1)
     return write_answer(out_dir, lambda tmp: _write_files(
         result, tmp, submodels=submodels, annotated=annotated, dots=dots, pictures=pictures,
         progress=progress), protected=_inputs_of(result))
@@ -282,9 +287,12 @@ def _write_parts(result: "Result", manifest: dict, tmp: Path, weights: str | Non
     mg, problem, solution = result.model_graph, result.problem, result.solution
     mg.prefetch_folded(problem.const_names)
     nodes_of = solution.parts()   # one scan, not one per part
+    total, said = len(manifest["partitions"]), None
     for part in manifest["partitions"]:
-        if progress:
-            progress(f"writing part {part['id'] + 1}/{len(manifest['partitions'])}")
+        # the first part, then at most one line a second (-v prints each: not 77 lines)
+        if progress and (said is None or time.perf_counter() - said >= 1.0):
+            progress(f"writing part {part['id'] + 1}/{total}")
+            said = time.perf_counter()
         model = build_part_model(mg, problem, solution, part["id"],
                                  nodes_of[part["id"]], part["inputs"], part["outputs"])
         _save(model, tmp / part["file"], weights)

@@ -75,10 +75,6 @@ class Placement:
         self._refuse_overfull()
         self.union: dict[int, int] = {}        # device -> memory of its nodes as one set
 
-    def forced_fallback(self) -> list[int]:
-        """Nodes that no part on any instance of their preferred device can hold."""
-        return [v for v in range(self.p.n) if self.feasible[v][0] != self.p.allowed[v][0]]
-
     def devices(self, targets: dict[int, int]) -> list[int]:
         """A device per node: each node on the first device of its allowed list that keeps it
         (module doc); ``targets``: device -> byte target for the union of its nodes."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from .definitions import quotient_edges
+from .definitions import crossings, quotient_edges
 from .order import part_order
 
 if TYPE_CHECKING:
@@ -67,14 +67,9 @@ def latency(problem: "Problem", part_of: Sequence[int], part_device: Sequence[in
     total = sum(c.time(v, part_device[p]) for v, p in enumerate(part_of))
     total += sum(c.part_cost[part_device[p]] for p in set(part_of))
     tb = problem.tensor_bytes
-    for t, u in enumerate(problem.tensor_producer):
-        if u < 0:
-            continue
-        home = part_of[u]
-        readers = {part_of[r] for r in problem.tensor_consumers[t]} - {home}
-        if readers:
-            total += c.tensor_time(part_device[home], t, tb)
-            total += sum(c.tensor_time(part_device[q], t, tb) for q in sorted(readers))
+    for t, home, readers in crossings(problem, part_of):
+        total += c.tensor_time(part_device[home], t, tb)
+        total += sum(c.tensor_time(part_device[q], t, tb) for q in readers)
     return total
 
 
@@ -97,15 +92,10 @@ def latency_by_part(problem: "Problem", part_of: Sequence[int],
     for v, p in enumerate(part_of):
         out[p]["compute"] += c.time(v, part_device[p])
     tb = problem.tensor_bytes
-    for t, u in enumerate(problem.tensor_producer):
-        if u < 0:
-            continue
-        home = part_of[u]
-        readers = {part_of[r] for r in problem.tensor_consumers[t]} - {home}
-        if readers:
-            out[home]["transfer"] += c.tensor_time(part_device[home], t, tb)
-            for q in sorted(readers):
-                out[q]["transfer"] += c.tensor_time(part_device[q], t, tb)
+    for t, home, readers in crossings(problem, part_of):
+        out[home]["transfer"] += c.tensor_time(part_device[home], t, tb)
+        for q in readers:
+            out[q]["transfer"] += c.tensor_time(part_device[q], t, tb)
     return out
 
 
@@ -126,15 +116,10 @@ def instance_loads(problem: "Problem", part_of: Sequence[int], part_device: Sequ
     for v, p in enumerate(part_of):
         load[inst[p]] += c.time(v, part_device[p])
     tb = problem.tensor_bytes
-    for t, u in enumerate(problem.tensor_producer):
-        if u < 0:
-            continue
-        home = inst[part_of[u]]
-        readers = {inst[part_of[r]] for r in problem.tensor_consumers[t]} - {home}
-        if readers:
-            load[home] += c.tensor_time(home[0], t, tb)
-            for g in sorted(readers):
-                load[g] += c.tensor_time(g[0], t, tb)
+    for t, home, readers in crossings(problem, part_of, inst.__getitem__):
+        load[home] += c.tensor_time(home[0], t, tb)
+        for g in readers:
+            load[g] += c.tensor_time(g[0], t, tb)
     return load
 
 

@@ -13,6 +13,9 @@ measure is computed by :class:`~.arrays.ProblemArrays`, which the tests hold to 
   its producer's; graph inputs and constants do not count.
 * :func:`fallback_count` (docs/problem.md): nodes not on their preferred device.
 * :func:`quotient_edges` (docs/problem.md, condition 3): part pairs joined by a data edge.
+* :func:`crossings`: each produced tensor that leaves its part, with its producer's part and
+  the other parts reading it: the one walk every transfer-priced measure builds on (latency,
+  throughput, the heuristics' link times, the pictures' edge labels).
 * :func:`part_boundaries`: the input and output tensor names of each part (the tensors
   :func:`part_memory` counts; the sub-models' inputs and outputs).
 
@@ -27,10 +30,12 @@ measure is computed by :class:`~.arrays.ProblemArrays`, which the tests hold to 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeVar
 
 if TYPE_CHECKING:
     from ..problem import Problem
+
+K = TypeVar("K")
 
 
 def part_memory(problem: "Problem", nodes: Iterable[int], member: Sequence[int] | None = None,
@@ -149,27 +154,40 @@ def open_figures(problem: "Problem", part_of: Sequence[int], num_parts: int,
     return [k for k, n in enumerate(held) if n], crossings
 
 
+def crossings(problem: "Problem", part_of: Sequence[int], where: Callable[[int], K] | None = None
+              ) -> Iterator[tuple[int, K, list[K]]]:
+    """Each produced tensor read outside its producer's place, as ``(tensor, home, readers)``:
+    ``home`` the producer's place, ``readers`` the other places reading it, sorted.  A place
+    is a part, or ``where(part)`` (a part's device instance, say).  Tensors in increasing
+    order; graph inputs and constants never cross (nothing makes them)."""
+    consumers = problem.tensor_consumers
+    for t, u in enumerate(problem.tensor_producer):
+        if u < 0:
+            continue
+        cons = consumers[t]
+        if where is None:
+            home = part_of[u]
+            if len(cons) == 1:      # most tensors: no set needed
+                q = part_of[cons[0]]
+                if q != home:
+                    yield t, home, [q]
+                continue
+            readers = {part_of[r] for r in cons}
+        else:
+            home = where(part_of[u])
+            readers = {where(part_of[r]) for r in cons}
+        readers.discard(home)
+        if readers:
+            yield t, home, sorted(readers)
+
+
 def transfer_bytes(problem: "Problem", part_of: Sequence[int]) -> int:
     """docs/problem.md: each produced tensor counts once per consuming part other than its
     producer's; graph inputs and constants do not count."""
     if problem.arrays is not None:
         return problem.arrays.transfer(part_of)
-    total = 0
     tb = problem.tensor_bytes
-    consumers = problem.tensor_consumers
-    for t, p in enumerate(problem.tensor_producer):
-        if p < 0:
-            continue
-        cons = consumers[t]
-        home = part_of[p]
-        if len(cons) == 1:      # most tensors: no set needed
-            if part_of[cons[0]] != home:
-                total += tb[t]
-            continue
-        parts = {part_of[c] for c in cons}
-        parts.discard(home)
-        total += tb[t] * len(parts)
-    return total
+    return sum(tb[t] * len(readers) for t, _, readers in crossings(problem, part_of))
 
 
 def fallback_count(problem: "Problem", part_of: Sequence[int], part_device: Sequence[int]) -> int:
@@ -201,33 +219,41 @@ def quotient_edges(problem: "Problem", part_of: Sequence[int]) -> set[tuple[int,
     return edges
 
 
-def part_boundaries(problem: "Problem", part_of: Sequence[int], nodes: Iterable[int] | None = None
-                    ) -> dict[int, tuple[list[str], list[str]]]:
-    """Input and output tensor names of every part the ``nodes`` (default: all) belong to, in
-    one pass: a tensor is an input of a part that reads it and does not make it, an output of
-    the part that makes it when it is a graph output or another part reads it.  Names come
-    in node order, then position; a tensor read by several nodes of a part is listed once."""
-    if nodes is None and problem.arrays is not None:
-        return problem.arrays.boundaries(part_of)
-    prod, names = problem.tensor_producer, problem.tensor_names
+def boundary_tensors(problem: "Problem", part_of: Sequence[int], nodes: Iterable[int] | None = None
+                     ) -> Iterator[tuple[int, bool, int]]:
+    """The tensors a part holds at its edge, as ``(part, is_input, tensor)``, for the parts of
+    ``nodes`` (default: all), in node order, then position: an input of a part that reads it
+    and does not make it (once per part), an output of the part that makes it when it is a
+    graph output or another part reads it."""
+    prod = problem.tensor_producer
     is_out, consumers = problem.tensor_is_output, problem.tensor_consumers
     node_inputs, node_outputs = problem.node_inputs, problem.node_outputs
-    out: dict[int, tuple[list[str], list[str]]] = {}
     seen: set[tuple[int, int]] = set()
     for v in range(len(part_of)) if nodes is None else nodes:
         p = part_of[v]
-        lists = out.get(p)
-        if lists is None:
-            lists = out[p] = ([], [])
-        ins, outs = lists
         for t in node_inputs[v]:
             u = prod[t]
             if (u < 0 or part_of[u] != p) and (t, p) not in seen:
                 seen.add((t, p))
-                ins.append(names[t])
+                yield p, True, t
         for t in node_outputs[v]:
             cons = consumers[t]
             if is_out[t] or (part_of[cons[0]] != p if len(cons) == 1 else
                              any(part_of[c] != p for c in cons)):
-                outs.append(names[t])
+                yield p, False, t
+
+
+def part_boundaries(problem: "Problem", part_of: Sequence[int], nodes: Iterable[int] | None = None
+                    ) -> dict[int, tuple[list[str], list[str]]]:
+    """Input and output tensor names of every part the ``nodes`` (default: all) belong to, in
+    one pass (:func:`boundary_tensors`).  Names come in node order, then position; a tensor
+    read by several nodes of a part is listed once; a part of ``nodes`` with no boundary
+    gets two empty lists."""
+    if nodes is None and problem.arrays is not None:
+        return problem.arrays.boundaries(part_of)
+    nodes = range(len(part_of)) if nodes is None else list(nodes)
+    out: dict[int, tuple[list[str], list[str]]] = {part_of[v]: ([], []) for v in nodes}
+    names = problem.tensor_names
+    for p, is_input, t in boundary_tensors(problem, part_of, nodes):
+        out[p][0 if is_input else 1].append(names[t])
     return out

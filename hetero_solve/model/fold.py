@@ -136,7 +136,7 @@ class FoldedValues:
     def get(self, wanted: Iterable[str] | None = None) -> dict[str, np.ndarray]:
         """The values of the folded outputs ``wanted`` (default: all of them), computing only
         them and the folded nodes they depend on."""
-        graph, cache = self.graph, self._values
+        cache = self._values
         wanted = self.outputs if wanted is None else set(wanted)
         todo = [x for x in wanted if x not in cache]
         if todo:
@@ -149,28 +149,32 @@ class FoldedValues:
         # The folded nodes the wanted values depend on (a Shape of a static tensor needs no
         # input value).
         needed: set[int] = set()
+        shapes: set[int] = set()   # of these, the Shape nodes whose value is a static shape
         stack = [producer[x] for x in todo if producer.get(x) in folded]
+        inputs = graph.inputs
         while stack:
             i = stack.pop()
             if i in needed:
                 continue
             needed.add(i)
             if self._shape_is_known(i):
+                shapes.add(i)
                 continue
-            for x in graph.inputs[i]:
+            for x in inputs[i]:
                 j = producer.get(x)
                 if j is not None and j in folded and x not in cache:
                     stack.append(j)
         nodes = graph.model.graph.node
         known: dict[str, np.ndarray] = dict(cache)
         body = []
+        static: dict[tuple, np.ndarray] = {}   # one array per (shape, start, end)
         for i in sorted(needed):
             node = nodes[i]
-            if self._shape_is_known(i):   # its value is the static shape: no evaluation
-                known[node.output[0]] = self._static_shape(node)
+            if i in shapes:   # its value is the static shape: no evaluation
+                known[graph.outputs[i][0]] = self._static_shape(node, static)
                 continue
             body.append(node)
-            for x in node.input:
+            for x in inputs[i]:
                 if x and x not in known and producer.get(x) not in needed:
                     known[x] = base_constant_value(graph, x)   # an initializer or a Constant's value
         values = evaluate_nodes(body, known, graph.opset, self._onnx_model)
@@ -200,12 +204,17 @@ class FoldedValues:
         graph = self.graph
         return graph.op_types[i] == "Shape" and self.types[graph.inputs[i][0]].static
 
-    def _static_shape(self, node: onnx.NodeProto) -> np.ndarray:
-        shape = list(self.types[node.input[0]].shape)
+    def _static_shape(self, node: onnx.NodeProto, made: dict[tuple, np.ndarray]) -> np.ndarray:
+        """The value of a ``Shape`` node of a static tensor; ``made``: the arrays made so far,
+        by (shape, start, end), shared by the nodes that give the same value."""
+        shape = self.types[node.input[0]].shape
         start, end = 0, None
         for a in node.attribute:
             if a.name == "start":
                 start = a.i
             elif a.name == "end":
                 end = a.i
-        return np.array(shape[start:end], dtype=np.int64)  # Python slicing clamps as ONNX does
+        key = (shape, start, end)
+        if key not in made:   # Python slicing clamps as ONNX does
+            made[key] = np.array(list(shape)[start:end], dtype=np.int64)
+        return made[key]

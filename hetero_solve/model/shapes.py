@@ -276,6 +276,33 @@ def infer(model: onnx.ModelProto) -> bytes:
 
 # -- the analysis ------------------------------------------------------------------------------
 
+def _new_hints(graph: GraphLists, types: dict, folded: set[int], hinted: dict[str, bytes],
+               constant, known_constant, subgraph_nodes) -> list:
+    """The value infos every hint source gives (control flow, reshape, slice, symbolic,
+    contrib ops) that inference was not already given with the same type."""
+    return [vi for vi in itertools.chain(
+        control_flow_hints(graph, types, subgraph_nodes, constant),
+        reshape_hints(graph, types, folded),
+        slice_hints(graph, types, folded, constant),
+        symbolic_hints(graph, types, folded, known_constant),
+        contrib_hints(graph, types))
+        if hinted.get(vi.name) != vi.type.SerializeToString()]
+
+
+def _close(graph: GraphLists, values: "FoldedValues", types: dict, declared: dict,
+           interned: dict) -> None:
+    """After the last round: a folded output inference left open gets its value's shape;
+    folded outputs drop their declarations; ranks from the declarations (``types`` and
+    ``declared`` updated)."""
+    values.get([x for x in values.outputs if not types[x].static])
+    for name, value in values.computed().items():
+        types[name] = _intern(interned, onnx.helper.np_dtype_to_tensor_dtype(value.dtype),
+                              tuple(value.shape))
+    for name in values.outputs:
+        declared.pop(name, None)
+    _rank_from_declarations(graph, types, declared, interned)
+
+
 def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tuple[int, ...]],
                    *, fold: bool = True, first: bytes | None = None) -> ShapeAnalysis:
     """Tensor types and folded nodes of ``graph`` with the graph inputs' ``dims`` (by name)
@@ -332,13 +359,8 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
         # whose shape is not static.
         useful = {x for i, xs in folded_readers(graph, set(folded), values.outputs)
                   if any(o and not types[o].static for o in graph.outputs[i]) for x in xs}
-        hints = [vi for vi in itertools.chain(control_flow_hints(
-            graph, types, lambda: _subgraph_nodes(graph, inferred, kept_nodes), constant),
-            reshape_hints(graph, types, set(folded)),
-            slice_hints(graph, types, set(folded), constant),
-            symbolic_hints(graph, types, set(folded), known_constant),
-            contrib_hints(graph, types))
-            if hinted.get(vi.name) != vi.type.SerializeToString()]
+        hints = _new_hints(graph, types, set(folded), hinted, constant, known_constant,
+                           lambda: _subgraph_nodes(graph, inferred, kept_nodes))
         if useful <= given and not hints:
             break
         given |= useful
@@ -352,14 +374,7 @@ def analyse_shapes(graph: GraphLists, dims: dict[str, int], shapes: dict[str, tu
         kept_nodes = [i for i in range(len(graph.names)) if i not in dropped]
         types, declared = _types(graph, inferred, interned, types)
     values = FoldedValues(graph, folded, types, known=values.computed())
-    # A folded output inference left open gets its value's shape.
-    values.get([x for x in values.outputs if not types[x].static])
-    for name, value in values.computed().items():
-        types[name] = _intern(interned, onnx.helper.np_dtype_to_tensor_dtype(value.dtype),
-                              tuple(value.shape))
-    for name in values.outputs:
-        declared.pop(name, None)
-    _rank_from_declarations(graph, types, declared, interned)
+    _close(graph, values, types, declared, interned)
     return ShapeAnalysis(
         types=types, declared=declared, folded=folded,
         constant_tensors=frozenset(graph.base_constants | values.outputs),

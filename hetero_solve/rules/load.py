@@ -7,7 +7,6 @@ Every problem is a :class:`~hetero_solve.errors.RuleError` naming the file, the 
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from dataclasses import dataclass, field
@@ -406,10 +405,6 @@ def _schema_attributes(op: str) -> set[str] | None:
     if not found:
         return None
     return {a for s in found for a in s.attributes}
-
-
-def pin_matches(pin: Pin, name: str) -> bool:
-    return fnmatch.fnmatchcase(name, pin.pattern) if pin.is_glob else name == pin.pattern
 
 
 def _kind(value: Any) -> str:

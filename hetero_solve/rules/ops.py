@@ -81,8 +81,11 @@ def check_op_name(name: str) -> str | None:
         return None     # another domain's op: written with its domain, cannot be checked
     if any(k.lower() == name.lower() for k in known):
         return f"unknown op {name!r}{_closest(name)}"
-    return (f"unknown op {name!r}{_closest(name)}: onnx {onnx.__version__} knows no such op; "
-            f"an op of another domain is written with its domain (e.g. com.microsoft.{name})")
+    close = _closest(name)
+    if close and "." not in close:   # a typo of an op of onnx's own: no other domain to guess
+        return f"unknown op {name!r}{close}: onnx {onnx.__version__} knows no such op"
+    return (f"unknown op {name!r}{close}: onnx {onnx.__version__} knows no such op; an op of "
+            f"another domain is written with its domain (e.g. com.microsoft.{name})")
 
 
 def _closest(name: str) -> str:

@@ -23,9 +23,8 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..problem import TERMS
 from ..units import (MEMORY_PATTERN, QUANTITIES, QUANTITY_PATTERNS, closest_dtype,

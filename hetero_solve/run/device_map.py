@@ -22,7 +22,7 @@ instance mapped to them as they are: those instances then share one OpenVINO dev
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from ..errors import HeteroSolveError
 from ..units import instance_label
@@ -93,23 +93,39 @@ def resolve_device_map(pairs: Mapping[str, str],
     return {label: target_of(pairs, d, i, n) for label, (d, i, n) in labels.items()}
 
 
-def shared_targets(mapping: Mapping[str, str], used: Sequence[str]) -> dict[str, list[str]]:
-    """OpenVINO devices that several used instances of one device share (their parts are then
-    one OpenVINO device's, and HETERO joins those that touch): target -> instance labels."""
-    groups: dict[tuple[str, str], list[str]] = {}
+def shared_targets(mapping: Mapping[str, str], used: Sequence[str],
+                   touching: Collection[tuple[str, str]] | None = None) -> dict[str, list[str]]:
+    """OpenVINO devices that several used device instances share, and whose parts HETERO
+    therefore joins: those that exchange a tensor (``touching``: pairs of device instances
+    whose parts do; ``None``: every pair).  Target -> the instances joined there."""
+    groups: dict[str, list[str]] = {}
     for label in used:
-        if _INSTANCE.search(label):
-            groups.setdefault((_INSTANCE.sub("", label), mapping[label]), []).append(label)
-    return {target: labels for (_, target), labels in groups.items() if len(labels) > 1}
+        groups.setdefault(mapping[label], []).append(label)
+    out: dict[str, list[str]] = {}
+    for target, labels in groups.items():
+        if touching is not None:
+            labels = [a for a in labels if any((a, b) in touching or (b, a) in touching
+                                               for b in labels if b != a)]
+        if len(labels) > 1:
+            out[target] = labels
+    return out
 
 
-def shared_note(target: str, labels: Sequence[str]) -> str:
-    """What :func:`shared_targets` found, as a line for the user."""
-    why = (f"OpenVINO's {target.split(':')[0]} has no per-instance names"
-           if target.split(":")[0] in SINGLE_DEVICES else "mapped to one instance")
-    return (f"{', '.join(labels)} share one OpenVINO device, {target} ({why}): HETERO joins "
-            f"their parts where they touch; map the instances one by one ({labels[0]}=..., "
-            f"{labels[1]}=...) to keep them apart")
+def shared_note(target: str, labels: Sequence[str], pairs: Mapping[str, str]) -> str:
+    """What :func:`shared_targets` found, as a line for the user; ``pairs``: the device map
+    as given (which instances were mapped by their own name)."""
+    plain = target.split(":")[0]
+    devices = [_INSTANCE.sub("", label) for label in labels if _INSTANCE.search(label)]
+    whole = [d for d in set(devices) if devices.count(d) > 1 and d in pairs]
+    why = ""
+    if whole:       # NAME=CPU put several instances of NAME on a device without instances
+        why = (f" ({whole[0]}={pairs[whole[0]]} maps every instance of {whole[0]} there: "
+               f"OpenVINO's {plain} has no per-instance names)" if plain in SINGLE_DEVICES
+               else f" ({whole[0]}={pairs[whole[0]]} names one instance)")
+    return (f"{', '.join(labels)} run on one OpenVINO device, {target}, and their parts "
+            f"exchange tensors: HETERO joins those parts into one submodel{why}; map them to "
+            f"different OpenVINO devices ({labels[0]}=..., {labels[1]}=...) to keep them "
+            "apart, or run each part on its own (run --backend openvino)")
 
 
 __all__ = ["DeviceMapError", "VIRTUAL_DEVICES", "SINGLE_DEVICES", "parse_pairs",

@@ -10,6 +10,7 @@ import onnx
 
 from ..answer import ANSWER_NAME, read_answer
 from ..errors import ModelError
+from ..readers import did_you_mean
 from .backend import PartSpec
 from .common import RunError, ort_line
 
@@ -21,7 +22,8 @@ def load_manifest(out_dir: str | os.PathLike) -> dict:
     """``OUT_DIR/partition.json``, checked for the keys running needs."""
     path = Path(out_dir) / ANSWER_NAME
     if not Path(out_dir).is_dir():
-        raise ModelError(out_dir, "no such directory: pass the OUT_DIR hetero-solve wrote")
+        raise ModelError(out_dir, "no such directory" + did_you_mean(out_dir)
+                         + ": pass the OUT_DIR hetero-solve wrote")
     if not path.exists():
         raise ModelError(out_dir, "no partition.json here: pass the OUT_DIR hetero-solve wrote")
     # A regular file (a FIFO would block), bounded; JSON errors with line and column.

@@ -66,11 +66,6 @@ def resolve_providers(device: Mapping) -> tuple[list[str], list[str]]:
     return chosen, warnings
 
 
-def providers_for(device: Mapping) -> list[str]:
-    """Execution providers a device asks for, keeping only those this onnxruntime has."""
-    return resolve_providers(device)[0]
-
-
 def session_options(options: RunOptions | None = None, *, profile_prefix: str | None = None):
     """The ``SessionOptions`` of every session: the graph optimisation level of ``options``
     (onnxruntime's default, ``all``, unless asked), its thread count and how its threads

@@ -34,6 +34,7 @@ class PartRun:
     file: str = ""
     instance: int = 0
     instances: int = 1        # of the device: the label is NPU.1 only when there are several
+    runtime: str = ""         # the backend that ran it: onnxruntime, openvino
 
     @property
     def label(self) -> str:
@@ -42,7 +43,8 @@ class PartRun:
 
     def as_dict(self) -> dict:
         return {"id": self.id, "device": self.device, "instance": self.instance,
-                "device_instance": self.label, "providers": self.providers,
+                "device_instance": self.label, "runtime": self.runtime,
+                "providers": self.providers,
                 "file": self.file, "seconds": self.seconds, "load_seconds": self.load_seconds,
                 "bytes_in": self.bytes_in, "bytes_out": self.bytes_out}
 

@@ -97,6 +97,8 @@ class Session:
         if differ:
             self.warnings.append(differ)
             warn(differ, stacklevel=2)
+        #: The backend of each part (``onnxruntime``, ``openvino``), as ``backend`` chose it.
+        self.backends: list[str] = [part_backend(spec, backend) for spec in self.specs]
         self.parts: list[PartRunner] = [self._load(spec, backend) for spec in self.specs]
         self._direct = self._load_direct()
         self._producer = {name: k for k, spec in enumerate(self.specs) for name in spec.outputs}
@@ -274,7 +276,7 @@ class Session:
         self.last_run.append(PartRun(spec.id, spec.device, list(runner.providers), seconds,
                                      nbytes(feeds.values()), nbytes(values.values()),
                                      runner.load_seconds, spec.file.name, spec.instance,
-                                     spec.instances))
+                                     spec.instances, self.backends[k]))
 
     # -- profiling ----------------------------------------------------------------------------
 

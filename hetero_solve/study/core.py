@@ -83,6 +83,28 @@ class StudyResult:
     files: list[Path]
 
 
+def _plan(config: StudyConfig, algorithms: list[str], store: RunStore,
+          model_digests: dict, rule_digests: dict
+          ) -> tuple[list[tuple[Path, Path, str, str]], dict[str, dict]]:
+    """Every run of the study, in order, with its key, and the records of those already
+    finished (reused)."""
+    plan: list[tuple[Path, Path, str, str]] = []
+    finished: dict[str, dict] = {}
+    for m, r in [(m, r) for m in config.models for r in config.rules]:
+        for alg in algorithms:
+            uses_limit = alg in config.custom or ALGORITHMS[alg].uses_limit
+            key = run_key(model_digests[m], rule_digests[r], config.dims, alg,
+                          config.time_limit if uses_limit else None,
+                          config.seed if uses_limit else None, config.memory,
+                          shapes=config.shapes, objective=config.objective,
+                          work_limit=config.work_limit if uses_limit else None)
+            plan.append((m, r, alg, key))
+            record = store.load(key)
+            if record is not None:
+                finished[key] = record
+    return plan, finished
+
+
 def run_study(config: StudyConfig, *, progress: bool = True,
               verbose: bool = False) -> StudyResult:
     """Run (or resume) a study and write its outputs into ``config.out_dir``.  ``progress``:
@@ -95,25 +117,9 @@ def run_study(config: StudyConfig, *, progress: bool = True,
               file=sys.stderr, flush=True)
     out = Path(config.out_dir)
     store = RunStore(out)
-    pairs = [(m, r) for m in config.models for r in config.rules]
     model_digests = {m: file_digest(m) for m in config.models}
     rule_digests = {r: rules_digest(r) for r in config.rules}
-
-    # Every run of the study, in order, with its key; those already finished are reused.
-    plan: list[tuple[Path, Path, str, str]] = []
-    finished: dict[str, dict] = {}
-    for m, r in pairs:
-        for alg in algorithms:
-            uses_limit = alg in config.custom or ALGORITHMS[alg].uses_limit
-            key = run_key(model_digests[m], rule_digests[r], config.dims, alg,
-                          config.time_limit if uses_limit else None,
-                          config.seed if uses_limit else None, config.memory,
-                          shapes=config.shapes, objective=config.objective,
-                          work_limit=config.work_limit if uses_limit else None)
-            plan.append((m, r, alg, key))
-            record = store.load(key)
-            if record is not None:
-                finished[key] = record
+    plan, finished = _plan(config, algorithms, store, model_digests, rule_digests)
     reused = len(finished)
     todo = [p for p in plan if p[3] not in finished]
 

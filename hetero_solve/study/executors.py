@@ -10,8 +10,6 @@ workers).
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Iterator
 
 from ..errors import HeteroSolveError
@@ -48,7 +46,10 @@ def _inline(jobs: list[Job], on_start) -> Iterator[dict]:
 
 def _processes(jobs: list[Job], n: int, on_start) -> Iterator[dict]:
     # spawn, not fork: the parent holds threads (the progress bar), and a forked child of a
-    # threaded parent can deadlock.  Workers import hetero_solve once each.
+    # threaded parent can deadlock.  Workers import hetero_solve once each.  (Imported here:
+    # every command's start-up would pay for them.)
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx)
     completed = False

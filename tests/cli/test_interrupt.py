@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -386,3 +387,51 @@ def test_sigint_during_export_openvino(answer, tmp_path):
     code, lines = _hooked(["export", "openvino", str(answer), "--device-map", "NPU=AUTO"],
                           "hetero_solve.export.openvino:hetero_submodels", 1, tmp_path)
     _assert_clean(code, lines, answer, [answer / "openvino"])
+
+
+
+_NATIVE_COMPILE = """
+import os, signal, sys
+sys.argv = ["hetero-solve", "export", "openvino", sys.argv[1], "--device-map", "ACCEL=AUTO"]
+import hetero_solve.export.openvino as E
+
+def compile_until_released(core, model, priorities):
+    # A native call that neither stops nor returns to Python until it is done: SIGINT blocked
+    # in its thread, it waits on a FIFO that only the test could open for writing.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    sys.stderr.write("COMPILING\\n")
+    sys.stderr.flush()
+    os.read(os.open(FIFO, os.O_RDONLY), 1)
+    return type("Compiled", (), {"get_property": lambda self, key: 1})()
+
+E._compile_hetero = compile_until_released
+from hetero_solve.cli import main
+main()
+"""
+
+
+def test_ctrl_c_while_openvino_compiles_is_answered_before_the_compile_ends(tmp_path):
+    """``export openvino`` spends its seconds in OpenVINO's compile, native code that neither
+    stops nor returns to Python: the command answers Ctrl-C there at once (issue 39 item 6:
+    up to 4.9 s), with the one line and exit code 130 and no traceback from a child it forked
+    (``import openvino`` forks one for its telemetry).  The stand-in compile returns only when
+    the test opens its FIFO, which it never does: the command ended while the call still ran
+    (a command that waited for it would hang here)."""
+    pytest.importorskip("openvino")
+    import hetero_solve as hs
+    from hetero_solve.export import write_result
+    out = write_result(hs.solve(EXAMPLES / "seed000.onnx", ROOT / "rules" / "seed000.yaml"),
+                       tmp_path / "out")
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    code = _NATIVE_COMPILE.replace("FIFO", repr(str(fifo)))
+    def compiling(line: str) -> bool:
+        if line != "COMPILING":
+            return False
+        time.sleep(0.5)     # for the stand-in to enter its blocking call (a command that waited
+        return True         # for it would then hang; the one that does not, passes either way)
+
+    exit_code, lines, sent = _run_until([sys.executable, "-c", code, str(out)], compiling,
+                                        tmp_path)
+    assert sent
+    _assert_interrupted(exit_code, [x for x in lines if x != "COMPILING"])

@@ -225,10 +225,32 @@ def test_instances_mapped_one_by_one_keep_hetero_submodels_equal_to_the_parts(th
     kept = export_openvino(three_instances, ["ACC.0=CPU", "ACC.1=AUTO", "ACC.2=CPU"])
     assert kept.device_map == {"ACC.0": "CPU", "ACC.1": "AUTO", "ACC.2": "CPU"}
     assert kept.submodels == kept.parts == 3
+    # ACC.0 and ACC.2 share CPU but their parts do not touch: nothing to join, no note
+    # (issue 39 item 5: it advised mapping the instances one by one, as the user had)
+    assert not any("one OpenVINO device" in w for w in kept.warnings), kept.warnings
     joined = export_openvino(three_instances, ["ACC=AUTO"])
     assert joined.submodels == 1
-    assert any("ACC.0, ACC.1, ACC.2 share one OpenVINO device, AUTO" in w
-               for w in joined.warnings)
+    assert any("ACC.0, ACC.1, ACC.2 run on one OpenVINO device, AUTO, and their parts exchange "
+               "tensors" in w and "ACC=AUTO maps every instance of ACC there" in w
+               for w in joined.warnings), joined.warnings
+
+
+def test_instances_mapped_one_by_one_to_one_device_are_told_to_use_different_ones(
+        three_instances, capsys):
+    """``export openvino --device-map ACC.0=CPU --device-map ACC.1=CPU --device-map
+    ACC.2=AUTO``: ACC.0 and ACC.1 touch on CPU, HETERO joins them (2 submodels for 3 parts),
+    and the note says to map them to different devices, not to map them one by one."""
+    with pytest.raises(SystemExit) as e:
+        main(["export", "openvino", str(three_instances), "--device-map", "ACC.0=CPU",
+              "--device-map", "ACC.1=CPU", "--device-map", "ACC.2=AUTO"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "3 (hetero-solve)   2 OpenVINO HETERO submodel(s)" in out
+    (note,) = [x for x in out.splitlines() if "one OpenVINO device" in x]
+    assert note == ("note: ACC.0, ACC.1 run on one OpenVINO device, CPU, and their parts "
+                    "exchange tensors: HETERO joins those parts into one submodel; map them to "
+                    "different OpenVINO devices (ACC.0=..., ACC.1=...) to keep them apart, or "
+                    "run each part on its own (run --backend openvino)")
 
 
 def test_a_device_map_names_instances_and_refuses_others(three_instances, capsys):
@@ -274,3 +296,28 @@ def test_run_on_openvino_with_a_device_map_per_instance(three_instances, capsys)
         main(["run", str(three_instances), "--backend", "openvino", "--no-save",
               "--device-map", "NPU=CPU"])
     assert e.value.code == 2 and "no device 'NPU'" in capsys.readouterr().err
+
+
+def test_a_one_part_answer_exports_from_its_part_file_when_the_model_is_gone(tmp_path):
+    """A one-part answer has no model.annotated.onnx (its part file is the model, written
+    once): with the original model moved away, the export reads the part file, every op on
+    the answer's one device, and the result computes what the original does."""
+    src = tmp_path / "resnet_like.onnx"
+    src.write_bytes((EXAMPLES / "resnet_like.onnx").read_bytes())
+    out = tmp_path / "one.hetero"
+    write_result(hs.solve(src, RULES / "gpu-cpu.yaml", dims={"batch": 1}), out)
+    manifest = json.loads((out / "partition.json").read_text())
+    assert len(manifest["partitions"]) == 1
+    assert "model.annotated.onnx" not in manifest["files"] and "onnxruntime" not in manifest
+    assert not (out / "model.annotated.onnx").exists()
+    src.unlink()
+    result = export_openvino(out, ["GPU=CPU"])
+    assert result.model == str(out / manifest["partitions"][0]["file"])
+    model = _read(out)
+    assert {op.get_rt_info()["affinity"].astype(str) for op in model.get_ordered_ops()} == {"CPU"}
+    core = ov.Core()
+    core.set_property("CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    feeds = random_feeds(EXAMPLES / "resnet_like.onnx", {"batch": 1})
+    got = _ov_run(core.compile_model(model, "CPU"), feeds)
+    want = ort.InferenceSession(str(EXAMPLES / "resnet_like.onnx")).run(None, feeds)[0]
+    np.testing.assert_allclose(got["probs"], want, rtol=1e-4, atol=1e-5)

@@ -12,12 +12,13 @@ import random
 import networkx as nx
 import pytest
 
-from hetero_solve.measures import (MemoryTracker, find_cycle, part_memory, part_order,
+from hetero_solve.measures import (MemoryTracker, crossings, find_cycle, part_memory, part_order,
                                    quotient_edges)
 from hetero_solve.problem import make_problem
 
 MODULES = ["hetero_solve.measures.definitions", "hetero_solve.measures.order",
-           "hetero_solve.measures.tracker", "hetero_solve.problem", "hetero_solve.solution",
+           "hetero_solve.measures.tracker", "hetero_solve.measures.costs",
+           "hetero_solve.problem", "hetero_solve.solution",
            "hetero_solve.validate", "hetero_solve.algorithms.greedy",
            "hetero_solve.algorithms.baselines.glow"]
 
@@ -125,3 +126,21 @@ def test_a_constant_read_twice_by_one_node_counts_once():
     assert part_memory(twice, [1]) == 10 + 5 + 1
     assert list(fitting_runs(twice, [0, 1], 1, 16)) == [(2, 16)]
     assert list(fitting_runs(twice, [0, 1], 1, 14)) == []      # x and w alone are 15
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_crossings_list_every_tensor_read_outside_its_place_once_with_its_readers(seed):
+    rng = random.Random(seed)
+    n = rng.randint(1, 12)
+    p = _random_dag(rng, n)
+    k = rng.randint(1, 5)
+    part_of = [rng.randrange(k) for _ in range(n)]
+    by_part = {t: (part_of[u], sorted({part_of[r] for r in p.tensor_consumers[t]} - {part_of[u]}))
+               for t, u in enumerate(p.tensor_producer) if u >= 0}
+    assert [(t, h, r) for t, (h, r) in by_part.items() if r] == list(crossings(p, part_of))
+    group = [q % 2 for q in range(k)]       # two places: parts by parity
+    by_group = {t: (group[part_of[u]],
+                    sorted({group[part_of[r]] for r in p.tensor_consumers[t]} - {group[part_of[u]]}))
+                for t, u in enumerate(p.tensor_producer) if u >= 0}
+    assert [(t, h, r) for t, (h, r) in by_group.items() if r] == \
+        list(crossings(p, part_of, group.__getitem__))

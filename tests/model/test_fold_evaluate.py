@@ -127,3 +127,19 @@ def test_shape_of_an_initializer_declared_as_an_input_with_open_dims_folds_to_it
     assert [mg.names[i] for i in mg.folded] == ["shape", "cast", "sum"]
     assert mg.constant_value("s").tolist() == [4, 3]
     assert float(mg.constant_value("r")) == 7.0
+
+
+def test_equal_nodes_share_a_value_and_different_attributes_do_not():
+    """A node equal to an earlier one (op, attributes, input values) takes its value; an
+    attribute or an input value that differs gives its own."""
+    x = np.arange(6, dtype=np.int64).reshape(2, 3)
+    known = {"x": x, "y": x.copy(), "i": np.array(1, dtype=np.int64)}
+    nodes = [h.make_node("Gather", ["x", "i"], ["a"], axis=0),
+             h.make_node("Gather", ["y", "i"], ["b"], axis=0),   # same values: shared
+             h.make_node("Gather", ["x", "i"], ["c"], axis=1),   # another axis
+             h.make_node("Gather", ["a", "i"], ["d"], axis=0)]   # another input value
+    got = evaluate_nodes(nodes, known, 13, lambda *a: pytest.fail("no onnxruntime needed"))
+    np.testing.assert_array_equal(got["a"], [3, 4, 5])
+    assert got["b"] is got["a"]
+    np.testing.assert_array_equal(got["c"], [1, 4])
+    np.testing.assert_array_equal(got["d"], 4)

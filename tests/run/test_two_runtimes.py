@@ -126,3 +126,42 @@ def test_an_answer_without_a_profile_records_no_settings_and_warns_of_none(tmp_p
         w.simplefilter("error", HeteroSolveWarning)
         sess = hs.Session(out, options=RunOptions(intra_op_threads=1))
     assert sess.options.intra_op_threads == 1
+
+
+def test_the_command_shows_each_part_s_runtime_and_where_the_fallback_runs(tmp_path, capsys):
+    """Issue 39 item 2: ``run``'s table has a runtime column (``providers`` read CPU for both
+    runtimes' parts) and ``solve``'s summary says on which device the fallback nodes run (in a
+    two-runtime answer, "fallback" means "on ORT_CPU")."""
+    import json
+    from hetero_solve.cli import main
+    (tmp_path / "small.yaml").write_text(     # the NPU cannot hold the whole model
+        "version: 1\ndevices:\n  - {name: NPU, memory: 64KiB, ops: {supported: all}}\n"
+        "  - {name: CPU, ops: {supported: all}}\n")
+    with pytest.raises(SystemExit) as e:
+        main([str(EXAMPLES / "resnet_like.onnx"), str(tmp_path / "small.yaml"), "--dim",
+              "batch=1", "--engine", "heuristic", "-o", str(tmp_path / "seed")])
+    assert e.value.code == 0
+    summary = capsys.readouterr().out
+    fallback = json.loads((tmp_path / "seed" / "partition.json").read_text())["objective"]
+    assert fallback["fallback"] > 0
+    assert f"fallback: {fallback['fallback']} node(s) on CPU   " in summary
+    rules = yaml.safe_load(TWO.read_text())
+    rules["affinity"] = {"layer2/*": "ORT_CPU"}
+    (tmp_path / "two.yaml").write_text(yaml.safe_dump(rules))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        main([str(EXAMPLES / "resnet_like.onnx"), str(tmp_path / "two.yaml"), "--dim",
+              "batch=1", "--engine", "heuristic", "-o", str(out)])
+    assert e.value.code == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(out), "--no-save"])
+    assert e.value.code == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if "_CPU" in r]
+    assert rows and all(("OV_CPU" in r) == (" openvino " in r) for r in rows)
+    assert all(("ORT_CPU" in r) == (" onnxruntime " in r) for r in rows)
+    with pytest.raises(SystemExit):
+        main(["run", str(out), "--no-save", "--json"])
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    assert {(p["device"], p["runtime"]) for p in parts} == \
+        {("OV_CPU", "openvino"), ("ORT_CPU", "onnxruntime")}
