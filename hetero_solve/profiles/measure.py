@@ -7,12 +7,15 @@ runs it: ``openvino: DEVICE`` (an OpenVINO device) or ``onnxruntime: PROVIDER`` 
 provider listed; a device whose first provider this onnxruntime lacks would run elsewhere,
 so it is not measured).  A device with neither is not measured.  For each measured device:
 
-1. ``warmup`` runs, then ``repeats`` runs with the profiler on: per runtime node, the median;
-2. the runtime nodes mapped back to ONNX nodes (:mod:`.onnxruntime`, :mod:`.openvino`);
-3. the median time of ``repeats`` calls of ``Session.run`` (what ``hetero-solve run``
-   calls) on the whole model as one part, and what a second one-node part adds to a
-   one-node session (the per-part cost: the runtime's call and ``Session``'s bookkeeping);
-4. node times made to add up to the whole run minus the per-part cost
+1. the whole model as one part timed through ``Session.run`` (what ``hetero-solve run``
+   calls) in paired rounds with the other devices (:func:`.rounds.paired_rounds`), before
+   any profiler runs: its median, and what a run right after another device's costs more
+   (the switch cost);
+2. ``warmup`` runs, then ``repeats`` runs with the profiler on: per runtime node, the median;
+   the runtime nodes mapped back to ONNX nodes (:mod:`.onnxruntime`, :mod:`.openvino`);
+3. what a second one-node part adds to a one-node session (the per-part cost: the runtime's
+   call and ``Session``'s bookkeeping), and what a cut costs (:func:`boundary_link`);
+4. node times made to add up to the whole run minus the per-part and switch costs
    (:func:`.attribute.attribute`): predicted and measured agree on the model in one part.
 """
 
