@@ -20,7 +20,12 @@ def cli(args, capsys):
 
 def _commands():
     """Every command path: ``[]``, ``["solve"]``, ..., ``["rules", "check"]``."""
+    import importlib
     import typer.main
+    from hetero_solve.cli import COMMAND_MODULES
+    for modules in COMMAND_MODULES.values():      # the commands register when first used
+        for module in modules:
+            importlib.import_module(f"hetero_solve.cli.{module}")
     root = typer.main.get_command(app)
     paths = [[]]
     for name, cmd in root.commands.items():
