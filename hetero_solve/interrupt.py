@@ -87,17 +87,8 @@ def run_stoppable(work: Callable[[], T], stop: Callable[[], None],
     """
     if threading.current_thread() is not threading.main_thread():
         return work()       # signals reach the main thread only: nothing to take here
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["value"] = work()
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = e
-
     before = _native_threads()
-    thread = threading.Thread(target=target, name="hetero-solve solver", daemon=True)
-    thread.start()
+    thread, box = _started(work, "hetero-solve solver")
     stopped = False
     try:
         while thread.is_alive():
@@ -128,16 +119,7 @@ def run_unstoppable(work: Callable[[], T]) -> T:
     """
     if threading.current_thread() is not threading.main_thread():
         return work()
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["value"] = work()
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = e
-
-    thread = threading.Thread(target=target, name="hetero-solve native call", daemon=True)
-    thread.start()
+    thread, box = _started(work, "hetero-solve native call")
     try:
         while thread.is_alive():
             thread.join(POLL_SECONDS)
@@ -148,6 +130,22 @@ def run_unstoppable(work: Callable[[], T]) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _started(work: Callable[[], T], name: str) -> tuple[threading.Thread, dict]:
+    """``work()`` started in a daemon thread; the dict gets its ``"value"`` or its
+    ``"error"`` (re-raised by the caller in its own thread)."""
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread, box
 
 
 def _native_threads() -> frozenset[str] | None:
