@@ -249,6 +249,16 @@ def test_doctests_of_the_change_module():
     assert res.attempted >= 5 and res.failed == 0
 
 
+def test_a_ranked_change_that_makes_the_answer_worse_says_so():
+    """explain --rank printed "saves -2 part(s)" when supporting an op made the answer worse."""
+    from hetero_solve.cli.explain import saves_text
+    assert saves_text({"partitions": -2, "fallback": 0, "latency": 0.0005}, "CPU") == \
+        "adds 2 part(s), 0 node(s) on CPU, 500 µs"
+    worse = saves_text({"partitions": 1, "fallback": -3, "latency": -0.002}, "CPU")
+    assert worse == "saves 1 part(s), 3 more node(s) on CPU, 2 ms slower"
+    assert "-" not in worse
+
+
 # -- predicted times in study and check --------------------------------------------------------
 
 def test_study_has_predicted_latency_columns_with_costs(files, tmp_path):
