@@ -284,7 +284,7 @@ def report(results: list[dict], machine: dict, args, started: str, load_before: 
                  f"{s['within']:.2f}{'' if s['within'] <= 1 else ' **over**'} | "
                  f"{fmt(s['stages']['heur + exact'])} ({fmt(s['exact'])}) |")
     if any(p.get("baseline") for r in results for p in r["pairs"]):
-        L += ["", f"## Against the baseline (`{args.baseline}`, at {args.baseline_commit})", "",
+        L += ["", f"## Against the baseline (another checkout, at {args.baseline_commit})", "",
               "Each round ran floor, baseline command, command; `saved` = median of the paired "
               "differences; `cpu` = user + system seconds of the process and the children it "
               "waited for (steadier than wall time on a loaded machine).  `same answer`: objective, lower bound and status equal.", "",
@@ -375,10 +375,19 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md)
     out.with_suffix(".json").write_text(json.dumps(
-        {"machine": machine, "started": started, "args": vars(args), "results": results},
+        {"machine": machine, "started": started, "args": _portable(vars(args)), "results": results},
         indent=1))
     print(md)
     print(f"wrote {out}, {out.with_suffix('.json')}")
+
+
+def _portable(args: dict) -> dict:
+    """The arguments as a reader elsewhere can use them: the baseline checkout named by its
+    commit, not by this machine's path."""
+    out = dict(args)
+    if out.get("baseline"):
+        out["baseline"] = f"checkout at {out.get('baseline_commit')}"
+    return out
 
 
 if __name__ == "__main__":
