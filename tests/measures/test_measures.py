@@ -34,13 +34,18 @@ def _random_dag(rng: random.Random, n: int):
     return make_problem(n, edges, [[0]] * n)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_part_order_is_a_topological_order_of_the_quotient_or_none_on_a_cycle(seed):
+def _random_partition(seed: int):
+    """A random DAG of 1-12 nodes, a part count of 1-5 and a random node -> part map."""
     rng = random.Random(seed)
     n = rng.randint(1, 12)
     p = _random_dag(rng, n)
     k = rng.randint(1, 5)
-    part_of = [rng.randrange(k) for _ in range(n)]
+    return p, k, [rng.randrange(k) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_part_order_is_a_topological_order_of_the_quotient_or_none_on_a_cycle(seed):
+    p, k, part_of = _random_partition(seed)
     edges = quotient_edges(p, part_of)
     g = nx.DiGraph(list(edges))
     g.add_nodes_from(range(k))
@@ -54,6 +59,7 @@ def test_part_order_is_a_topological_order_of_the_quotient_or_none_on_a_cycle(se
     pos = {q: i for i, q in enumerate(order)}
     assert all(pos[a] < pos[b] for a, b in edges)
     # ties: among the parts ready at each step, the one holding the smallest node
+    n = p.n
     first = {q: min((v for v in range(n) if part_of[v] == q), default=n) for q in range(k)}
     done: set[int] = set()
     for q in order:
@@ -130,11 +136,7 @@ def test_a_constant_read_twice_by_one_node_counts_once():
 
 @pytest.mark.parametrize("seed", range(30))
 def test_crossings_list_every_tensor_read_outside_its_place_once_with_its_readers(seed):
-    rng = random.Random(seed)
-    n = rng.randint(1, 12)
-    p = _random_dag(rng, n)
-    k = rng.randint(1, 5)
-    part_of = [rng.randrange(k) for _ in range(n)]
+    p, k, part_of = _random_partition(seed)
     by_part = {t: (part_of[u], sorted({part_of[r] for r in p.tensor_consumers[t]} - {part_of[u]}))
                for t, u in enumerate(p.tensor_producer) if u >= 0}
     assert [(t, h, r) for t, (h, r) in by_part.items() if r] == list(crossings(p, part_of))

@@ -24,6 +24,12 @@ RULES = {"version": 1, "devices": [
     {"name": "CPU", "ops": {"supported": "all"}}]}
 
 
+def hetero_solve(*argv) -> subprocess.CompletedProcess:
+    """The command, as a user runs it, from the repository root."""
+    return subprocess.run([sys.executable, "-m", "hetero_solve", *map(str, argv)],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
 def bert_like(tmp_path):
     """input_ids -> Gather(word table, 30 rows); token_type_ids -> Cast -> Gather(type table,
     2 rows); their sum through a Tanh (CPU)."""
@@ -67,15 +73,11 @@ def test_input_range_sets_the_values(tmp_path):
     assert set(np.unique(feeds["input_ids"])) <= {5, 6}
     out = tmp_path / "out"
     write_result(hs.solve(model, RULES, engine="heuristic"), out)
-    r = subprocess.run([sys.executable, "-m", "hetero_solve", "verify", model, out,
-                        "--input-range", "input_ids=0,3", "--json"], capture_output=True,
-                       text=True, cwd=ROOT)
+    r = hetero_solve("verify", model, out, "--input-range", "input_ids=0,3", "--json")
     assert r.returncode == 0, r.stderr
-    r = subprocess.run([sys.executable, "-m", "hetero_solve", "run", out, "--no-save",
-                        "--input-range", "nope=0,3"], capture_output=True, text=True, cwd=ROOT)
+    r = hetero_solve("run", out, "--no-save", "--input-range", "nope=0,3")
     assert r.returncode == 2 and "--input-range nope: no such input" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "hetero_solve", "run", out, "--no-save",
-                        "--input-range", "input_ids=3"], capture_output=True, text=True, cwd=ROOT)
+    r = hetero_solve("run", out, "--no-save", "--input-range", "input_ids=3")
     assert r.returncode == 2 and "expected NAME=LO,HI" in r.stderr
 
 
@@ -86,9 +88,7 @@ def test_onnxruntime_log_stays_out_of_a_file(tmp_path):
     out = tmp_path / "out"
     write_result(hs.solve(model, RULES, engine="heuristic"), out)
     np.save(tmp_path / "tt.npy", np.full((1, 8), 7, np.int32))       # row 7 of a 2-row table
-    r = subprocess.run([sys.executable, "-m", "hetero_solve", "verify", model, out,
-                        "--input", f"token_type_ids={tmp_path / 'tt.npy'}"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = hetero_solve("verify", model, out, "--input", f"token_type_ids={tmp_path / 'tt.npy'}")
     assert r.returncode == 2
     # hetero-solve's lines only: the random inputs used (input_ids), then the one error line
     lines = r.stderr.splitlines()
@@ -118,8 +118,7 @@ def test_a_scalar_input_that_must_hold_one_value(tmp_path):
     out = tmp_path / "out"
     write_result(hs.solve(path, RULES, engine="heuristic"), out)
     for command in (["verify", str(path), str(out)], ["run", str(out), "--no-save"]):
-        r = subprocess.run([sys.executable, "-m", "hetero_solve", *command],
-                           capture_output=True, text=True, cwd=ROOT)
+        r = hetero_solve(*command)
         assert r.returncode == 2, r.stderr
         lines = r.stderr.splitlines()
         first = next(i for i, x in enumerate(lines) if "random inputs" in x)
@@ -127,8 +126,7 @@ def test_a_scalar_input_that_must_hold_one_value(tmp_path):
         assert first < error and error == len(lines) - 1, lines
         assert "n int64 () from 0..9" in lines[first] and "x float32 (2,3)" in lines[first]
         assert "--input-range NAME=LO,HI" in lines[error] and "random inputs" in lines[error]
-        ok = subprocess.run([sys.executable, "-m", "hetero_solve", *command,
-                             "--input-range", "n=6,6"], capture_output=True, text=True, cwd=ROOT)
+        ok = hetero_solve(*command, "--input-range", "n=6,6")
         assert ok.returncode == 0, ok.stderr
     with pytest.raises(hs.run.RandomInputsError) as e:
         hs.verify(path, out)
@@ -170,12 +168,9 @@ def test_a_single_integer_the_model_compares_with_a_constant_takes_that_value(tm
     out = tmp_path / "out"
     write_result(hs.solve(path, RULES, engine="heuristic"), out)
     for command in (["verify", str(path), str(out)], ["run", str(out), "--no-save"]):
-        r = subprocess.run([sys.executable, "-m", "hetero_solve", *command],
-                           capture_output=True, text=True, cwd=ROOT)
+        r = hetero_solve(*command)
         assert r.returncode == 0, r.stderr
         assert "sr int64 () 16000 (the model compares it with 16000)" in r.stderr
     # --input-range still decides
-    r = subprocess.run([sys.executable, "-m", "hetero_solve", "run", str(out), "--no-save",
-                        "--input-range", "sr=8000,8000"], capture_output=True, text=True,
-                       cwd=ROOT)
+    r = hetero_solve("run", out, "--no-save", "--input-range", "sr=8000,8000")
     assert r.returncode == 2 and "sr int64 () from 8000..8000" in r.stderr
