@@ -36,10 +36,11 @@ are built afterwards (any assignment is the instances of an acyclic partition).
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..budget import Budget
 from ..fitting.floors import binding_devices, slot_items
@@ -466,19 +467,18 @@ def simple_bound(problem: Problem, term: str) -> float | None:
     c = problem.costs
     n = problem.n
     used = sorted({d for a in problem.allowed for d in a})
-    times = [[c.time(v, d) if d in problem.allowed[v] else math.inf for d in used]
-             for v in range(n)]
-    subsets = _device_sets(len(used), n)
+    times = np.array([[c.time(v, d) if d in problem.allowed[v] else math.inf for d in used]
+                      for v in range(n)], dtype=float).reshape(n, len(used))
     best = math.inf
-    for U in subsets:
-        if any(min(times[v][k] for k in U) == math.inf for v in range(n)):
+    for U in _device_sets(len(used), n):
+        on = times[:, list(U)]
+        cheapest = on.min(axis=1)
+        if np.isinf(cheapest).any():
             continue            # a node no device of U takes
         if term == "latency":
-            value = sum(min(times[v][k] for k in U) for v in range(n)) + \
-                sum(c.part_cost[used[k]] for k in U)
+            value = float(cheapest.sum()) + sum(c.part_cost[used[k]] for k in U)
         else:
-            value = _throughput_on(problem, [used[k] for k in U], [[times[v][k] for k in U]
-                                                                   for v in range(n)])
+            value = _throughput_on(problem, [used[k] for k in U], on)
         best = min(best, value)
     return 0.0 if best == math.inf else best
 
@@ -491,53 +491,52 @@ def _device_sets(D: int, n: int) -> list[tuple[int, ...]]:
     return [U for r in range(1, D + 1) for U in itertools.combinations(range(D), r)]
 
 
-def _throughput_on(problem: Problem, devices: list[int], times: list[list[float]]) -> float:
-    """The throughput bound of :func:`simple_bound` for answers on exactly ``devices``."""
+def _throughput_on(problem: Problem, devices: list[int], times: np.ndarray) -> float:
+    """The throughput bound of :func:`simple_bound` for answers on exactly ``devices``
+    (``times``: node x device, ``inf`` where a device does not take the node)."""
     c = problem.costs
-    pc = [c.part_cost[d] for d in devices]
+    pc = np.array([c.part_cost[d] for d in devices], dtype=float)
     inst = [problem.devices[d].instances for d in devices]
-    node = max((min(t + q for t, q in zip(row, pc)) for row in times), default=0.0)
+    node = float((times + pc).min(axis=1).max()) if len(times) else 0.0
     if len(devices) == 1:
-        spread = sum(row[0] for row in times) / inst[0] + pc[0]
+        spread = float(times[:, 0].sum()) / inst[0] + float(pc[0])
     elif len(devices) == 2:
         spread = _two_device_split(times, pc, inst)
     else:   # the cheapest times, and every device's part cost once, over every instance
-        spread = (sum(min(row) for row in times) + sum(pc)) / sum(inst)
+        spread = (float(times.min(axis=1).sum()) + float(pc.sum())) / sum(inst)
     return max(node, spread)
 
 
-def _two_device_split(times: list[list[float]], pc: list[float], inst: list[int]) -> float:
+def _two_device_split(times: np.ndarray, pc: np.ndarray, inst: list[int]) -> float:
     """The smallest ``T`` at which the nodes split fractionally between two devices fit
     ``inst[k] * (T - pc[k])`` on each (a fractional knapsack: the nodes of smallest time ratio
     go to the first device); bisected, the last infeasible ``T`` kept, so it never exceeds the
     true value."""
-    only = [0.0, 0.0]
-    flexible = []
-    for a, b in times:
-        if b == math.inf:
-            only[0] += a
-        elif a == math.inf:
-            only[1] += b
-        else:
-            flexible.append((a, b))
-    flexible.sort(key=lambda ab: (ab[0] / ab[1]) if ab[1] > 0 else math.inf)
-    pre_a = list(itertools.accumulate((a for a, _ in flexible), initial=0.0))
-    suf_b = list(itertools.accumulate((b for _, b in reversed(flexible)), initial=0.0))[::-1]
+    a_all, b_all = times[:, 0], times[:, 1]
+    only_a, only_b = np.isinf(b_all), np.isinf(a_all)
+    only = [float(a_all[only_a].sum()), float(b_all[only_b].sum())]
+    flexible = ~(only_a | only_b)
+    a, b = a_all[flexible], b_all[flexible]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(b > 0, a / np.where(b > 0, b, 1.0), np.inf)
+    by_ratio = np.argsort(ratio, kind="stable")
+    a, b = a[by_ratio], b[by_ratio]
+    pre_a = np.concatenate([[0.0], np.cumsum(a)])
+    suf_b = np.concatenate([np.cumsum(b[::-1])[::-1], [0.0]])
 
     def fits(T: float) -> bool:
         cap_a = inst[0] * (T - pc[0]) - only[0]
         cap_b = inst[1] * (T - pc[1]) - only[1]
         if cap_a < 0 or cap_b < 0:
             return False
-        k = bisect.bisect_right(pre_a, cap_a) - 1       # nodes 0..k-1 wholly on the first
-        if k >= len(flexible):
+        k = int(np.searchsorted(pre_a, cap_a, side="right")) - 1   # nodes 0..k-1 on the first
+        if k >= len(a):
             return True
-        a, b = flexible[k]
-        part = (cap_a - pre_a[k]) / a if a > 0 else 1.0
-        return suf_b[k + 1] + (1.0 - part) * b <= cap_b
+        part = (cap_a - pre_a[k]) / a[k] if a[k] > 0 else 1.0
+        return suf_b[k + 1] + (1.0 - part) * b[k] <= cap_b
 
     lo = 0.0
-    hi = max(pc) + sum(max(a, b) for a, b in flexible) + sum(only) + 1.0
+    hi = float(pc.max()) + float(np.maximum(a, b).sum()) + sum(only) + 1.0
     if not fits(hi):
         return lo
     for _ in range(200):
